@@ -1,0 +1,142 @@
+"""``rightsizer-exporter``: the per-node exporter."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from . import __version__
+from .config import ExporterConfig, load_config, parse_listen
+from .logs import configure, event
+from .render import Renderer
+from .sampler import Extension, Sampler
+from .server import create_app
+from .settings import ConfigError
+from .sources.base import GpuSource, SourceUnavailable
+
+log = logging.getLogger("rightsizer.exporter")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rightsizer-exporter",
+        description="Per-node GPU exporter: dcgm-exporter-compatible metrics plus right-sizing scores.",
+    )
+    p.add_argument(
+        "--simulate",
+        nargs="?",
+        const="default",
+        metavar="SCENARIO",
+        help="run on a simulated fleet: built-in scenario name (default: 'default') or a YAML path",
+    )
+    p.add_argument("--listen", metavar="HOST:PORT", help="address to serve on (default :9430)")
+    p.add_argument("--config", metavar="FILE", help="YAML configuration file")
+    p.add_argument("--interval", metavar="SECONDS", help="sampling interval (default 1)")
+    p.add_argument(
+        "--log-level", choices=["debug", "info", "warning", "error"], help="log level (default info)"
+    )
+    p.add_argument("--hostname", help="value of the Hostname label (default: NODE_NAME or the host name)")
+    p.add_argument("--hostname-label", choices=["Hostname", "hostname"], help="name of the host label")
+    p.add_argument(
+        "--check-config", action="store_true", help="validate the configuration, print problems, exit"
+    )
+    p.add_argument("--version", action="version", version=f"rightsizer-exporter {__version__}")
+    return p
+
+
+def make_source(cfg: ExporterConfig) -> GpuSource:
+    if cfg.simulate is not None:
+        from .sources.simulated import SimulatedSource, load_scenario
+
+        return SimulatedSource(load_scenario(cfg.simulate))
+    from .sources.nvml import NvmlSource
+
+    return NvmlSource(cfg.nvml)
+
+
+def make_extensions(cfg: ExporterConfig) -> list[Extension]:
+    """Pod attribution, queues and right-sizing plug in here as they are configured."""
+    return []
+
+
+def fail(message: str) -> int:
+    print(f"rightsizer-exporter: {message}", file=sys.stderr)
+    return 2
+
+
+async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
+    host, port = parse_listen(cfg.listen)
+    sampler = Sampler(
+        source, Renderer(cfg.hostname_label), cfg.interval, cfg.effective_hostname, make_extensions(cfg)
+    )
+    runner = web.AppRunner(create_app(sampler), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=1024)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        return fail(f"cannot listen on {cfg.listen}: {why}")
+    bound = [f"{a[0]}:{a[1]}" if isinstance(a, tuple) else str(a) for a in runner.addresses]
+    event(
+        log,
+        logging.INFO,
+        "listening",
+        address=",".join(bound) or cfg.listen,
+        version=__version__,
+        source=source.name,
+        interval=cfg.interval,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        try:
+            await sampler.start()
+        except SourceUnavailable as exc:
+            return fail(str(exc))
+        await stop.wait()
+        event(log, logging.INFO, "stopping")
+    finally:
+        await runner.cleanup()
+        await sampler.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    flags = {
+        "listen": args.listen,
+        "interval": args.interval,
+        "log_level": args.log_level,
+        "simulate": args.simulate,
+        "hostname": args.hostname,
+        "hostname_label": args.hostname_label,
+    }
+    try:
+        cfg = load_config(args.config, flags)
+        source = make_source(cfg) if not args.check_config or cfg.simulate else None
+    except ConfigError as exc:
+        return fail(str(exc))
+    if args.check_config:
+        print(f"{args.config or 'configuration'}: OK")
+        return 0
+    assert source is not None
+    configure(cfg.log_level)
+    try:
+        return asyncio.run(serve(cfg, source))
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

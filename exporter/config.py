@@ -1,0 +1,103 @@
+"""The exporter's configuration schema. Every setting has a documented default."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .settings import ConfigError, build, env_overrides, merge, read_yaml, setting
+
+DEFAULT_PORT = 9430  # dcgm-exporter uses 9400; both can run side by side
+
+
+@dataclass(frozen=True)
+class NvmlSettings:
+    call_timeout_seconds: float = setting(
+        2.0,
+        "Deadline for one GPU's NVML calls in one cycle; a GPU over it is marked down this cycle.",
+        minimum=0.05,
+        maximum=60,
+    )
+    slow_interval_seconds: float = setting(
+        10.0, "Cadence of slow NVML calls (PCIe throughput blocks ~20 ms per GPU).", minimum=1, maximum=3600
+    )
+    reinit_backoff_initial_seconds: float = setting(
+        1.0,
+        "First wait before re-initialising NVML after a lifecycle error (doubles each try).",
+        minimum=0.1,
+        maximum=300,
+    )
+    reinit_backoff_max_seconds: float = setting(
+        30.0, "Longest wait between NVML re-initialisation attempts.", minimum=0.1, maximum=3600
+    )
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    listen: str = setting(f":{DEFAULT_PORT}", "HOST:PORT to serve on; an empty host means all interfaces.")
+    interval: float = setting(1.0, "Sampling interval in seconds.", minimum=0.05, maximum=300)
+    log_level: Literal["debug", "info", "warning", "error"] = setting("info", "Log level.")
+    hostname: str | None = setting(
+        None,
+        "Value of the Hostname label; default: this machine's hostname "
+        "(or NODE_NAME when set, as in a DaemonSet).",
+    )
+    hostname_label: Literal["Hostname", "hostname"] = setting(
+        "Hostname", "Name of the host label: dcgm-exporter's classic 'Hostname' or its 2026 'hostname'."
+    )
+    simulate: str | None = setting(
+        None, "Run on a simulated fleet: 'default', another built-in scenario name, or a scenario YAML path."
+    )
+    nvml: NvmlSettings = setting(NvmlSettings(), "NVML sampling settings.")  # noqa: RUF009
+
+    def validate(self) -> None:
+        parse_listen(self.listen)
+        if self.nvml.reinit_backoff_initial_seconds > self.nvml.reinit_backoff_max_seconds:
+            raise ValueError(
+                "nvml.reinit_backoff_initial_seconds must not exceed nvml.reinit_backoff_max_seconds"
+            )
+
+    @property
+    def effective_hostname(self) -> str:
+        return self.hostname or os.environ.get("NODE_NAME") or socket.gethostname()
+
+
+def parse_listen(listen: str) -> tuple[str | None, int]:
+    """Split HOST:PORT (``[::1]:9430``, ``:9430``, ``127.0.0.1:0``). Raises ValueError."""
+    host, sep, port_text = listen.rpartition(":")
+    if not sep:
+        raise ValueError(f"listen must be HOST:PORT; got {listen!r}")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"listen port must be a number; got {listen!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"listen port must be 0-65535; got {port}")
+    host = host.strip("[]")
+    return (host or None), port
+
+
+def load_config(
+    path: str | None,
+    flags: dict[str, Any],
+    environ: dict[str, str] | None = None,
+) -> ExporterConfig:
+    """File, then environment, then flags (only those given), checked against the schema."""
+    data: dict[str, Any] = read_yaml(path) if path else {}
+    where = path or "config"
+    try:
+        build(ExporterConfig, data, "")
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    env = env_overrides(ExporterConfig, environ=environ)
+    try:
+        build(ExporterConfig, merge(data, env), "")
+    except ConfigError as exc:
+        raise ConfigError(f"environment (RIGHTSIZER_*): {exc}") from None
+    merged = merge(merge(data, env), {k: v for k, v in flags.items() if v is not None})
+    try:
+        return build(ExporterConfig, merged, "")
+    except ConfigError as exc:
+        raise ConfigError(f"command line: {exc}") from None

@@ -1,0 +1,336 @@
+"""The one table of every metric family Rightsizer publishes.
+
+The renderer, the README's metric table and the tests all read ``FAMILIES``. Each family says
+where its rows come from (``scope``) and, for per-GPU families, which snapshot field feeds it
+and how to convert that field (kept in SI units) to the family's unit.
+
+DCGM-compatible families (``dcgm=True``) copy dcgm-exporter's names, types and units exactly so
+existing dashboards work unchanged; they are the only families exempt from ``promtool check
+metrics`` (see ``PROMTOOL_EXCEPTIONS``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MetricType = Literal["gauge", "counter", "info"]
+Scope = Literal[
+    "gpu",  # one row per GPU that is up and reports ``field``
+    "gpu_up",  # one row per known GPU, up or down
+    "gpu_info",  # one row per known GPU, value 1
+    "gpu_clock_events",  # one row per GPU and clock-event reason, 0/1
+    "collector_success",
+    "collector_duration",
+    "last_sample",
+    "build_info",
+    "extension",  # rows a subsystem (queues, right-sizing) puts in ``Snapshot.rows`` under the family's name
+]
+
+# Label names of every per-GPU series, in dcgm-exporter's order. ``Hostname`` is switchable to
+# ``hostname`` (dcgm-exporter's 2026 spelling) by configuration; MIG and pod labels are present
+# only on MIG instances and attributed GPUs respectively.
+GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")  # own families: model_name
+MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")
+HOST_LABELS = ("Hostname", "DCGM_FI_DRIVER_VERSION")
+POD_LABELS = ("pod", "namespace", "container")
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    name: str
+    type: MetricType
+    unit: str
+    help: str
+    scope: Scope
+    field: str | None = None
+    scale: float = 1.0
+    dcgm: bool = False
+    extra_labels: tuple[str, ...] = ()
+
+    @property
+    def labels_doc(self) -> str:
+        """Labels as the README documents them."""
+        if self.scope in ("gpu", "gpu_up", "gpu_info", "gpu_clock_events") or (
+            self.scope == "extension" and "gpu" in self.extra_labels
+        ):
+            base = "GPU labels"
+            extra = [lbl for lbl in self.extra_labels if lbl not in GPU_LABELS]
+            return ", ".join([base, *extra]) if extra else base
+        return ", ".join(self.extra_labels) or "—"
+
+
+def _dcgm(name: str, type_: MetricType, unit: str, help_: str, field: str, scale: float = 1.0) -> Family:
+    return Family(name, type_, unit, help_, "gpu", field, scale, dcgm=True)
+
+
+def _gpu(name: str, unit: str, help_: str, field: str, type_: MetricType = "gauge") -> Family:
+    return Family(name, type_, unit, help_, "gpu", field)
+
+
+FAMILIES: tuple[Family, ...] = (
+    # --- dcgm-exporter compatible (names, types and units fixed by dcgm-exporter) ---
+    _dcgm("DCGM_FI_DEV_SM_CLOCK", "gauge", "MHz", "SM clock frequency (in MHz).", "sm_clock_hz", 1e-6),
+    _dcgm(
+        "DCGM_FI_DEV_MEM_CLOCK", "gauge", "MHz", "Memory clock frequency (in MHz).", "memory_clock_hz", 1e-6
+    ),
+    _dcgm("DCGM_FI_DEV_GPU_TEMP", "gauge", "°C", "GPU temperature (in C).", "gpu_temperature_celsius"),
+    _dcgm(
+        "DCGM_FI_DEV_MEMORY_TEMP", "gauge", "°C", "Memory temperature (in C).", "memory_temperature_celsius"
+    ),
+    _dcgm("DCGM_FI_DEV_POWER_USAGE", "gauge", "W", "Power draw (in W).", "power_usage_watts"),
+    _dcgm(
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "counter",
+        "mJ",
+        "Total energy consumption since boot (in mJ).",
+        "energy_joules",
+        1000.0,
+    ),
+    _dcgm(
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "counter",
+        "retries",
+        "Total number of PCIe retries.",
+        "pcie_replay_count",
+    ),
+    _dcgm("DCGM_FI_DEV_GPU_UTIL", "gauge", "%", "GPU utilization (in %).", "gpu_utilization_ratio", 100.0),
+    _dcgm(
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "gauge",
+        "%",
+        "Memory utilization (in %).",
+        "memory_copy_utilization_ratio",
+        100.0,
+    ),
+    _dcgm(
+        "DCGM_FI_DEV_ENC_UTIL",
+        "gauge",
+        "%",
+        "Encoder utilization (in %).",
+        "encoder_utilization_ratio",
+        100.0,
+    ),
+    _dcgm(
+        "DCGM_FI_DEV_DEC_UTIL",
+        "gauge",
+        "%",
+        "Decoder utilization (in %).",
+        "decoder_utilization_ratio",
+        100.0,
+    ),
+    _dcgm("DCGM_FI_DEV_XID_ERRORS", "gauge", "XID", "Value of the last XID error encountered.", "xid_last"),
+    _dcgm(
+        "DCGM_FI_DEV_FB_FREE",
+        "gauge",
+        "MiB",
+        "Framebuffer memory free (in MiB).",
+        "memory_free_bytes",
+        1 / MIB,
+    ),
+    _dcgm(
+        "DCGM_FI_DEV_FB_USED",
+        "gauge",
+        "MiB",
+        "Framebuffer memory used (in MiB).",
+        "memory_used_bytes",
+        1 / MIB,
+    ),
+    _dcgm(
+        "DCGM_FI_DEV_FB_RESERVED",
+        "gauge",
+        "MiB",
+        "Framebuffer memory reserved (in MiB).",
+        "memory_reserved_bytes",
+        1 / MIB,
+    ),
+    _dcgm(
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "counter",
+        "errors",
+        "Total number of single-bit volatile ECC errors.",
+        "ecc_corrected_count",
+    ),
+    _dcgm(
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "counter",
+        "errors",
+        "Total number of double-bit volatile ECC errors.",
+        "ecc_uncorrected_count",
+    ),
+    _dcgm(
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "counter",
+        "counter",
+        "Total number of NVLink bandwidth counters for all lanes.",
+        "nvlink_bandwidth_count",
+    ),
+    _dcgm(
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "gauge",
+        "ratio",
+        "Ratio of time the graphics engine is active.",
+        "gr_engine_active_ratio",
+    ),
+    _dcgm(
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "gauge",
+        "ratio",
+        "The ratio of cycles an SM has at least 1 warp assigned.",
+        "sm_active_ratio",
+    ),
+    _dcgm(
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        "gauge",
+        "ratio",
+        "The ratio of number of warps resident on an SM.",
+        "sm_occupancy_ratio",
+    ),
+    _dcgm(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "gauge",
+        "ratio",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+        "tensor_active_ratio",
+    ),
+    _dcgm(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "ratio",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+        "dram_active_ratio",
+    ),
+    _dcgm(
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "gauge",
+        "B/s",
+        "The rate of data transmitted over the PCIe bus.",
+        "pcie_tx_bytes_per_second",
+    ),
+    _dcgm(
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "gauge",
+        "B/s",
+        "The rate of data received over the PCIe bus.",
+        "pcie_rx_bytes_per_second",
+    ),
+    # --- Rightsizer's own GPU families ---
+    Family(
+        "rightsizer_gpu_up",
+        "gauge",
+        "bool",
+        "1 when the GPU answered this cycle, 0 when it is lost, hung or failing.",
+        "gpu_up",
+    ),
+    Family(
+        "rightsizer_gpu_info",
+        "info",
+        "info",
+        "GPU identity: labels carry index, UUID, PCI bus id, model, driver and total memory.",
+        "gpu_info",
+        extra_labels=("memory_total_bytes",),
+    ),
+    _gpu("rightsizer_gpu_memory_total_bytes", "bytes", "Total framebuffer memory.", "memory_total_bytes"),
+    _gpu("rightsizer_gpu_power_limit_watts", "W", "Enforced power limit.", "power_limit_watts"),
+    _gpu("rightsizer_gpu_sm_clock_max_hertz", "Hz", "Maximum SM clock.", "sm_clock_max_hz"),
+    _gpu("rightsizer_gpu_memory_clock_max_hertz", "Hz", "Maximum memory clock.", "memory_clock_max_hz"),
+    _gpu(
+        "rightsizer_gpu_pcie_link_generation", "generation", "Current PCIe link generation.", "pcie_link_gen"
+    ),
+    _gpu(
+        "rightsizer_gpu_pcie_link_generation_max",
+        "generation",
+        "Maximum PCIe link generation.",
+        "pcie_link_gen_max",
+    ),
+    _gpu("rightsizer_gpu_pcie_link_width", "lanes", "Current PCIe link width.", "pcie_link_width"),
+    _gpu("rightsizer_gpu_pcie_link_width_max", "lanes", "Maximum PCIe link width.", "pcie_link_width_max"),
+    Family(
+        "rightsizer_gpu_clock_event_active",
+        "gauge",
+        "bool",
+        "1 while the clock-event (throttle) reason is active.",
+        "gpu_clock_events",
+        extra_labels=("reason",),
+    ),
+    _gpu(
+        "rightsizer_gpu_compute_processes",
+        "processes",
+        "Compute processes running on the GPU.",
+        "compute_processes",
+    ),
+    _gpu(
+        "rightsizer_gpu_compute_processes_memory_bytes",
+        "bytes",
+        "GPU memory used by the compute processes running on the GPU.",
+        "compute_processes_memory_bytes",
+    ),
+    # --- the exporter itself ---
+    Family(
+        "rightsizer_collector_success",
+        "gauge",
+        "bool",
+        "1 if the collector's last run succeeded.",
+        "collector_success",
+        extra_labels=("collector",),
+    ),
+    Family(
+        "rightsizer_collector_duration_seconds",
+        "gauge",
+        "seconds",
+        "Duration of the collector's last run.",
+        "collector_duration",
+        extra_labels=("collector",),
+    ),
+    Family(
+        "rightsizer_last_sample_timestamp_seconds",
+        "gauge",
+        "seconds",
+        "Unix time of the sample the published values come from.",
+        "last_sample",
+    ),
+    Family(
+        "rightsizer_build_info",
+        "info",
+        "info",
+        "Build information of the running exporter.",
+        "build_info",
+        extra_labels=("version", "python_version"),
+    ),
+)
+
+FAMILIES_BY_NAME = {f.name: f for f in FAMILIES}
+
+# NVML's clock-event reason bits (nvmlClocksEventReason*), published by name.
+CLOCK_EVENT_REASONS: tuple[tuple[str, int], ...] = (
+    ("gpu_idle", 0x1),
+    ("applications_clocks_setting", 0x2),
+    ("sw_power_cap", 0x4),
+    ("hw_slowdown", 0x8),
+    ("sync_boost", 0x10),
+    ("sw_thermal_slowdown", 0x20),
+    ("hw_thermal_slowdown", 0x40),
+    ("hw_power_brake_slowdown", 0x80),
+    ("display_clock_setting", 0x100),
+)
+
+# promtool check metrics findings accepted, one by one, because dcgm-exporter fixed these names:
+# (metric name, finding as promtool prints it). Own families (``rightsizer_*``) must lint clean;
+# they carry the same GPU labels except ``model_name`` for dcgm-exporter's ``modelName``.
+PROMTOOL_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset(
+    {
+        *(
+            (f.name, "label names should be written in 'snake_case' not 'camelCase'")
+            for f in FAMILIES
+            if f.dcgm
+        ),
+        *(
+            (f.name, 'counter metrics should have "_total" suffix')
+            for f in FAMILIES
+            if f.dcgm and f.type == "counter"
+        ),
+        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "metric name should not include type 'counter'"),
+    }
+)

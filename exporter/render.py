@@ -1,0 +1,189 @@
+"""Render a Snapshot into Prometheus exposition bytes, once per sampling cycle.
+
+Why not ``prometheus_client.generate_latest``: it renames every counter to ``<name>_total``, which
+would break dcgm-exporter's counter names (``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``), and it
+rebuilds every label string on every call. This renderer caches each GPU's label string across
+cycles, renders every sample line once and wraps it in the text 0.0.4 and OpenMetrics 1.0 headers.
+Its output is checked by prometheus-client's own parsers and by ``promtool check metrics`` in the
+tests.
+
+In OpenMetrics a counter's samples must end in ``_total``; dcgm-exporter's counters do not, so
+there they are typed ``unknown`` (same sample names, so every query still matches).
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
+
+from . import __version__
+from .metrics import CLOCK_EVENT_REASONS, FAMILIES, Family
+from .snapshot import GpuIdentity, GpuSample, PodRef, Row, Snapshot
+
+TEXT_CONTENT_TYPE = CONTENT_TYPE_LATEST
+__all__ = ["OPENMETRICS_CONTENT_TYPE", "TEXT_CONTENT_TYPE", "Exposition", "Renderer", "format_value"]
+
+
+def format_value(value: float) -> str:
+    """Format a sample value as Go's Prometheus libraries do (integers without a fraction)."""
+    if value != value:
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _label_string(pairs: Iterable[tuple[str, str]]) -> str:
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in pairs)
+
+
+class Exposition:
+    """The rendered bytes of one snapshot in both formats; gzip variants made on first use."""
+
+    __slots__ = ("_cache", "_lock", "openmetrics", "text")
+
+    def __init__(self, text: bytes, openmetrics: bytes) -> None:
+        self.text = text
+        self.openmetrics = openmetrics
+        self._cache: dict[tuple[bool, bool], bytes] = {(False, False): text, (True, False): openmetrics}
+        self._lock = threading.Lock()
+
+    def body(self, openmetrics: bool, gzipped: bool) -> bytes:
+        key = (openmetrics, gzipped)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is None:
+                raw = self.openmetrics if openmetrics else self.text
+                cached = gzip.compress(raw, compresslevel=6, mtime=0)
+                self._cache[key] = cached
+            return cached
+
+
+class Renderer:
+    """Turns snapshots into Expositions. Keeps label strings cached across cycles."""
+
+    def __init__(self, hostname_label: str = "Hostname") -> None:
+        if hostname_label not in ("Hostname", "hostname"):
+            raise ValueError("hostname_label must be 'Hostname' or 'hostname'")
+        self.hostname_label = hostname_label
+        self._gpu_labels: dict[tuple[GpuIdentity, PodRef | None, str, bool], str] = {}
+        self._build = _label_string(
+            (("version", __version__), ("python_version", ".".join(map(str, sys.version_info[:3]))))
+        )
+
+    # -- labels -------------------------------------------------------------------------------
+    def gpu_labels(self, sample: GpuSample, hostname: str, dcgm: bool = True) -> str:
+        key = (sample.identity, sample.pod, hostname, dcgm)
+        cached = self._gpu_labels.get(key)
+        if cached is None:
+            if len(self._gpu_labels) > 4096:  # devices come and go; never grow without bound
+                self._gpu_labels.clear()
+            cached = self._gpu_labels[key] = _label_string(self.gpu_label_pairs(sample, hostname, dcgm))
+        return cached
+
+    def gpu_label_pairs(self, sample: GpuSample, hostname: str, dcgm: bool = True) -> list[tuple[str, str]]:
+        """dcgm-exporter's GPU labels. Own families spell ``modelName`` as ``model_name`` (the one
+        label promtool rejects); every other label is identical, so the two join on UUID or gpu."""
+        ident = sample.identity
+        pairs = [
+            ("gpu", str(ident.index)),
+            ("UUID", ident.parent_uuid or ident.uuid),
+            ("pci_bus_id", ident.pci_bus_id),
+            ("device", ident.device),
+            ("modelName" if dcgm else "model_name", ident.model),
+        ]
+        if ident.mig_profile is not None:
+            pairs += [("GPU_I_PROFILE", ident.mig_profile), ("GPU_I_ID", str(ident.mig_instance_id))]
+        pairs += [(self.hostname_label, hostname), ("DCGM_FI_DRIVER_VERSION", ident.driver_version)]
+        if sample.pod is not None:
+            pairs += [
+                ("pod", sample.pod.pod),
+                ("namespace", sample.pod.namespace),
+                ("container", sample.pod.container),
+            ]
+        return pairs
+
+    # -- rows ---------------------------------------------------------------------------------
+    def _rows(self, fam: Family, snap: Snapshot) -> Iterator[tuple[str, float]]:
+        scope, dcgm, host = fam.scope, fam.dcgm, snap.hostname
+        if scope == "gpu":
+            field, scale = fam.field, fam.scale
+            assert field is not None
+            for g in snap.gpus:
+                if g.up:
+                    v = g.fields.get(field)
+                    if v is not None:
+                        yield self.gpu_labels(g, host, dcgm), v * scale
+        elif scope == "gpu_up":
+            for g in snap.gpus:
+                yield self.gpu_labels(g, host, dcgm), 1.0 if g.up else 0.0
+        elif scope == "gpu_info":
+            for g in snap.gpus:
+                extra = _label_string((("memory_total_bytes", str(g.identity.memory_total_bytes)),))
+                yield f"{self.gpu_labels(g, host, dcgm)},{extra}", 1.0
+        elif scope == "gpu_clock_events":
+            for g in snap.gpus:
+                if g.up and g.clock_event_reasons is not None:
+                    base = self.gpu_labels(g, host, dcgm)
+                    for reason, bit in CLOCK_EVENT_REASONS:
+                        yield f'{base},reason="{reason}"', 1.0 if g.clock_event_reasons & bit else 0.0
+        elif scope == "collector_success":
+            for c in snap.collectors:
+                yield f'collector="{_escape(c.name)}"', 1.0 if c.success else 0.0
+        elif scope == "collector_duration":
+            for c in snap.collectors:
+                yield f'collector="{_escape(c.name)}"', c.duration_seconds
+        elif scope == "last_sample":
+            yield "", snap.timestamp
+        elif scope == "build_info":
+            yield self._build, 1.0
+        elif scope == "extension":
+            for row in snap.rows.get(fam.name, ()):
+                yield self._row_labels(row, snap.hostname), row.value
+
+    def _row_labels(self, row: Row, hostname: str) -> str:
+        own = _label_string(row.labels)
+        if row.gpu is None:
+            return own
+        base = self.gpu_labels(row.gpu, hostname, dcgm=False)
+        return f"{base},{own}" if own else base
+
+    # -- documents ----------------------------------------------------------------------------
+    def render(self, snap: Snapshot) -> Exposition:
+        text: list[str] = []
+        om: list[str] = []
+        for fam in FAMILIES:
+            name = fam.name
+            lines = [
+                f"{name}{{{labels}}} {format_value(value)}\n" if labels else f"{name} {format_value(value)}\n"
+                for labels, value in self._rows(fam, snap)
+            ]
+            if not lines:
+                continue
+            body = "".join(lines)
+            text_type = "gauge" if fam.type == "info" else fam.type
+            text.append(f"# HELP {name} {fam.help}\n# TYPE {name} {text_type}\n{body}")
+            if fam.type == "info":
+                om_name, om_type = name.removesuffix("_info"), "info"
+            elif fam.type == "counter":
+                om_name, om_type = (name[:-6], "counter") if name.endswith("_total") else (name, "unknown")
+            else:
+                om_name, om_type = name, fam.type
+            om.append(f"# HELP {om_name} {fam.help}\n# TYPE {om_name} {om_type}\n{body}")
+        om.append("# EOF\n")
+        return Exposition("".join(text).encode(), "".join(om).encode())

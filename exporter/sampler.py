@@ -1,0 +1,162 @@
+"""The sampling loop: source → snapshot → rendered bytes, once per interval, off the scrape path.
+
+Extensions (pod attribution, queues, right-sizing) see each cycle's reading and add their rows;
+they must be fast and do no I/O in ``contribute`` (their own I/O runs on their own cadence).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .logs import event
+from .render import Exposition, Renderer
+from .snapshot import CollectorStatus, GpuReading, GpuSample, Row, Snapshot
+from .sources.base import GpuSource
+
+log = logging.getLogger("rightsizer.sampler")
+
+
+@dataclass(frozen=True)
+class Contribution:
+    rows: Mapping[str, tuple[Row, ...]] = field(default_factory=dict)
+    api: Mapping[str, object] = field(default_factory=dict)
+    collectors: tuple[CollectorStatus, ...] = ()
+    # When set, replaces the cycle's GPU samples (e.g. with pod labels attached).
+    gpus: tuple[GpuSample, ...] | None = None
+
+
+class Extension(Protocol):
+    name: str
+
+    async def start(self) -> None: ...
+
+    def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution: ...
+
+    async def stop(self) -> None: ...
+
+
+class Published:
+    """One cycle's output: the snapshot and its pre-rendered bytes."""
+
+    __slots__ = ("_api_json", "exposition", "snapshot")
+
+    def __init__(self, snapshot: Snapshot, exposition: Exposition) -> None:
+        self.snapshot = snapshot
+        self.exposition = exposition
+        self._api_json: dict[str, bytes] = {}
+
+    def api_json(self, key: str, build: Any) -> bytes:
+        cached = self._api_json.get(key)
+        if cached is None:
+            cached = self._api_json[key] = json.dumps(build(self.snapshot), separators=(",", ":")).encode()
+        return cached
+
+
+class Sampler:
+    def __init__(
+        self,
+        source: GpuSource,
+        renderer: Renderer,
+        interval: float,
+        hostname: str,
+        extensions: Sequence[Extension] = (),
+    ) -> None:
+        self.source = source
+        self.renderer = renderer
+        self.interval = interval
+        self.hostname = hostname
+        self.extensions = list(extensions)
+        self.current: Published | None = None
+        self.ready = asyncio.Event()
+        # Formats scrapers asked for: (openmetrics, gzip). Pre-built each cycle so scrapes only copy bytes.
+        self.wanted_formats: set[tuple[bool, bool]] = set()
+        self.cycles = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.source.start()
+        for ext in self.extensions:
+            await ext.start()
+        await self.cycle()
+        self._task = asyncio.create_task(self._run(), name="sampler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for ext in reversed(self.extensions):
+            await ext.stop()
+        await self.source.stop()
+
+    async def _run(self) -> None:
+        next_at = time.monotonic() + self.interval
+        while True:
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            try:
+                await self.cycle()
+            except Exception:  # an unexpected bug must not stop sampling; the old snapshot stays
+                log.exception("sampling cycle failed")
+            now = time.monotonic()
+            next_at += self.interval
+            if next_at < now:  # fell behind (slow source): skip missed ticks instead of bursting
+                next_at = now + self.interval
+
+    async def cycle(self) -> Published:
+        reading = await self.source.collect()
+        gpus = reading.gpus
+        rows: dict[str, tuple[Row, ...]] = {}
+        api: dict[str, object] = {}
+        collectors = [reading.status]
+        for ext in self.extensions:
+            started = time.perf_counter()
+            try:
+                contrib = ext.contribute(reading, gpus)
+            except Exception as exc:
+                log.exception("extension failed", extra={"extension": ext.name})
+                collectors.append(CollectorStatus(ext.name, False, time.perf_counter() - started, str(exc)))
+                continue
+            if contrib.gpus is not None:
+                gpus = contrib.gpus
+            rows.update(contrib.rows)
+            api.update(contrib.api)
+            collectors.extend(contrib.collectors)
+        snapshot = Snapshot(reading.timestamp, self.hostname, gpus, tuple(collectors), rows, api)
+        published = Published(snapshot, self.renderer.render(snapshot))
+        for om, gz in tuple(self.wanted_formats):
+            published.exposition.body(om, gz)
+        previous, self.current = self.current, published
+        self.cycles += 1
+        if not self.ready.is_set():
+            self.ready.set()
+            event(log, logging.INFO, "first sample taken", gpus=len(gpus), source=self.source.name)
+        _log_changes(previous, published)
+        return published
+
+
+def _log_changes(previous: Published | None, current: Published) -> None:
+    """One log line when a GPU goes down or comes back, not one per cycle."""
+    if previous is None:
+        return
+    before = {g.identity.key: g.up for g in previous.snapshot.gpus}
+    for g in current.snapshot.gpus:
+        was = before.get(g.identity.key)
+        if was is not None and was != g.up:
+            if g.up:
+                event(log, logging.INFO, "GPU back", uuid=g.identity.uuid, gpu=g.identity.index)
+            else:
+                event(
+                    log,
+                    logging.WARNING,
+                    "GPU down",
+                    uuid=g.identity.uuid,
+                    gpu=g.identity.index,
+                    error=g.error or "",
+                )

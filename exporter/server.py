@@ -1,0 +1,101 @@
+"""The exporter's HTTP server (aiohttp app factory). Handlers only copy pre-rendered bytes."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from aiohttp import web
+from prometheus_client.exposition import choose_encoder
+
+from . import __version__
+from .api import gpus_json
+from .render import OPENMETRICS_CONTENT_TYPE
+from .sampler import Sampler
+
+SAMPLER = web.AppKey("sampler", Sampler)
+
+_LANDING = """<!doctype html><html><head><title>Rightsizer exporter</title></head><body>
+<h1>Rightsizer exporter {version}</h1>
+<p>GPU metrics under dcgm-exporter's names, plus right-sizing scores.</p>
+<ul><li><a href="/metrics">/metrics</a></li><li><a href="/api/v1/gpus">/api/v1/gpus</a></li>
+<li><a href="/healthz">/healthz</a></li><li><a href="/readyz">/readyz</a></li></ul></body></html>
+"""
+
+
+@lru_cache(maxsize=64)
+def negotiate(accept: str) -> tuple[bool, str]:
+    """(openmetrics?, content type) for an Accept header, decided by prometheus-client."""
+    _, content_type = choose_encoder(accept)
+    om = content_type.startswith("application/openmetrics-text")
+    return om, (content_type if om else "text/plain; version=0.0.4; charset=utf-8")
+
+
+def _accepts_gzip(header: str) -> bool:
+    for part in header.split(","):
+        coding, _, params = part.strip().partition(";")
+        if coding.strip().lower() in ("gzip", "*"):
+            return params.replace(" ", "") not in ("q=0", "q=0.0", "q=0.00", "q=0.000")
+    return False
+
+
+async def metrics(request: web.Request) -> web.Response:
+    sampler = request.app[SAMPLER]
+    published = sampler.current
+    if published is None:
+        return web.Response(status=503, text="no sample taken yet\n")
+    om, content_type = negotiate(request.headers.get("Accept", ""))
+    gz = _accepts_gzip(request.headers.get("Accept-Encoding", ""))
+    if (om, gz) not in sampler.wanted_formats:
+        sampler.wanted_formats.add((om, gz))
+    headers = {"Content-Type": content_type, "Vary": "Accept, Accept-Encoding"}
+    if gz:
+        headers["Content-Encoding"] = "gzip"
+    return web.Response(body=published.exposition.body(om, gz), headers=headers)
+
+
+async def api_gpus(request: web.Request) -> web.Response:
+    published = request.app[SAMPLER].current
+    if published is None:
+        return web.json_response({"error": "no sample taken yet"}, status=503)
+    return web.Response(body=published.api_json("gpus", gpus_json), content_type="application/json")
+
+
+async def api_section(request: web.Request) -> web.Response:
+    """Other ``/api/v1/<section>`` views, published by extensions (e.g. ``queues``)."""
+    published = request.app[SAMPLER].current
+    section = request.match_info["section"]
+    if published is None:
+        return web.json_response({"error": "no sample taken yet"}, status=503)
+    if section not in published.snapshot.api:
+        return web.json_response({"error": f"unknown section {section!r}"}, status=404)
+    body = published.api_json(section, lambda snap: {"timestamp": snap.timestamp, section: snap.api[section]})
+    return web.Response(body=body, content_type="application/json")
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    if request.app[SAMPLER].current is None:
+        return web.Response(status=503, text="no sample taken yet\n")
+    return web.Response(text="ready\n")
+
+
+async def landing(request: web.Request) -> web.Response:
+    return web.Response(text=_LANDING.format(version=__version__), content_type="text/html")
+
+
+def create_app(sampler: Sampler) -> web.Application:
+    app = web.Application()
+    app[SAMPLER] = sampler
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/api/v1/gpus", api_gpus)
+    app.router.add_get("/api/v1/{section}", api_section)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/", landing)
+    return app
+
+
+__all__ = ["OPENMETRICS_CONTENT_TYPE", "SAMPLER", "create_app", "negotiate"]

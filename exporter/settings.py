@@ -1,0 +1,209 @@
+"""Typed configuration: YAML files checked against dataclass schemas, environment, flags.
+
+Shared by the exporter and the adapter. A schema is a dataclass whose fields carry a default and
+``doc``; ``load`` rejects unknown keys and wrong types with a message naming the file, the key
+path and the value. Precedence: command-line flags > ``RIGHTSIZER_*`` environment > file > defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(Exception):
+    """A configuration problem, worded for the person who wrote the configuration."""
+
+
+def setting(
+    default: Any, doc: str, *, minimum: float | None = None, maximum: float | None = None, env: bool = True
+) -> Any:
+    """Declare a setting: its default, its documentation and, for numbers, its bounds."""
+    meta = {"doc": doc, "min": minimum, "max": maximum, "env": env}
+    if isinstance(default, list | dict) or dataclasses.is_dataclass(default):
+        factory = (lambda d=default: type(d)(d)) if isinstance(default, list | dict) else type(default)
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _convert(tp: Any, value: Any, where: str, meta: Mapping[str, Any]) -> Any:
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in get_args(tp) if a is not type(None)]
+        if value is None:
+            if type(None) in get_args(tp):
+                return None
+            raise ConfigError(f"{where}: a value is required")
+        errors = []
+        for option in options:
+            try:
+                return _convert(option, value, where, meta)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0])
+    if origin is Literal:
+        choices = get_args(tp)
+        if value not in choices:
+            raise ConfigError(
+                f"{where}: must be one of {', '.join(map(str, choices))}; got {_describe(value)}"
+            )
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: must be a list; got {_describe(value)}")
+        (item,) = get_args(tp)
+        return [_convert(item, v, f"{where}[{i}]", {}) for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: must be a mapping; got {_describe(value)}")
+        _, vt = get_args(tp)
+        return {str(k): _convert(vt, v, f"{where}.{k}", {}) for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: must be a mapping; got {_describe(value)}")
+        return build(tp, value, where)  # type: ignore[arg-type]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{where}: must be true or false; got {_describe(value)}")
+    if tp in (int, float):
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: must be a number; got {_describe(value)}")
+        try:
+            number = tp(value)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{where}: must be {'an integer' if tp is int else 'a number'}; got {_describe(value)}"
+            ) from None
+        if tp is int and isinstance(value, float) and value != number:
+            raise ConfigError(f"{where}: must be an integer; got {_describe(value)}")
+        if number != number:
+            raise ConfigError(f"{where}: must be a number; got NaN")
+        low, high = meta.get("min"), meta.get("max")
+        if low is not None and number < low:
+            raise ConfigError(f"{where}: must be at least {low}; got {_describe(value)}")
+        if high is not None and number > high:
+            raise ConfigError(f"{where}: must be at most {high}; got {_describe(value)}")
+        return number
+    if tp is str:
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{where}: must be a string; got {_describe(value)}")
+    if tp is Any:
+        return value
+    raise TypeError(f"unsupported setting type {tp!r} at {where}")
+
+
+def build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
+    """Build dataclass ``cls`` from a mapping, rejecting unknown keys."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        known = ", ".join(sorted(fields))
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known keys: {known})")
+    kwargs = {
+        name: _convert(hints[name], value, f"{where}.{name}" if where else name, fields[name].metadata)
+        for name, value in data.items()
+    }
+    try:
+        obj = cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where or 'config'}: {exc}") from None
+    check = getattr(obj, "validate", None)
+    if check is not None:
+        try:
+            check()
+        except ValueError as exc:
+            raise ConfigError(f"{where or 'config'}: {exc}") from None
+    return obj
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{path}: not valid YAML{at}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must be a YAML mapping at the top level")
+    return data
+
+
+def env_overrides(
+    cls: type,
+    prefix: str = "RIGHTSIZER_",
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Values for ``cls``'s scalar settings (and one level of nested sections) from the environment."""
+    environ = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if not f.metadata.get("env", True):
+            continue
+        tp = hints[f.name]
+        key = prefix + f.name.upper()
+        if dataclasses.is_dataclass(tp):
+            nested = env_overrides(tp, key + "_", environ)  # type: ignore[arg-type]
+            if nested:
+                out[f.name] = nested
+        elif get_origin(tp) not in (list, dict) and key in environ:
+            out[f.name] = environ[key]
+    return out
+
+
+def merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``override`` into a copy of ``base`` (mappings merge, everything else replaces)."""
+    out = dict(base)
+    for k, v in override.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = merge(dict(out[k]), v)
+        else:
+            out[k] = v
+    return out
+
+
+def describe_settings(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(key, type, default, doc) rows for the README's configuration reference."""
+    rows: list[tuple[str, str, str, str]] = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(tp):
+            rows += describe_settings(tp, key + ".")  # type: ignore[arg-type]
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = "null" if f.default is None else repr(f.default).replace("'", "")
+        elif f.default_factory is not dataclasses.MISSING:
+            default = repr(f.default_factory())
+        else:
+            default = "(required)"
+        type_name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+        rows.append((key, type_name, default, f.metadata.get("doc", "")))
+    return rows

@@ -1,0 +1,1 @@
+"""Sources of samples: one module each behind the ``GpuSource`` protocol (see ``base``)."""
