@@ -35,8 +35,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def http_get(url: str, headers: Mapping[str, str] | None = None, timeout: float = 5.0,
-             ) -> tuple[int, dict[str, str], bytes]:
+def http_get(
+    url: str,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 5.0,
+) -> tuple[int, dict[str, str], bytes]:
     req = urllib.request.Request(url, headers=dict(headers or {}))
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -57,7 +60,9 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.1, what: str = 
         except Exception as exc:  # keep polling; report the last error on timeout
             last_exc = exc
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f": {last_exc}" if last_exc else ""))
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what}" + (f": {last_exc}" if last_exc else "")
+    )
 
 
 @dataclass
@@ -81,17 +86,24 @@ class Process:
         return self.proc.returncode
 
 
-def start_exporter(args: Sequence[str], env: Mapping[str, str] | None = None, ready: bool = True,
-                   timeout: float = 30) -> Process:
+def start_exporter(
+    args: Sequence[str], env: Mapping[str, str] | None = None, ready: bool = True, timeout: float = 30
+) -> Process:
     """Run ``python -m exporter`` with ``args`` (``--listen 127.0.0.1:0`` added unless given) and
     wait until it is listening and, with ``ready``, until ``/readyz`` answers 200."""
     args = list(args)
     if not any(a == "--listen" or a.startswith("--listen=") for a in args):
         args += ["--listen", "127.0.0.1:0"]
-    log_file = tempfile.NamedTemporaryFile("w", prefix="exporter-", suffix=".log", delete=False)
+    log_file = tempfile.NamedTemporaryFile("w", prefix="exporter-", suffix=".log", delete=False)  # noqa: SIM115
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    proc = subprocess.Popen([sys.executable, "-m", "exporter", *args], stdout=log_file, stderr=subprocess.STDOUT,
-                            env=full_env, cwd=ROOT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exporter", *args],
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        env=full_env,
+        cwd=ROOT,
+        text=True,
+    )
     p = Process(proc, Path(log_file.name))
 
     def listening() -> str | None:
@@ -111,7 +123,9 @@ def start_exporter(args: Sequence[str], env: Mapping[str, str] | None = None, re
 
 
 @contextlib.contextmanager
-def exporter(args: Sequence[str], env: Mapping[str, str] | None = None, ready: bool = True) -> Iterator[Process]:
+def exporter(
+    args: Sequence[str], env: Mapping[str, str] | None = None, ready: bool = True
+) -> Iterator[Process]:
     p = start_exporter(args, env, ready)
     try:
         yield p
@@ -127,8 +141,12 @@ def require_binary(name: str) -> str:
 
 
 @contextlib.contextmanager
-def prometheus(scrape_targets: Mapping[str, Sequence[str]], scrape_interval: str = "1s",
-               extra_config: str = "", args: Sequence[str] = ()) -> Iterator[Process]:
+def prometheus(
+    scrape_targets: Mapping[str, Sequence[str]],
+    scrape_interval: str = "1s",
+    extra_config: str = "",
+    args: Sequence[str] = (),
+) -> Iterator[Process]:
     """A real Prometheus scraping ``{job: [host:port, ...]}``; yields it with ``.url`` set."""
     binary = require_binary("prometheus")
     workdir = Path(tempfile.mkdtemp(prefix="prometheus-"))
@@ -144,9 +162,18 @@ def prometheus(scrape_targets: Mapping[str, Sequence[str]], scrape_interval: str
     log_path = workdir / "prometheus.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle", *args],
-            stdout=log, stderr=subprocess.STDOUT, text=True)
+            [
+                binary,
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--web.enable-lifecycle",
+                *args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     p = Process(proc, log_path, f"http://127.0.0.1:{port}", {"workdir": workdir})
     try:
         wait_for(lambda: http_get(p.url + "/-/ready")[0] == 200, 30, what="Prometheus to be ready")
@@ -176,8 +203,23 @@ def redis_server(port: int | None = None) -> Iterator[Process]:
     log_path = workdir / "redis.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(workdir)], stdout=log, stderr=subprocess.STDOUT, text=True)
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     p = Process(proc, log_path, f"redis://127.0.0.1:{port}/0", {"port": port, "workdir": workdir})
 
     def accepting() -> bool:
