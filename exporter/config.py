@@ -35,6 +35,26 @@ class NvmlSettings:
 
 
 @dataclass(frozen=True)
+class CatalogSettings:
+    prices: dict[str, float] = setting(
+        {},
+        "Hourly price in dollars per catalog GPU (key or NVML name), replacing the catalog's indicative "
+        "list price; MIG profiles follow their parent (price x compute fraction).",
+    )
+    extra_gpus: list[dict[str, Any]] = setting(
+        [], "GPUs added to the catalog (an entry with a built-in key replaces it), in catalog.yaml's format."
+    )
+    extra_gpus_file: str | None = setting(
+        None, "Path to a YAML file with a top-level 'gpus:' list in catalog.yaml's format, added likewise."
+    )
+
+    def validate(self) -> None:
+        from .rightsizing.catalog import load_catalog
+
+        load_catalog(self)  # raises ConfigError naming the entry and key
+
+
+@dataclass(frozen=True)
 class ExporterConfig:
     listen: str = setting(f":{DEFAULT_PORT}", "HOST:PORT to serve on; an empty host means all interfaces.")
     interval: float = setting(1.0, "Sampling interval in seconds.", minimum=0.05, maximum=300)
@@ -50,7 +70,10 @@ class ExporterConfig:
     simulate: str | None = setting(
         None, "Run on a simulated fleet: 'default', another built-in scenario name, or a scenario YAML path."
     )
-    nvml: NvmlSettings = setting(NvmlSettings(), "NVML sampling settings.")  # noqa: RUF009
+    nvml: NvmlSettings = setting(NvmlSettings(), "NVML sampling settings.")
+    catalog: CatalogSettings = setting(
+        CatalogSettings(), "GPU catalog: price overrides and extra GPUs for recommendations."
+    )
 
     def validate(self) -> None:
         parse_listen(self.listen)

@@ -1,0 +1,55 @@
+"""Generate the README's reference tables from the code, so they cannot drift.
+
+``python -m exporter.docs`` rewrites the marked sections of README.md; the test suite fails when
+README.md differs from what this module generates.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .config import ExporterConfig
+from .metrics import FAMILIES
+from .settings import describe_settings
+
+
+def metrics_table() -> str:
+    rows = ["| metric | type | unit | labels | description |", "|---|---|---|---|---|"]
+    for f in FAMILIES:
+        name = f"`{f.name}`" + (" (dcgm-exporter)" if f.dcgm else "")
+        rows.append(f"| {name} | {f.type} | {f.unit} | {f.labels_doc} | {f.help} |")
+    return "\n".join(rows)
+
+
+def config_table() -> str:
+    rows = ["| key | type | default | environment | description |", "|---|---|---|---|---|"]
+    for key, type_name, default, doc in describe_settings(ExporterConfig):
+        scalar = "list" not in type_name and "dict" not in type_name
+        env = "RIGHTSIZER_" + key.upper().replace(".", "_") if scalar else "—"
+        rows.append(f"| `{key}` | {type_name} | `{default}` | `{env}` | {doc} |")
+    return "\n".join(rows)
+
+
+SECTIONS: dict[str, Callable[[], str]] = {"metrics-table": metrics_table, "config-table": config_table}
+
+
+def render_readme(text: str) -> str:
+    for name, make in SECTIONS.items():
+        pattern = re.compile(rf"(<!-- {name}:begin -->\n).*?(<!-- {name}:end -->)", re.S)
+        if not pattern.search(text):
+            raise ValueError(f"README.md has no <!-- {name}:begin --> … <!-- {name}:end --> section")
+        text = pattern.sub(lambda m, make=make: m.group(1) + make() + "\n" + m.group(2), text)
+    return text
+
+
+def main() -> int:
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("README.md")
+    path.write_text(render_readme(path.read_text()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
