@@ -23,6 +23,12 @@ class NvmlSettings:
     slow_interval_seconds: float = setting(
         10.0, "Cadence of slow NVML calls (PCIe throughput blocks ~20 ms per GPU).", minimum=1, maximum=3600
     )
+    init_timeout_seconds: float = setting(
+        10.0,
+        "Deadline for initialising NVML and enumerating its GPUs (at start and when re-initialising).",
+        minimum=0.1,
+        maximum=300,
+    )
     reinit_backoff_initial_seconds: float = setting(
         1.0,
         "First wait before re-initialising NVML after a lifecycle error (doubles each try).",

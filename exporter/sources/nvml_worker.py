@@ -1,0 +1,86 @@
+"""A daemon thread that runs one GPU's NVML calls, one job at a time.
+
+Daemon threads because a driver call can hang forever: a hung worker must never keep the process
+from exiting (``concurrent.futures.ThreadPoolExecutor`` joins its threads at exit). The source
+gives a worker new work only when its previous job has finished, so a hung GPU holds one thread
+and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_Job = tuple[Callable[..., Any], tuple[Any, ...], "Future[Any]"]
+
+
+class HungError(Exception):
+    """The worker's previous job has not returned: it gets no new work until it does."""
+
+
+class NvmlWorker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._pending: Future[Any] | None = None
+        # What the job is doing now, for "hung in <call>" messages (written by the worker thread).
+        self.current_call = ""
+        self.call_started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name=f"nvml-{name}", daemon=True)
+        self._thread.start()
+
+    def mark(self, call: str) -> None:
+        self.current_call = call
+        self.call_started = time.monotonic()
+
+    @property
+    def busy(self) -> bool:
+        return self._pending is not None and not self._pending.done()
+
+    def hung_for(self) -> float:
+        return time.monotonic() - self.call_started
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Queue ``fn(self, *args)``. Raises ``HungError`` while the previous job is still running."""
+        if self.busy:
+            raise HungError(self.name)
+        fut: Future[T] = Future()
+        self._pending = fut
+        self._jobs.put((fn, args, fut))
+        return fut
+
+    async def run(self, fn: Callable[..., T], *args: Any, timeout: float) -> T:
+        """Submit and wait up to ``timeout`` seconds. Raises ``TimeoutError`` (the job keeps running
+        on its thread; the worker stays busy until it returns) or ``HungError``."""
+        fut = self.submit(fn, *args)
+        done, _ = await asyncio.wait([asyncio.wrap_future(fut)], timeout=timeout)
+        if not done:
+            raise TimeoutError(f"{self.current_call or self.name} did not return within {timeout:g} s")
+        return fut.result()
+
+    def close(self) -> None:
+        """Let the thread end after its current job (a hung thread just stays, as a daemon)."""
+        self._jobs.put(None)
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, args, fut = job
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(self, *args)
+            except BaseException as exc:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+            self.mark("")

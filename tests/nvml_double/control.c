@@ -1,0 +1,392 @@
+/*
+ * The double's state: parsed from the control file named by NVML_DOUBLE_CONTROL.
+ *
+ * Keys (one `key=value` a line; `#` starts a comment; unknown keys are reported on stderr):
+ *   gpus=N                      GPU slots 0..N-1 (default 1)
+ *   driver_version=S            answer of nvmlSystemGetDriverVersion
+ *   error.<fn>=CODE             every call of NVML symbol <fn> answers nvmlReturn_t CODE
+ *   hang.<fn>=1                 every call of <fn> blocks until the key is cleared
+ *   delay_ms.<fn>=MS            every call of <fn> sleeps MS milliseconds first
+ *   gpu.<slot>.<key>=V          a value of one GPU (see gpu_keys below), or the per-GPU forms
+ *   gpu.<slot>.error.<fn>=CODE, gpu.<slot>.hang.<fn>=1, gpu.<slot>.delay_ms.<fn>=MS
+ *   gpu.<slot>.lost=1           every call on the GPU answers NVML_ERROR_GPU_IS_LOST (it stays
+ *                               enumerated; nvmlDeviceGetHandleByIndex_v2 answers GPU_IS_LOST)
+ *   gpu.<slot>.present=0        the GPU is gone from the bus: not enumerated at all
+ *   gpu.<slot>.processes=PID:BYTES,...   compute processes and their memory
+ * <fn> may also be `field.<id>` to fail one field id of nvmlDeviceGetFieldValues.
+ *
+ * The file is re-read whenever its mtime, size or inode changes; every call stat()s it once.
+ * If NVML_DOUBLE_TRACE names a file, every call appends "<fn> <slot or ->\n" to it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "double.h"
+
+dbl_state_t dbl_state;
+pthread_mutex_t dbl_lock = PTHREAD_MUTEX_INITIALIZER;
+int dbl_init_count;
+struct nvmlDevice_st dbl_devices[DBL_MAX_GPUS];
+
+static struct stat loaded_stat;
+static int loaded_once;
+static int trace_fd = -2;
+
+typedef enum { T_STR, T_U32, T_I32, T_U64 } dbl_type_t;
+
+#define GPU_KEY(k, member, type) {k, offsetof(dbl_gpu_t, member), type, sizeof(((dbl_gpu_t *)0)->member)}
+static const struct {
+    const char *key;
+    size_t offset;
+    dbl_type_t type;
+    size_t size;
+} gpu_keys[] = {
+    GPU_KEY("lost", lost, T_I32),
+    GPU_KEY("present", present, T_I32),
+    GPU_KEY("name", name, T_STR),
+    GPU_KEY("uuid", uuid, T_STR),
+    GPU_KEY("pci_bus_id", pci_bus_id, T_STR),
+    GPU_KEY("minor", minor, T_U32),
+    GPU_KEY("memory.total", memory_total, T_U64),
+    GPU_KEY("memory.used", memory_used, T_U64),
+    GPU_KEY("memory.free", memory_free, T_U64),
+    GPU_KEY("memory.reserved", memory_reserved, T_U64),
+    GPU_KEY("util.gpu", util_gpu, T_U32),
+    GPU_KEY("util.memory", util_memory, T_U32),
+    GPU_KEY("util.encoder", util_encoder, T_U32),
+    GPU_KEY("util.decoder", util_decoder, T_U32),
+    GPU_KEY("temp.gpu", temp_gpu, T_I32),
+    GPU_KEY("temp.memory", temp_memory, T_U32),
+    GPU_KEY("power_mw", power_mw, T_U32),
+    GPU_KEY("power_limit_mw", power_limit_mw, T_U32),
+    GPU_KEY("clock.sm", clock_sm, T_U32),
+    GPU_KEY("clock.mem", clock_mem, T_U32),
+    GPU_KEY("clock.sm_max", clock_sm_max, T_U32),
+    GPU_KEY("clock.mem_max", clock_mem_max, T_U32),
+    GPU_KEY("energy_mj", energy_mj, T_U64),
+    GPU_KEY("pcie.replay", pcie_replay, T_U32),
+    GPU_KEY("pcie.gen", pcie_gen, T_U32),
+    GPU_KEY("pcie.gen_max", pcie_gen_max, T_U32),
+    GPU_KEY("pcie.width", pcie_width, T_U32),
+    GPU_KEY("pcie.width_max", pcie_width_max, T_U32),
+    GPU_KEY("pcie.tx_kbps", pcie_tx_kbps, T_U32),
+    GPU_KEY("pcie.rx_kbps", pcie_rx_kbps, T_U32),
+    GPU_KEY("clock_event_reasons", clock_event_reasons, T_U64),
+    GPU_KEY("ecc.mode", ecc_mode, T_U32),
+    GPU_KEY("ecc.corrected", ecc_corrected, T_U64),
+    GPU_KEY("ecc.uncorrected", ecc_uncorrected, T_U64),
+};
+
+#define FREE_UNSET (~0ULL)
+
+static void set_defaults(void) {
+    memset(&dbl_state, 0, sizeof dbl_state);
+    dbl_state.gpus = 1;
+    snprintf(dbl_state.driver_version, sizeof dbl_state.driver_version, "550.54.15");
+    for (unsigned int i = 0; i < DBL_MAX_GPUS; i++) {
+        dbl_gpu_t *g = &dbl_state.gpu[i];
+        dbl_devices[i].slot = i;
+        g->present = 1;
+        snprintf(g->name, sizeof g->name, "NVIDIA A100-SXM4-80GB");
+        snprintf(g->uuid, sizeof g->uuid, "GPU-00000000-0000-0000-0000-0000000000%02u", i);
+        snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "00000000:%02X:00.0", 0x10 + i);
+        g->minor = i;
+        g->memory_total = 85899345920ULL;
+        g->memory_reserved = 536870912ULL;
+        g->memory_used = 0;
+        g->memory_free = FREE_UNSET;
+        g->temp_gpu = 35;
+        g->temp_memory = 40;
+        g->power_mw = 60000;
+        g->power_limit_mw = 400000;
+        g->clock_sm = g->clock_sm_max = 1410;
+        g->clock_mem = g->clock_mem_max = 1593;
+        g->pcie_gen = g->pcie_gen_max = 4;
+        g->pcie_width = g->pcie_width_max = 16;
+        g->ecc_mode = NVML_FEATURE_ENABLED;
+    }
+}
+
+static int parse_number(const char *text, unsigned long long *out) {
+    char *end;
+    errno = 0;
+    long long signed_value = 0;
+    unsigned long long value;
+    if (text[0] == '-') {
+        signed_value = strtoll(text, &end, 0);
+        value = (unsigned long long)signed_value;
+    } else {
+        value = strtoull(text, &end, 0);
+    }
+    if (errno || end == text || *end != '\0')
+        return -1;
+    *out = value;
+    return 0;
+}
+
+static dbl_rule_t *rule_slot(dbl_rule_t *rules, unsigned int *n, const char *fn) {
+    for (unsigned int i = 0; i < *n; i++)
+        if (strcmp(rules[i].fn, fn) == 0)
+            return &rules[i];
+    if (*n >= DBL_MAX_RULES)
+        return NULL;
+    dbl_rule_t *r = &rules[(*n)++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->fn, sizeof r->fn, "%s", fn);
+    return r;
+}
+
+/* `error.<fn>`, `hang.<fn>`, `delay_ms.<fn>`: 1 when handled, 0 when not a rule key, -1 bad. */
+static int parse_rule(dbl_rule_t *rules, unsigned int *n, const char *key, const char *value) {
+    static const char *kinds[] = {"error.", "hang.", "delay_ms."};
+    for (int k = 0; k < 3; k++) {
+        size_t len = strlen(kinds[k]);
+        if (strncmp(key, kinds[k], len) != 0)
+            continue;
+        unsigned long long number;
+        if (parse_number(value, &number) != 0)
+            return -1;
+        dbl_rule_t *r = rule_slot(rules, n, key + len);
+        if (r == NULL)
+            return -1;
+        if (k == 0)
+            r->error = (int)number;
+        else if (k == 1)
+            r->hang = number != 0;
+        else
+            r->delay_ms = (int)number;
+        return 1;
+    }
+    return 0;
+}
+
+static int parse_processes(dbl_gpu_t *g, const char *value) {
+    g->nprocs = 0;
+    const char *p = value;
+    while (*p && g->nprocs < DBL_MAX_PROCS) {
+        unsigned int pid;
+        unsigned long long bytes;
+        int used = 0;
+        if (sscanf(p, "%u:%llu%n", &pid, &bytes, &used) != 2)
+            return -1;
+        g->procs[g->nprocs].pid = pid;
+        g->procs[g->nprocs].used_bytes = bytes;
+        g->nprocs++;
+        p += used;
+        if (*p == ',')
+            p++;
+        else if (*p != '\0')
+            return -1;
+    }
+    return 0;
+}
+
+static int parse_gpu_key(dbl_gpu_t *g, const char *key, const char *value) {
+    int handled = parse_rule(g->rules, &g->nrules, key, value);
+    if (handled != 0)
+        return handled > 0 ? 0 : -1;
+    if (strcmp(key, "processes") == 0)
+        return parse_processes(g, value);
+    for (size_t i = 0; i < sizeof gpu_keys / sizeof gpu_keys[0]; i++) {
+        if (strcmp(key, gpu_keys[i].key) != 0)
+            continue;
+        char *field = (char *)g + gpu_keys[i].offset;
+        if (gpu_keys[i].type == T_STR) {
+            snprintf(field, gpu_keys[i].size, "%s", value);
+            return 0;
+        }
+        unsigned long long number;
+        if (parse_number(value, &number) != 0)
+            return -1;
+        if (gpu_keys[i].type == T_U64)
+            *(unsigned long long *)field = number;
+        else if (gpu_keys[i].type == T_U32)
+            *(unsigned int *)field = (unsigned int)number;
+        else
+            *(int *)field = (int)(long long)number;
+        return 0;
+    }
+    return -1;
+}
+
+static int parse_line(char *line) {
+    char *eq = strchr(line, '=');
+    if (eq == NULL)
+        return -1;
+    *eq = '\0';
+    const char *key = line, *value = eq + 1;
+    if (strcmp(key, "gpus") == 0) {
+        unsigned long long n;
+        if (parse_number(value, &n) != 0 || n > DBL_MAX_GPUS)
+            return -1;
+        dbl_state.gpus = (unsigned int)n;
+        return 0;
+    }
+    if (strcmp(key, "driver_version") == 0) {
+        snprintf(dbl_state.driver_version, sizeof dbl_state.driver_version, "%s", value);
+        return 0;
+    }
+    if (strncmp(key, "gpu.", 4) == 0) {
+        char *end;
+        unsigned long slot = strtoul(key + 4, &end, 10);
+        if (end == key + 4 || *end != '.' || slot >= DBL_MAX_GPUS)
+            return -1;
+        return parse_gpu_key(&dbl_state.gpu[slot], end + 1, value);
+    }
+    int handled = parse_rule(dbl_state.rules, &dbl_state.nrules, key, value);
+    return handled > 0 ? 0 : -1;
+}
+
+static void strip(char *s) {
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+        s[--n] = '\0';
+}
+
+static void load(const char *path) {
+    set_defaults();
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (f != NULL) {
+        char line[4096];
+        while (fgets(line, sizeof line, f)) {
+            strip(line);
+            char *start = line + strspn(line, " \t");
+            if (*start == '\0' || *start == '#')
+                continue;
+            char copy[sizeof line];
+            snprintf(copy, sizeof copy, "%s", start);
+            if (parse_line(start) != 0)
+                fprintf(stderr, "nvml double: ignoring bad control line: %s\n", copy);
+        }
+        fclose(f);
+    }
+    for (unsigned int i = 0; i < DBL_MAX_GPUS; i++) {
+        dbl_gpu_t *g = &dbl_state.gpu[i];
+        if (g->memory_free == FREE_UNSET) {
+            unsigned long long taken = g->memory_used + g->memory_reserved;
+            g->memory_free = taken < g->memory_total ? g->memory_total - taken : 0;
+        }
+    }
+}
+
+static int same_stat(const struct stat *a, const struct stat *b) {
+    return a->st_ino == b->st_ino && a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+           a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+void dbl_lock_state(void) {
+    pthread_mutex_lock(&dbl_lock);
+    const char *path = getenv("NVML_DOUBLE_CONTROL");
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (path == NULL || stat(path, &st) != 0)
+        memset(&st, 0, sizeof st);
+    if (!loaded_once || !same_stat(&st, &loaded_stat)) {
+        load(path);
+        loaded_stat = st;
+        loaded_once = 1;
+    }
+}
+
+void dbl_unlock_state(void) { pthread_mutex_unlock(&dbl_lock); }
+
+static void trace(const char *fn, const dbl_gpu_t *gpu) {
+    if (trace_fd == -2) {
+        const char *path = getenv("NVML_DOUBLE_TRACE");
+        trace_fd = path ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
+    }
+    if (trace_fd < 0)
+        return;
+    char line[160];
+    int n = gpu ? snprintf(line, sizeof line, "%s %ld\n", fn, (long)(gpu - dbl_state.gpu))
+                : snprintf(line, sizeof line, "%s -\n", fn);
+    if (n > 0 && write(trace_fd, line, (size_t)n) < 0) {
+        /* tracing is best effort */
+    }
+}
+
+static const dbl_rule_t *find_rule(const char *fn, const dbl_gpu_t *gpu) {
+    if (gpu != NULL)
+        for (unsigned int i = 0; i < gpu->nrules; i++)
+            if (strcmp(gpu->rules[i].fn, fn) == 0)
+                return &gpu->rules[i];
+    for (unsigned int i = 0; i < dbl_state.nrules; i++)
+        if (strcmp(dbl_state.rules[i].fn, fn) == 0)
+            return &dbl_state.rules[i];
+    return NULL;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+nvmlReturn_t dbl_rule_error(const char *fn, const dbl_gpu_t *gpu) {
+    const dbl_rule_t *r = find_rule(fn, gpu);
+    return r != NULL ? (nvmlReturn_t)r->error : NVML_SUCCESS;
+}
+
+nvmlReturn_t dbl_enter_ex(const char *fn, nvmlDevice_t device, dbl_gpu_t **gpu, int require_init) {
+    dbl_lock_state();
+    dbl_gpu_t *g = NULL;
+    if (device != NULL) {
+        if (device < dbl_devices || device >= dbl_devices + DBL_MAX_GPUS) {
+            trace(fn, NULL);
+            dbl_unlock_state();
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        g = &dbl_state.gpu[device->slot];
+    }
+    trace(fn, g);
+    if (require_init && dbl_init_count == 0) {
+        dbl_unlock_state();
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    const dbl_rule_t *r;
+    while ((r = find_rule(fn, g)) != NULL && r->hang) {
+        dbl_unlock_state();
+        sleep_ms(10);
+        dbl_lock_state();
+    }
+    if (r != NULL && r->delay_ms > 0) {
+        int ms = r->delay_ms;
+        dbl_unlock_state();
+        sleep_ms(ms);
+        dbl_lock_state();
+    }
+    if (g != NULL && ((unsigned int)(g - dbl_state.gpu) >= dbl_state.gpus || !g->present || g->lost)) {
+        dbl_unlock_state();
+        return NVML_ERROR_GPU_IS_LOST;
+    }
+    nvmlReturn_t injected = dbl_rule_error(fn, g);
+    if (injected != NVML_SUCCESS) {
+        dbl_unlock_state();
+        return injected;
+    }
+    if (gpu != NULL)
+        *gpu = g;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t dbl_enter(const char *fn, nvmlDevice_t device, dbl_gpu_t **gpu) {
+    return dbl_enter_ex(fn, device, gpu, 1);
+}
+
+nvmlReturn_t dbl_copy_string(char *dst, unsigned int length, const char *src) {
+    if (dst == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    size_t n = strlen(src);
+    if (n + 1 > length)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(dst, src, n + 1);
+    return NVML_SUCCESS;
+}

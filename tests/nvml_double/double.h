@@ -1,0 +1,106 @@
+/*
+ * Internal interface of the libnvidia-ml.so.1 test double.
+ *
+ * The double answers NVML calls from a control file (key=value lines) whose path is in the
+ * environment variable NVML_DOUBLE_CONTROL. The file is re-read whenever its mtime, size or
+ * inode changes (checked on every call with one stat()). See control.c for the keys.
+ *
+ * Layout: control.c parses the file into `dbl_state`; system.c implements the NVML system and
+ * enumeration calls; device.c the per-device queries. New families of calls (GPM, MIG, events)
+ * go in their own file and use the same helpers: dbl_enter() for the common checks and
+ * dbl_gpu_value keys for their values.
+ */
+#ifndef NVML_DOUBLE_H
+#define NVML_DOUBLE_H
+
+#include <pthread.h>
+
+#include "nvml.h"
+
+#define DBL_INTERNAL __attribute__((visibility("hidden")))
+
+#define DBL_MAX_GPUS 16
+#define DBL_MAX_PROCS 64
+#define DBL_MAX_RULES 64
+#define DBL_NAME_LEN 96
+
+/* A fault rule: `error.<fn>=<code>`, `hang.<fn>=1` or `delay_ms.<fn>=<ms>`, globally or per GPU.
+ * `fn` is an NVML symbol name (e.g. nvmlDeviceGetPowerUsage) or `field.<id>` for one field of
+ * nvmlDeviceGetFieldValues. */
+typedef struct {
+    char fn[DBL_NAME_LEN];
+    int error;    /* nvmlReturn_t to answer, 0 = none */
+    int hang;     /* block while set */
+    int delay_ms; /* sleep before answering */
+} dbl_rule_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long used_bytes;
+} dbl_proc_t;
+
+typedef struct {
+    int lost;    /* every call on it answers NVML_ERROR_GPU_IS_LOST */
+    int present; /* enumerated at all (0: removed from the bus) */
+    char name[DBL_NAME_LEN];
+    char uuid[DBL_NAME_LEN];
+    char pci_bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+    unsigned int minor;
+    unsigned long long memory_total, memory_used, memory_free, memory_reserved; /* bytes */
+    unsigned int util_gpu, util_memory, util_encoder, util_decoder;           /* percent */
+    int temp_gpu;
+    unsigned int temp_memory;                    /* degrees C */
+    unsigned int power_mw, power_limit_mw;       /* milliwatts */
+    unsigned int clock_sm, clock_mem;            /* MHz */
+    unsigned int clock_sm_max, clock_mem_max;    /* MHz */
+    unsigned long long energy_mj;                /* millijoules since driver load */
+    unsigned int pcie_replay;
+    unsigned int pcie_gen, pcie_gen_max, pcie_width, pcie_width_max;
+    unsigned int pcie_tx_kbps, pcie_rx_kbps;     /* KB/s */
+    unsigned long long clock_event_reasons;
+    unsigned int ecc_mode;                       /* nvmlEnableState_t */
+    unsigned long long ecc_corrected, ecc_uncorrected;
+    unsigned int nprocs;
+    dbl_proc_t procs[DBL_MAX_PROCS];
+    unsigned int nrules;
+    dbl_rule_t rules[DBL_MAX_RULES];
+} dbl_gpu_t;
+
+typedef struct {
+    unsigned int gpus; /* slots 0..gpus-1 exist; `present` may hide some from enumeration */
+    char driver_version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    unsigned int nrules;
+    dbl_rule_t rules[DBL_MAX_RULES];
+    dbl_gpu_t gpu[DBL_MAX_GPUS];
+} dbl_state_t;
+
+/* The opaque struct behind nvmlDevice_t: one per slot, so handles stay valid across re-inits
+ * (as real NVML's do) and name the slot, not the enumeration index. */
+struct nvmlDevice_st {
+    unsigned int slot;
+};
+
+DBL_INTERNAL extern dbl_state_t dbl_state;
+DBL_INTERNAL extern pthread_mutex_t dbl_lock;
+DBL_INTERNAL extern int dbl_init_count;
+DBL_INTERNAL extern struct nvmlDevice_st dbl_devices[DBL_MAX_GPUS];
+
+/* Lock the state and re-read the control file if it changed. */
+DBL_INTERNAL void dbl_lock_state(void);
+DBL_INTERNAL void dbl_unlock_state(void);
+
+/* Common entry of every call: trace it, honour hang/delay rules, answer UNINITIALIZED before
+ * nvmlInit, an invalid handle, a lost GPU or an injected error. `device` may be NULL for system
+ * calls. Returns NVML_SUCCESS with the state LOCKED and *gpu set (NULL for system calls), or an
+ * error with the state unlocked. */
+DBL_INTERNAL nvmlReturn_t dbl_enter(const char *fn, nvmlDevice_t device, dbl_gpu_t **gpu);
+/* dbl_enter without the UNINITIALIZED check (for nvmlInit*). */
+DBL_INTERNAL nvmlReturn_t dbl_enter_ex(const char *fn, nvmlDevice_t device, dbl_gpu_t **gpu, int require_init);
+
+/* Like dbl_enter's rule check for a sub-item (e.g. "field.82") of an entered call; state locked. */
+DBL_INTERNAL nvmlReturn_t dbl_rule_error(const char *fn, const dbl_gpu_t *gpu);
+
+/* Copy a C string into a caller's buffer of `length` bytes: INSUFFICIENT_SIZE when it does not fit. */
+DBL_INTERNAL nvmlReturn_t dbl_copy_string(char *dst, unsigned int length, const char *src);
+
+#endif
