@@ -1,0 +1,81 @@
+"""Bottlenecks: which resources limit a GPU's workload (several may hold at once).
+
+Thresholds live in ``rightsizing.bottlenecks``; "high" means at the configured percentile (p90):
+- memory_capacity: peak memory need >= 95 % of the GPU's memory;
+- memory_bandwidth: DRAM active high >= 0.60;
+- compute: SM active (else the activity signal) high >= 0.80;
+- launch_overhead: median GPU utilization >= 0.80 while median SM active <= 0.40 (busy, yet the
+  SMs wait for work);
+- data_loading: PCIe throughput high >= 70 % of the link (generation x width), or >= 20 % of
+  samples with activity < 0.30 while the host CPU is >= 90 % busy;
+- host_cpu: host CPU busy high >= 0.90.
+
+Idle GPUs and GPUs without enough data report none: there is no workload to be limited.
+"""
+
+from __future__ import annotations
+
+from .evidence import Evidence
+from .settings import BottleneckSettings
+
+BOTTLENECKS = (
+    "memory_capacity",
+    "memory_bandwidth",
+    "compute",
+    "launch_overhead",
+    "data_loading",
+    "host_cpu",
+)
+
+
+def _at_least(value: float | None, threshold: float) -> bool:
+    return value is not None and value >= threshold
+
+
+def find_bottlenecks(ev: Evidence, s: BottleneckSettings) -> tuple[str, ...]:
+    """The bottlenecks that hold, in ``BOTTLENECKS`` order."""
+    found: list[str] = []
+    if _at_least(ev.memory_peak_ratio, s.memory_capacity_ratio):
+        found.append("memory_capacity")
+    if _at_least(ev.dram_active_high, s.memory_bandwidth_dram_active_ratio):
+        found.append("memory_bandwidth")
+    compute = ev.sm_active_high if ev.sm_active_high is not None else None
+    if compute is None and ev.activity_source != "sm_active":
+        compute = ev.activity_p95  # no SM active: the activity signal is the best there is
+    if _at_least(compute, s.compute_sm_active_ratio):
+        found.append("compute")
+    if (
+        _at_least(ev.utilization_p50, s.launch_overhead_utilization_ratio)
+        and ev.sm_active_p50 is not None
+        and ev.sm_active_p50 <= s.launch_overhead_sm_active_ratio
+    ):
+        found.append("launch_overhead")
+    if _at_least(ev.pcie_link_high, s.pcie_link_ratio) or _at_least(ev.starved_share, s.starved_share):
+        found.append("data_loading")
+    if _at_least(ev.host_cpu_high, s.host_cpu_busy_ratio):
+        found.append("host_cpu")
+    return tuple(found)
+
+
+def describe(ev: Evidence, names: tuple[str, ...]) -> str:
+    """The evidence for each bottleneck, in words."""
+    parts: list[str] = []
+    for name in names:
+        if name == "memory_capacity" and ev.memory_peak_ratio is not None:
+            parts.append(f"memory {ev.memory_peak_ratio:.0%} full at peak")
+        elif name == "memory_bandwidth" and ev.dram_active_high is not None:
+            parts.append(f"DRAM active {ev.dram_active_high:.0%}")
+        elif name == "compute":
+            value = ev.sm_active_high if ev.sm_active_high is not None else ev.activity_p95
+            parts.append(f"SM active {value or 0:.0%}")
+        elif name == "launch_overhead":
+            util, sm = ev.utilization_p50 or 0.0, ev.sm_active_p50 or 0.0
+            parts.append(f"utilization {util:.0%} but SM active {sm:.0%}")
+        elif name == "data_loading":
+            if ev.pcie_link_high is not None and ev.pcie_link_high >= 0.01:
+                parts.append(f"PCIe at {ev.pcie_link_high:.0%} of the link")
+            if ev.starved_share:
+                parts.append(f"GPU starved {ev.starved_share:.0%} of the time while the host CPU is busy")
+        elif name == "host_cpu":
+            parts.append(f"host CPU {ev.host_cpu_high or 0:.0%} busy")
+    return "; ".join(parts)

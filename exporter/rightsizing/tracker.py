@@ -1,0 +1,136 @@
+"""One GPU's (or one pod's share of a GPU's) window: samples in, ``Evidence`` out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..snapshot import GpuSample
+from .catalog import PCIE_LANE_BYTES_PER_SECOND
+from .evidence import Evidence, QueueEvidence
+from .settings import RightsizingSettings
+from .trend import QueueTrend
+from .windows import Window
+
+SIGNALS = (
+    "activity",
+    "utilization",
+    "sm_active",
+    "sm_occupancy",
+    "tensor_active",
+    "dram_active",
+    "pcie_link",
+    "memory",
+    "host_cpu",
+    "starved",
+)
+(ACTIVITY, UTILIZATION, SM_ACTIVE, OCCUPANCY, TENSOR, DRAM, PCIE, MEMORY, HOST_CPU, STARVED) = range(
+    len(SIGNALS)
+)
+
+
+def activity_of(fields: Mapping[str, float]) -> tuple[str, float | None]:
+    """(source, value): SM active when reported, else GR engine active, else GPU utilization."""
+    get = fields.get
+    v = get("sm_active_ratio")
+    if v is not None:
+        return "sm_active", v
+    v = get("gr_engine_active_ratio")
+    if v is not None:
+        return "gr_engine_active", v
+    return "gpu_utilization", get("gpu_utilization_ratio")
+
+
+def pcie_link_ratio(fields: Mapping[str, float], link_fallback: float | None) -> float | None:
+    """max(TX, RX) bytes/s over one direction's capacity of the link (generation x width)."""
+    get = fields.get
+    tx, rx = get("pcie_tx_bytes_per_second"), get("pcie_rx_bytes_per_second")
+    if tx is None and rx is None:
+        return None
+    gen = get("pcie_link_gen") or get("pcie_link_gen_max")
+    width = get("pcie_link_width") or get("pcie_link_width_max")
+    capacity = (
+        PCIE_LANE_BYTES_PER_SECOND.get(int(gen), 0.0) * width if gen and width else (link_fallback or 0.0)
+    )
+    if capacity <= 0:
+        return None
+    return max(tx or 0.0, rx or 0.0) / capacity
+
+
+class GpuTracker:
+    __slots__ = (
+        "activity_source", "busy_at", "identity", "link_fallback", "settings", "starved_below", "window"
+    )
+
+    def __init__(self, sample: GpuSample, settings: RightsizingSettings, link_fallback: float | None) -> None:
+        self.identity = sample.identity
+        self.settings = settings
+        self.link_fallback = link_fallback
+        self.window = Window(settings.window_seconds, SIGNALS, settings.window_buckets)
+        self.activity_source = "gpu_utilization"
+        self.starved_below = settings.bottlenecks.starved_activity_ratio
+        self.busy_at = settings.bottlenecks.host_cpu_busy_ratio
+
+    def add(self, t: float, sample: GpuSample, host_cpu: float | None) -> None:
+        f = sample.fields
+        source, activity = activity_of(f)
+        if activity is not None:
+            self.activity_source = source
+        total = self.identity.memory_total_bytes or f.get("memory_total_bytes") or 0
+        used = f.get("memory_used_bytes")
+        starved = None
+        if activity is not None and host_cpu is not None:
+            starved = 1.0 if activity < self.starved_below and host_cpu >= self.busy_at else 0.0
+        self.window.add(
+            t,
+            (
+                activity,
+                f.get("gpu_utilization_ratio"),
+                f.get("sm_active_ratio"),
+                f.get("sm_occupancy_ratio"),
+                f.get("tensor_active_ratio"),
+                f.get("dram_active_ratio"),
+                pcie_link_ratio(f, self.link_fallback),
+                used / total if used is not None and total else None,
+                host_cpu,
+                starved,
+            ),
+        )
+
+    def evidence(self, queues: Sequence[tuple[str, QueueTrend]] = ()) -> Evidence:
+        w, s = self.window, self.settings
+        high = s.bottlenecks.percentile
+        total = float(self.identity.memory_total_bytes)
+        peak = w.maximum(MEMORY)
+        p95_memory = w.percentile(MEMORY, 0.95)
+        starved = w.fraction_at_least(STARVED, 1.0)
+        ident = self.identity
+        return Evidence(
+            samples=w.samples,
+            history_seconds=w.history_seconds,
+            window_seconds=w.length_seconds,
+            model=ident.model,
+            mig_profile=ident.mig_profile,
+            memory_total_bytes=total,
+            memory_peak_bytes=None if peak is None else peak * total,
+            memory_p95_bytes=None if p95_memory is None else p95_memory * total,
+            activity_source=self.activity_source,
+            activity_p50=w.percentile(ACTIVITY, 0.5),
+            activity_p95=w.percentile(ACTIVITY, 0.95),
+            activity_p99=w.percentile(ACTIVITY, 0.99),
+            activity_recent_max=w.maximum(ACTIVITY, s.idle_after_seconds),
+            utilization_p50=w.percentile(UTILIZATION, 0.5),
+            sm_active_p50=w.percentile(SM_ACTIVE, 0.5),
+            sm_active_high=w.percentile(SM_ACTIVE, high),
+            sm_occupancy_p50=w.percentile(OCCUPANCY, 0.5),
+            tensor_active_p95=w.percentile(TENSOR, 0.95),
+            dram_active_p95=w.percentile(DRAM, 0.95),
+            dram_active_high=w.percentile(DRAM, high),
+            pcie_link_high=w.percentile(PCIE, high),
+            host_cpu_high=w.percentile(HOST_CPU, high),
+            starved_share=starved,
+            queues=tuple(
+                QueueEvidence(name, trend.last or 0.0, trend.maximum or 0.0, trend.rise())
+                for name, trend in queues
+                if trend.samples
+            ),
+        )

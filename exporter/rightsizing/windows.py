@@ -1,0 +1,213 @@
+"""Rolling windows as fixed-size summaries: a ring of time buckets, each holding a histogram per signal.
+
+A window keeps the last ``length_seconds`` of samples (on the samples' own timestamps, so simulated
+time may run faster than wall time) as ``bucket_count`` buckets of equal width. Each bucket holds,
+per signal, a histogram of ``BINS`` equal bins over [0, 1], its exact maximum and its sample count;
+the window keeps running totals that are incremented on every sample and decremented when a bucket
+expires. Adding a sample is O(signals); a percentile scans the summed histogram down from the
+maximum's bin; memory is fixed whatever the sampling rate.
+
+Values are ratios in [0, 1] (memory is kept as a share of the device's capacity); values outside are
+clamped into the end bins. A percentile is the upper edge of the bin holding the nearest-rank sample,
+capped at the window's exact maximum: it is never below the exact percentile and at most one bin
+width (1 %) above it. The window covers whole buckets: a sample leaves it when its bucket is more
+than ``bucket_count - 1`` buckets older than the newest one.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+
+BINS = 100  # 1 % resolution for ratios
+_EMPTY = array("I", bytes(4 * (BINS + 1)))
+
+
+class Window:
+    """Histogram summaries of several ratio signals over the last ``length_seconds``."""
+
+    __slots__ = (
+        "_bucket_of_slot",
+        "_last_t",
+        "_newest",
+        "_slot_count",
+        "_slot_first",
+        "_slot_hist",
+        "_slot_max",
+        "_slot_samples",
+        "_total_count",
+        "_total_hist",
+        "_window_max",
+        "bucket_count",
+        "length_seconds",
+        "signals",
+        "width",
+    )
+
+    def __init__(self, length_seconds: float, signals: Sequence[str], bucket_count: int = 60) -> None:
+        if length_seconds <= 0 or bucket_count < 1:
+            raise ValueError("a window needs a positive length and at least one bucket")
+        self.length_seconds = float(length_seconds)
+        self.bucket_count = bucket_count
+        self.width = self.length_seconds / bucket_count
+        self.signals = tuple(signals)
+        k = len(self.signals)
+        self._bucket_of_slot: list[int | None] = [None] * bucket_count
+        self._slot_hist = [[array("I", _EMPTY) for _ in range(k)] for _ in range(bucket_count)]
+        self._slot_max = [[-math.inf] * k for _ in range(bucket_count)]
+        self._slot_count = [[0] * k for _ in range(bucket_count)]
+        self._slot_samples = [0] * bucket_count
+        self._slot_first = [math.inf] * bucket_count  # earliest sample time per bucket
+        self._total_hist = [array("I", _EMPTY) for _ in range(k)]
+        self._total_count = [0] * k
+        self._window_max: list[float] | None = None  # cache of the window's maxima, reset by ``add``
+        self._newest: int | None = None
+        self._last_t: float | None = None
+
+    # -- feeding ------------------------------------------------------------------------------
+    def add(self, t: float, values: Sequence[float | None]) -> None:
+        """Add one sample at time ``t``: one value per signal, ``None`` where the signal is absent."""
+        bucket = math.floor(t / self.width)
+        slot = self._advance(bucket, t)
+        hists = self._slot_hist[slot]
+        maxes = self._slot_max[slot]
+        counts = self._slot_count[slot]
+        totals = self._total_hist
+        self._slot_samples[slot] += 1
+        if t < self._slot_first[slot]:
+            self._slot_first[slot] = t
+        self._window_max = None
+        total_count = self._total_count
+        for i, v in enumerate(values):
+            if v is None or v != v:
+                continue
+            b = 0 if v <= 0.0 else (BINS if v >= 1.0 else int(v * BINS))
+            hists[i][b] += 1
+            totals[i][b] += 1
+            counts[i] += 1
+            total_count[i] += 1
+            if v > maxes[i]:
+                maxes[i] = v
+
+    def _advance(self, bucket: int, t: float) -> int:
+        newest = self._newest
+        if newest is None or abs(bucket - newest) >= self.bucket_count:
+            # First sample, a gap longer than the window, or time jumped far back: start afresh.
+            if newest is not None:
+                self.clear()
+            self._newest = bucket
+        elif bucket > newest:
+            for b in range(newest + 1, bucket + 1):
+                self._expire(b % self.bucket_count)
+            self._newest = bucket
+        elif bucket < newest:
+            bucket = newest  # slightly out of order: count it in the newest bucket
+        slot = bucket % self.bucket_count
+        if self._bucket_of_slot[slot] != bucket:
+            self._expire(slot)
+            self._bucket_of_slot[slot] = bucket
+        if self._last_t is None or t > self._last_t:
+            self._last_t = t
+        return slot
+
+    def _expire(self, slot: int) -> None:
+        if self._bucket_of_slot[slot] is None:
+            return
+        counts = self._slot_count[slot]
+        for i, hist in enumerate(self._slot_hist[slot]):
+            if counts[i]:
+                total = self._total_hist[i]
+                for b, c in enumerate(hist):
+                    if c:
+                        total[b] -= c
+                self._total_count[i] -= counts[i]
+                hist[:] = _EMPTY
+        k = len(self.signals)
+        self._slot_max[slot] = [-math.inf] * k
+        self._slot_count[slot] = [0] * k
+        self._slot_samples[slot] = 0
+        self._slot_first[slot] = math.inf
+        self._bucket_of_slot[slot] = None
+
+    def clear(self) -> None:
+        for slot in range(self.bucket_count):
+            self._expire(slot)
+        self._newest = None
+        self._last_t = None
+
+    # -- reading ------------------------------------------------------------------------------
+    @property
+    def oldest_bucket(self) -> int | None:
+        return None if self._newest is None else self._newest - self.bucket_count + 1
+
+    @property
+    def samples(self) -> int:
+        """Samples (calls to ``add``) inside the window."""
+        return sum(self._slot_samples)
+
+    @property
+    def history_seconds(self) -> float:
+        """Time covered by the samples in the window (first to last sample kept)."""
+        first = min(self._slot_first)
+        if self._last_t is None or first == math.inf:
+            return 0.0
+        return max(0.0, self._last_t - first)
+
+    @property
+    def last_timestamp(self) -> float | None:
+        return self._last_t
+
+    def index(self, signal: str) -> int:
+        return self.signals.index(signal)
+
+    def count(self, signal: int) -> int:
+        return self._total_count[signal]
+
+    def percentile(self, signal: int, q: float) -> float | None:
+        """Nearest-rank percentile ``q`` (0 < q ≤ 1) of the signal, or None with no values."""
+        n = self._total_count[signal]
+        if n == 0:
+            return None
+        top = self._maxima()[signal]
+        # Scan down from the maximum's bin until the bins seen hold the rank's sample; bins above
+        # the maximum are empty, so a busy GPU's p95 or an idle GPU's anything takes a few steps.
+        needed = n - max(1, math.ceil(q * n)) + 1
+        hist = self._total_hist[signal]
+        b = 0 if top <= 0.0 else (BINS if top >= 1.0 else int(top * BINS))
+        seen = 0
+        while b > 0:
+            seen += hist[b]
+            if seen >= needed:
+                break
+            b -= 1
+        return min((b + 1) / BINS, top)
+
+    def fraction_at_least(self, signal: int, value: float) -> float | None:
+        """Share of the signal's samples in bins at or above the bin of ``value``."""
+        n = self._total_count[signal]
+        if n == 0:
+            return None
+        b = 0 if value <= 0 else (BINS if value >= 1 else int(value * BINS))
+        return sum(self._total_hist[signal][b:]) / n
+
+    def _maxima(self) -> list[float]:
+        cached = self._window_max
+        if cached is None:
+            live = [m for m, b in zip(self._slot_max, self._bucket_of_slot, strict=True) if b is not None]
+            cached = self._window_max = [max(col) for col in zip(*live, strict=True)] if live else []
+        return cached
+
+    def maximum(self, signal: int, seconds: float | None = None) -> float | None:
+        """Exact maximum over the window, or over the buckets that overlap the last ``seconds``."""
+        if self._last_t is None:
+            return None
+        since = -math.inf if seconds is None else self._last_t - seconds
+        best = -math.inf
+        for slot, bucket in enumerate(self._bucket_of_slot):
+            if bucket is None or (bucket + 1) * self.width <= since:
+                continue
+            m = self._slot_max[slot][signal]
+            if m > best:
+                best = m
+        return None if best == -math.inf else best
