@@ -63,7 +63,12 @@ def make_source(cfg: ExporterConfig) -> GpuSource:
 
 def make_extensions(cfg: ExporterConfig) -> list[Extension]:
     """Pod attribution, queues and right-sizing plug in here as they are configured."""
-    return []
+    extensions: list[Extension] = []
+    if cfg.queues:
+        from .sources.queues.manager import QueueExtension
+
+        extensions.append(QueueExtension(cfg.queues, cfg.interval))
+    return extensions
 
 
 def fail(message: str) -> int:

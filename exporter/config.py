@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .settings import ConfigError, build, env_overrides, merge, read_yaml, setting
+from .sources.queues.settings import QueueSettings, check_queue_names
 
 DEFAULT_PORT = 9430  # dcgm-exporter uses 9400; both can run side by side
 
@@ -80,9 +81,13 @@ class ExporterConfig:
     catalog: CatalogSettings = setting(
         CatalogSettings(), "GPU catalog: price overrides and extra GPUs for recommendations."
     )
+    queues: list[QueueSettings] = setting(
+        [], "Queue-depth sources (inference servers, Redis, HTTP JSON); see the Queue depth section."
+    )
 
     def validate(self) -> None:
         parse_listen(self.listen)
+        check_queue_names(self.queues)
         if self.nvml.reinit_backoff_initial_seconds > self.nvml.reinit_backoff_max_seconds:
             raise ValueError(
                 "nvml.reinit_backoff_initial_seconds must not exceed nvml.reinit_backoff_max_seconds"

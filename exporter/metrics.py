@@ -299,6 +299,48 @@ FAMILIES: tuple[Family, ...] = (
         "build_info",
         extra_labels=("version", "python_version"),
     ),
+    # --- queue depth (exporter/sources/queues); rows come from the queue extension ---
+    Family(
+        "rightsizer_queue_depth",
+        "gauge",
+        "items",
+        "Items waiting in the queue (requests waiting, list or stream length, consumer-group lag) "
+        "at the latest successful poll; absent while the source is down.",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
+        "rightsizer_queue_in_flight",
+        "gauge",
+        "items",
+        "Items being worked on (requests running, stream entries pending), where the source reports it.",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
+        "rightsizer_queue_source_up",
+        "gauge",
+        "bool",
+        "1 if the queue source's latest poll succeeded, 0 if it failed.",
+        "extension",
+        extra_labels=("queue",),
+    ),
+    Family(
+        "rightsizer_queue_source_duration_seconds",
+        "gauge",
+        "seconds",
+        "Duration of the queue source's latest poll.",
+        "extension",
+        extra_labels=("queue",),
+    ),
+    Family(
+        "rightsizer_queue_last_success_timestamp_seconds",
+        "gauge",
+        "seconds",
+        "Unix time of the queue source's latest successful poll.",
+        "extension",
+        extra_labels=("queue",),
+    ),
 )
 
 FAMILIES_BY_NAME = {f.name: f for f in FAMILIES}

@@ -1,0 +1,80 @@
+"""What every queue source returns, how its expected faults are worded, and secret files."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+REASON_LIMIT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class QueueValue:
+    """One successful poll: items waiting and, where the source reports it, items being worked on."""
+
+    depth: float
+    in_flight: float | None = None
+
+
+class QueueSourceError(Exception):
+    """An expected fault of a source (bad answer, missing metric, NaN...). The message is the
+    one-line reason; it must not vary from poll to poll for the same fault, so it is logged once."""
+
+
+class QueueSource(Protocol):
+    async def read(self) -> QueueValue:
+        """Read the source once. Raises QueueSourceError (or a client library's error) on a fault.
+        The caller applies the deadline."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def finite(value: float, what: str) -> float:
+    if math.isnan(value):
+        raise QueueSourceError(f"{what} is NaN")
+    if math.isinf(value):
+        raise QueueSourceError(f"{what} is infinite")
+    return value
+
+
+def shorten(text: str, limit: int = REASON_LIMIT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def redact(url: str) -> str:
+    """The URL without its password (``redis://:secret@host`` → ``redis://:***@host``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+class SecretFile:
+    """A token or password kept in a file (e.g. a mounted Kubernetes secret): read on first use and
+    again every ``refresh`` seconds, so rotated secrets are picked up without a restart."""
+
+    def __init__(self, path: str, what: str, refresh: float = 60.0) -> None:
+        self.path = path
+        self.what = what
+        self.refresh = refresh
+        self._value: str | None = None
+        self._read_at = 0.0
+
+    def value(self) -> str:
+        now = time.monotonic()
+        if self._value is None or now - self._read_at >= self.refresh:
+            try:
+                self._value = Path(self.path).read_text().strip()
+            except OSError as exc:
+                why = exc.strerror or exc
+                raise QueueSourceError(f"cannot read {self.what} {self.path}: {why}") from None
+            self._read_at = now
+        return self._value

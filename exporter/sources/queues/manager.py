@@ -1,0 +1,150 @@
+"""The queue extension: starts one poller per configured source and publishes their latest values.
+
+``contribute`` runs in every sampling cycle and only reads the pollers' latest outcomes (no I/O):
+the depth and in-flight of sources whose latest poll succeeded, and for every source whether it
+is up, how long its latest poll took and when it last succeeded. A source that is down keeps
+its up/duration/last-success series and loses its depth series, so an old value is never
+published as if it were fresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+
+from ...sampler import Contribution
+from ...snapshot import CollectorStatus, GpuReading, GpuSample, Row
+from .base import QueueSource
+from .http_client import make_session
+from .http_json import HttpJsonSource
+from .poller import Poller
+from .redis import RedisPools, RedisSource
+from .schedule import RenderClock
+from .scrape import ScrapeSource
+from .settings import SCRAPE_KINDS, QueueSettings
+
+DEPTH = "rightsizer_queue_depth"
+IN_FLIGHT = "rightsizer_queue_in_flight"
+SOURCE_UP = "rightsizer_queue_source_up"
+SOURCE_DURATION = "rightsizer_queue_source_duration_seconds"
+LAST_SUCCESS = "rightsizer_queue_last_success_timestamp_seconds"
+FAMILY_NAMES = (DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS)
+FIRST_ROUND_WAIT = 1.0  # start() waits at most this long for the first polls
+STOP_WAIT = 5.0
+
+
+class QueueExtension:
+    name = "queues"
+
+    def __init__(self, entries: Sequence[QueueSettings], interval: float) -> None:
+        self.entries = list(entries)
+        self.clock = RenderClock(interval)
+        self.pollers: list[Poller] = []
+        self._session: aiohttp.ClientSession | None = None
+        self._redis = RedisPools()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._labels: dict[str, tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]] = {}
+
+    async def start(self) -> None:
+        http_sources = sum(1 for e in self.entries if e.kind != "redis")
+        if http_sources:
+            self._session = make_session(http_sources)
+        interval = self.clock.interval
+        for cfg in self.entries:
+            timeout = cfg.effective_timeout(interval)
+            multiple = cfg.interval_multiple(interval)
+            self.pollers.append(Poller(cfg, self._factory(cfg, timeout), self.clock, multiple, timeout))
+            queue = (("queue", cfg.name),)
+            self._labels[cfg.name] = (queue, (*queue, ("kind", cfg.kind), *cfg.labels.items()))
+        self._tasks = [asyncio.create_task(p.run(), name=f"queue {p.name}") for p in self.pollers]
+        if self.pollers:  # let the first snapshot carry the queues, without waiting on a dead source
+            waits = [asyncio.create_task(p.first_done.wait()) for p in self.pollers]
+            _, pending = await asyncio.wait(waits, timeout=FIRST_ROUND_WAIT)
+            for task in pending:
+                task.cancel()
+
+    def _factory(self, cfg: QueueSettings, timeout: float) -> Any:
+        def make() -> QueueSource:
+            if cfg.kind == "redis":
+                return RedisSource(self._redis, cfg, timeout)
+            assert self._session is not None
+            if cfg.kind in SCRAPE_KINDS:
+                return ScrapeSource(self._session, cfg)
+            return HttpJsonSource(self._session, cfg)
+
+        return make
+
+    def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
+        self.clock.observe(time.monotonic())
+        depth: list[Row] = []
+        in_flight: list[Row] = []
+        up: list[Row] = []
+        duration: list[Row] = []
+        last: list[Row] = []
+        api: list[dict[str, Any]] = []
+        down: list[str] = []
+        slowest = 0.0
+        for p in self.pollers:
+            out = p.outcome
+            queue_labels, series_labels = self._labels[p.name]
+            item: dict[str, Any] = {
+                "name": p.name,
+                "kind": p.kind,
+                "labels": dict(p.cfg.labels),
+                "target": p.target,
+                "interval_seconds": p.every,
+                "up": None if out is None else out.up,
+                "depth": None,
+                "in_flight": None,
+                "duration_seconds": None if out is None else out.duration_seconds,
+                "last_success_timestamp_seconds": None if out is None else out.last_success,
+                "error": None if out is None else out.error,
+            }
+            api.append(item)
+            if out is None:  # not polled yet
+                continue
+            up.append(Row(1.0 if out.up else 0.0, queue_labels))
+            duration.append(Row(out.duration_seconds, queue_labels))
+            slowest = max(slowest, out.duration_seconds)
+            if out.last_success is not None:
+                last.append(Row(out.last_success, queue_labels))
+            if out.value is None:
+                down.append(p.name)
+                continue
+            depth.append(Row(out.value.depth, series_labels))
+            item["depth"] = out.value.depth
+            if out.value.in_flight is not None:
+                in_flight.append(Row(out.value.in_flight, series_labels))
+                item["in_flight"] = out.value.in_flight
+        error = None
+        if down:
+            error = f"{len(down)} of {len(self.pollers)} queue sources down: {', '.join(down[:5])}"
+            error += ", ..." if len(down) > 5 else ""
+        rows = {
+            DEPTH: tuple(depth),
+            IN_FLIGHT: tuple(in_flight),
+            SOURCE_UP: tuple(up),
+            SOURCE_DURATION: tuple(duration),
+            LAST_SUCCESS: tuple(last),
+        }
+        status = CollectorStatus(self.name, not down, slowest, error)
+        return Contribution(rows=rows, api={"queues": api}, collectors=(status,))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=STOP_WAIT)
+        self._tasks = []
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(STOP_WAIT):
+                for p in self.pollers:
+                    await p.close()
+                if self._session is not None:
+                    await self._session.close()
+                await self._redis.close()

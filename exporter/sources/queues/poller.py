@@ -1,0 +1,144 @@
+"""One queue source on its own schedule: poll with a deadline, keep the latest outcome, back off
+on errors, and log a fault once when it starts or changes (not on every poll)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+import redis.exceptions
+
+from ...logs import event
+from .base import QueueSource, QueueSourceError, QueueValue, redact, shorten
+from .schedule import Lead, RenderClock, next_fire
+from .settings import QueueSettings
+
+log = logging.getLogger("rightsizer.queues")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The latest poll of one source. ``value`` is set only when that poll succeeded."""
+
+    up: bool
+    value: QueueValue | None
+    duration_seconds: float
+    last_success: float | None  # Unix time of the latest successful poll, ever
+    error: str | None
+
+
+def describe(exc: BaseException, timeout: float) -> tuple[str, bool]:
+    """(one-line reason, expected?) for a failed poll."""
+    if isinstance(exc, QueueSourceError):
+        return str(exc), True
+    if isinstance(exc, TimeoutError | redis.exceptions.TimeoutError):
+        return f"no answer within {timeout:g} s", True
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        why = exc.os_error.strerror or str(exc.os_error)
+        return f"cannot connect to {exc.host}:{exc.port}: {why}", True
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "server closed the connection without answering", True
+    if isinstance(exc, aiohttp.TooManyRedirects):
+        return "too many redirects", True
+    if isinstance(exc, aiohttp.ClientError):
+        return shorten(f"HTTP client error: {type(exc).__name__}: {exc}"), True
+    if isinstance(exc, redis.exceptions.AuthenticationError | redis.exceptions.AuthorizationError):
+        return shorten(f"Redis refused the credentials: {exc}"), True
+    if isinstance(exc, redis.exceptions.ConnectionError):
+        return shorten(f"Redis connection failed: {exc}"), True
+    if isinstance(exc, redis.exceptions.RedisError):
+        return shorten(f"Redis error: {exc}"), True
+    if isinstance(exc, OSError):
+        return shorten(f"{exc.strerror or exc}"), True
+    return shorten(f"unexpected {type(exc).__name__}: {exc}"), False
+
+
+class Poller:
+    def __init__(
+        self,
+        cfg: QueueSettings,
+        make_source: Callable[[], QueueSource],
+        clock: RenderClock,
+        multiple: int,
+        timeout: float,
+    ) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.kind = cfg.kind
+        self.clock = clock
+        self.every = multiple * clock.interval
+        self.timeout = timeout
+        self.lead = Lead(clock.interval)
+        self.outcome: Outcome | None = None
+        self.first_done = asyncio.Event()
+        self.target = redact(cfg.url) + (f" key {cfg.key}" if cfg.key else "") + (
+            f" group {cfg.group}" if cfg.group else ""
+        )
+        self._make_source = make_source
+        self._source: QueueSource | None = None
+        self._failures = 0
+        self._last_fire: float | None = None
+
+    @property
+    def wait(self) -> float:
+        """Time between poll starts: the interval, doubled per consecutive failure up to backoff_max."""
+        if self._failures <= 1:
+            return self.every
+        return max(self.every, min(self.cfg.backoff_max, self.every * 2.0 ** (self._failures - 1)))
+
+    async def run(self) -> None:
+        while True:
+            now = time.monotonic()
+            fire = next_fire(self.clock, self.lead.seconds, now, self._last_fire, self.wait)
+            if fire > now:
+                await asyncio.sleep(fire - now)
+            self._last_fire = time.monotonic()
+            await self.poll()
+
+    async def poll(self) -> Outcome:
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.timeout):
+                if self._source is None:
+                    self._source = self._make_source()
+                value = await self._source.read()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reason, expected = describe(exc, self.timeout)
+            self._failed(reason, time.perf_counter() - started, None if expected else exc)
+        else:
+            duration = time.perf_counter() - started
+            self.lead.record(duration)
+            previous = self.outcome
+            self.outcome = Outcome(True, value, duration, time.time(), None)
+            if self._failures or previous is None:
+                msg = "queue source back" if self._failures else "queue source up"
+                level = logging.INFO if self._failures else logging.DEBUG
+                event(log, level, msg, queue=self.name, kind=self.kind, target=self.target)
+            self._failures = 0
+        self.first_done.set()
+        assert self.outcome is not None
+        return self.outcome
+
+    def _failed(self, reason: str, duration: float, unexpected: BaseException | None) -> None:
+        previous = self.outcome
+        last_success = previous.last_success if previous else None
+        self.outcome = Outcome(False, None, duration, last_success, reason)
+        self._failures += 1
+        if previous is None or previous.error != reason:
+            level = logging.ERROR if unexpected is not None else logging.WARNING
+            log.log(
+                level,
+                "queue source down",
+                exc_info=unexpected,
+                extra={"queue": self.name, "kind": self.kind, "target": self.target, "reason": reason},
+            )
+
+    async def close(self) -> None:
+        if self._source is not None:
+            await self._source.close()

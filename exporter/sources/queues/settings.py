@@ -1,0 +1,169 @@
+"""The schema of one ``queues:`` entry of the exporter's configuration.
+
+Each entry is checked when the configuration loads; a wrong entry is a configuration error that
+names the entry (``queues[2]: queue 'chat': ...``), so the exporter exits 2 before it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ...settings import setting
+
+SCRAPE_KINDS = ("vllm", "tgi", "triton", "sglang", "prometheus")
+KINDS = (*SCRAPE_KINDS, "redis", "http_json")
+RESERVED_LABELS = frozenset({"queue", "kind"})
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+# Which optional keys make sense for which kinds; any other use is a configuration error.
+_KEYS_FOR = {
+    "metric": ("prometheus",),
+    "in_flight_metric": ("prometheus",),
+    "match": SCRAPE_KINDS,
+    "key": ("redis",),
+    "group": ("redis",),
+    "path": ("http_json",),
+    "in_flight_path": ("http_json",),
+    "bearer_token_file": (*SCRAPE_KINDS, "http_json"),
+    "headers": (*SCRAPE_KINDS, "http_json"),
+}
+
+
+@dataclass(frozen=True)
+class BasicAuthSettings:
+    username: str = setting("", "User name (for Redis: the ACL user; empty means the default user).")
+    password: str | None = setting(None, "Password (prefer password_file).")
+    password_file: str | None = setting(None, "File holding the password (re-read every minute).")
+
+    def validate(self) -> None:
+        if self.password is not None and self.password_file is not None:
+            raise ValueError("basic_auth: give password or password_file, not both")
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    name: str = setting("", "Unique name of the queue; the `queue` label of its series (required).")
+    kind: str = setting("", f"What the source is: {', '.join(KINDS)} (required).")
+    url: str = setting(
+        "",
+        "Where to read it: the server's /metrics URL, a redis:// or rediss:// URL, or the JSON "
+        "endpoint's URL (required).",
+    )
+    metric: str | None = setting(None, "kind prometheus: the sample name whose value is the depth.")
+    in_flight_metric: str | None = setting(
+        None, "kind prometheus: the sample name whose value is the number in flight (optional)."
+    )
+    match: dict[str, str] = setting(
+        {}, "Exposition kinds: label = value pairs a series must carry to count (others are summed)."
+    )
+    key: str | None = setting(None, "kind redis: the key (list, stream, sorted set or set; type detected).")
+    group: str | None = setting(
+        None, "kind redis: a stream consumer group; depth is its lag, in flight its pending count."
+    )
+    path: str | None = setting(
+        None, "kind http_json: dotted path to the depth in the JSON answer (`queue.waiting`, `items.0.n`)."
+    )
+    in_flight_path: str | None = setting(None, "kind http_json: dotted path to the number in flight.")
+    interval: float | None = setting(
+        None,
+        "Polling interval in seconds; default the exporter's interval. Rounded to a whole multiple of "
+        "the exporter's interval so each poll lands just before a snapshot is rendered.",
+        minimum=0.05,
+        maximum=3600,
+    )
+    timeout: float | None = setting(
+        None, "Deadline of one poll in seconds; default the interval, at least 1 and at most 10.",
+        minimum=0.01, maximum=300,
+    )
+    backoff_max: float = setting(
+        30.0, "Longest wait between polls of a failing source (waits double from one interval).",
+        minimum=0.05, maximum=3600,
+    )
+    labels: dict[str, str] = setting(
+        {}, "Static labels added to the depth and in-flight series (e.g. namespace, workload)."
+    )
+    bearer_token_file: str | None = setting(
+        None, "HTTP kinds: file holding a bearer token for `Authorization: Bearer` (re-read every minute)."
+    )
+    basic_auth: BasicAuthSettings | None = setting(
+        None, "HTTP basic auth, or Redis ACL user/password: {username, password | password_file}."
+    )
+    headers: dict[str, str] = setting({}, "HTTP kinds: extra request headers (e.g. X-API-Key).")
+    tls_ca_file: str | None = setting(None, "CA bundle to verify an https:// or rediss:// server with.")
+    tls_insecure_skip_verify: bool = setting(False, "Do not verify the server's TLS certificate.")
+
+    @property
+    def who(self) -> str:
+        return f"queue {self.name!r}" if self.name else "queue (no name)"
+
+    def validate(self) -> None:
+        if not self.name:
+            raise ValueError(f"{self.who}: 'name' is required")
+        if not self.kind:
+            raise ValueError(f"{self.who}: 'kind' is required (one of {', '.join(KINDS)})")
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.who}: unknown kind {self.kind!r} (kinds: {', '.join(KINDS)})")
+        if not self.url:
+            raise ValueError(f"{self.who}: 'url' is required")
+        self._check_url()
+        for key, kinds in _KEYS_FOR.items():
+            if getattr(self, key) not in (None, {}) and self.kind not in kinds:
+                raise ValueError(f"{self.who}: '{key}' does not apply to kind {self.kind}")
+        required = {"prometheus": "metric", "redis": "key", "http_json": "path"}.get(self.kind)
+        if required and not getattr(self, required):
+            raise ValueError(f"{self.who}: kind {self.kind} needs '{required}'")
+        for key in ("metric", "in_flight_metric"):
+            value = getattr(self, key)
+            if value is not None and not _METRIC_NAME.fullmatch(value):
+                raise ValueError(f"{self.who}: '{key}' is not a metric name: {value!r}")
+        for label in (*self.labels, *self.match):
+            if not _LABEL_NAME.fullmatch(label) or label.startswith("__"):
+                raise ValueError(f"{self.who}: {label!r} is not a valid label name")
+        clash = RESERVED_LABELS.intersection(self.labels)
+        if clash:
+            raise ValueError(f"{self.who}: label {sorted(clash)[0]!r} is set by the exporter itself")
+        for key in ("bearer_token_file", "tls_ca_file"):
+            _check_readable(self.who, key, getattr(self, key))
+        if self.basic_auth is not None:
+            _check_readable(self.who, "basic_auth.password_file", self.basic_auth.password_file)
+
+    def _check_url(self) -> None:
+        parts = urlsplit(self.url)
+        schemes = ("redis", "rediss", "unix") if self.kind == "redis" else ("http", "https")
+        if parts.scheme not in schemes:
+            raise ValueError(
+                f"{self.who}: url must start with {' or '.join(s + '://' for s in schemes)}; got {self.url!r}"
+            )
+        if parts.scheme != "unix" and not parts.hostname:
+            raise ValueError(f"{self.who}: url has no host: {self.url!r}")
+
+    def interval_multiple(self, exporter_interval: float) -> int:
+        """How many renders apart this source is polled."""
+        if self.interval is None:
+            return 1
+        return max(1, round(self.interval / exporter_interval))
+
+    def effective_timeout(self, exporter_interval: float) -> float:
+        if self.timeout is not None:
+            return self.timeout
+        return min(max(self.interval_multiple(exporter_interval) * exporter_interval, 1.0), 10.0)
+
+
+def _check_readable(who: str, key: str, path: str | None) -> None:
+    if path is not None and not os.access(path, os.R_OK):
+        raise ValueError(f"{who}: {key} {path!r} cannot be read")
+
+
+def check_queue_names(entries: Sequence[QueueSettings]) -> None:
+    """Names must be unique: they are the ``queue`` label."""
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        if entry.name in seen:
+            first = seen[entry.name]
+            raise ValueError(f"queues[{i}]: duplicate queue name {entry.name!r} (also queues[{first}])")
+        seen[entry.name] = i
