@@ -13,6 +13,7 @@ Build by hand: ``python tests/nvmldouble.py OUTDIR`` (prints the library's path)
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
@@ -21,8 +22,11 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from servers import http_get
 
 SOURCE_DIR = Path(__file__).resolve().parent / "nvml_double"
 SONAME = "libnvidia-ml.so.1"
@@ -159,6 +163,63 @@ def gpu_values(slot: int, **overrides: ControlValue) -> dict[str, ControlValue]:
     }
     base.update(overrides)
     return {f"gpu.{slot}.{k}": v for k, v in base.items()}
+
+
+def exporter_args(work_dir: Path, interval: float = 0.2, **nvml: float) -> list[str]:
+    """``--config`` arguments for a fast exporter: short interval, deadline and backoff."""
+    settings = {
+        "call_timeout_seconds": 0.5,
+        "slow_interval_seconds": 1,
+        "init_timeout_seconds": 5,
+        "reinit_backoff_initial_seconds": 0.1,
+        "reinit_backoff_max_seconds": 0.4,
+        **nvml,
+    }
+    path = work_dir / "exporter.yaml"
+    path.write_text(f"interval: {interval}\nnvml:\n" + "".join(f"  {k}: {v}\n" for k, v in settings.items()))
+    return ["--config", str(path)]
+
+
+Sample = tuple[str, dict[str, str], float]
+
+
+def scrape(url: str) -> list[Sample]:
+    """Every sample of ``url``/metrics, parsed by prometheus-client's own parser."""
+    status, _, body = http_get(url + "/metrics", timeout=5)
+    assert status == 200, f"/metrics answered {status}"
+    text = body.decode()
+    out: list[Sample] = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            name = s.name
+            # The parser names every counter sample <family>_total; dcgm-exporter's counters have no
+            # such suffix, so keep the name the exposition really used.
+            if family.type == "counter" and name == family.name + "_total" and f"\n{name}" not in text:
+                name = family.name
+            out.append((name, dict(s.labels), s.value))
+    return out
+
+
+def value(samples: list[Sample], name: str, **labels: str) -> float | None:
+    """The value of the one sample ``name`` whose labels include ``labels`` (None if absent)."""
+    found = [v for n, lbl, v in samples if n == name and all(lbl.get(k) == x for k, x in labels.items())]
+    assert len(found) <= 1, f"{len(found)} samples of {name} match {labels}"
+    return found[0] if found else None
+
+
+def families_of(samples: list[Sample], uuid: str) -> set[str]:
+    """Names of the families that have a sample for the GPU with ``uuid``."""
+    return {n for n, lbl, _ in samples if lbl.get("UUID") == uuid}
+
+
+def api_gpus(url: str) -> dict[str, dict[str, Any]]:
+    """/api/v1/gpus by UUID, plus the nvml collector under the key "collector"."""
+    status, _, body = http_get(url + "/api/v1/gpus", timeout=5)
+    assert status == 200
+    doc = json.loads(body)
+    out = {g["uuid"]: g for g in doc["gpus"]}
+    out["collector"] = next(c for c in doc["collectors"] if c["name"] == "nvml")
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -5,10 +5,11 @@
  * environment variable NVML_DOUBLE_CONTROL. The file is re-read whenever its mtime, size or
  * inode changes (checked on every call with one stat()). See control.c for the keys.
  *
- * Layout: control.c parses the file into `dbl_state`; system.c implements the NVML system and
- * enumeration calls; device.c the per-device queries. New families of calls (GPM, MIG, events)
- * go in their own file and use the same helpers: dbl_enter() for the common checks and
- * dbl_gpu_value keys for their values.
+ * Layout: control.c parses the file into `dbl_state`; entry.c holds dbl_enter(), the checks and
+ * fault rules every call goes through; system.c implements init/shutdown and enumeration;
+ * device.c the per-device queries. A new family of calls (GPM, MIG, events) goes in its own file:
+ * its functions start with dbl_enter(), read their values from dbl_gpu_t (add members there and
+ * a line to gpu_keys in control.c), and get error/hang/delay rules by symbol name for free.
  */
 #ifndef NVML_DOUBLE_H
 #define NVML_DOUBLE_H
