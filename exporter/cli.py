@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import errno
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -61,9 +62,14 @@ def make_source(cfg: ExporterConfig) -> GpuSource:
     return NvmlSource(cfg.nvml)
 
 
-def make_extensions(cfg: ExporterConfig) -> list[Extension]:
+def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> list[Extension]:
     """Pod attribution, queues and right-sizing plug in here as they are configured."""
     extensions: list[Extension] = []
+    if cfg.pods.enabled is True or (cfg.pods.enabled == "auto" and os.path.exists(cfg.pods.socket)):
+        from .sources.pods.extension import PodAttribution
+
+        # Per-process attribution needs the source's running processes (see sources/pods/attribution.py).
+        extensions.append(PodAttribution(cfg.pods, getattr(source, "running_processes", None)))
     if cfg.queues:
         from .sources.queues.manager import QueueExtension
 
@@ -79,7 +85,11 @@ def fail(message: str) -> int:
 async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
     host, port = parse_listen(cfg.listen)
     sampler = Sampler(
-        source, Renderer(cfg.hostname_label), cfg.interval, cfg.effective_hostname, make_extensions(cfg)
+        source,
+        Renderer(cfg.hostname_label),
+        cfg.interval,
+        cfg.effective_hostname,
+        make_extensions(cfg, source),
     )
     runner = web.AppRunner(create_app(sampler), access_log=None, handle_signals=False)
     await runner.setup()

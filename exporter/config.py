@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .settings import ConfigError, build, env_overrides, merge, read_yaml, setting
+from .sources.pods.settings import PodSettings
 from .sources.queues.settings import QueueSettings, check_queue_names
 
 DEFAULT_PORT = 9430  # dcgm-exporter uses 9400; both can run side by side
@@ -83,6 +84,9 @@ class ExporterConfig:
     )
     queues: list[QueueSettings] = setting(
         [], "Queue-depth sources (inference servers, Redis, HTTP JSON); see the Queue depth section."
+    )
+    pods: PodSettings = setting(
+        PodSettings(), "Pod attribution from the kubelet pod-resources API; see the Pod attribution section."
     )
 
     def validate(self) -> None:

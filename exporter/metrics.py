@@ -267,6 +267,16 @@ FAMILIES: tuple[Family, ...] = (
         "GPU memory used by the compute processes running on the GPU.",
         "compute_processes_memory_bytes",
     ),
+    # --- pod attribution (exporter/sources/pods); rows come from the pods extension ---
+    Family(
+        "rightsizer_pod_gpu_memory_used_bytes",
+        "gauge",
+        "bytes",
+        "GPU memory used by a pod's container on a GPU or MIG instance: its processes' memory "
+        "(NVML running processes attributed through /proc/<pid>/cgroup), also on shared GPUs.",
+        "extension",
+        extra_labels=("gpu", "UUID", "pod", "namespace", "container"),
+    ),
     # --- the exporter itself ---
     Family(
         "rightsizer_collector_success",

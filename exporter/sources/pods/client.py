@@ -1,0 +1,112 @@
+"""The kubelet pod-resources v1 ``List`` call over its unix socket, with a deadline.
+
+One short-lived channel per call (the exporter calls every ``pods.refresh_interval_seconds``): a
+kubelet restart recreates the socket, and a fresh channel connects to the new one at once instead
+of waiting out a long-lived channel's reconnect backoff. Every failure becomes one
+``PodResourcesError`` whose message says what went wrong in a single line.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+import grpc
+import grpc.aio
+from google.protobuf.message import DecodeError
+
+from ...snapshot import PodRef
+from . import podresources_pb2, podresources_pb2_grpc
+
+MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a node with 110 pods answers a few tens of KiB
+
+
+class PodResourcesError(Exception):
+    """The kubelet could not be asked or its answer was unusable (one-line message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerDevices:
+    """One container's devices of one resource, as the kubelet reports them."""
+
+    pod: PodRef
+    resource: str
+    device_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletAnswer:
+    devices: tuple[ContainerDevices, ...]  # only the GPU resources asked for
+    pods: int  # pods in the answer (any resources)
+    skipped: tuple[str, ...]  # why entries were left out (malformed), one line each
+
+
+def is_gpu_resource(name: str, resource_names: frozenset[str]) -> bool:
+    return name in resource_names or name.startswith("nvidia.com/mig-")
+
+
+def parse_answer(
+    answer: podresources_pb2.ListPodResourcesResponse, resource_names: frozenset[str]
+) -> KubeletAnswer:
+    devices: list[ContainerDevices] = []
+    skipped: list[str] = []
+    for pod in answer.pod_resources:
+        for container in pod.containers:
+            for dev in container.devices:
+                if not is_gpu_resource(dev.resource_name, resource_names):
+                    continue
+                where = f"{pod.namespace or '?'}/{pod.name or '?'}/{container.name or '?'}"
+                if not (pod.name and pod.namespace and container.name):
+                    skipped.append(f"{where}: pod, namespace or container name is empty")
+                    continue
+                ids = tuple(i for i in dev.device_ids if i)
+                if not ids:
+                    skipped.append(f"{where}: {dev.resource_name} lists no device ids")
+                    continue
+                devices.append(
+                    ContainerDevices(PodRef(pod.name, pod.namespace, container.name), dev.resource_name, ids)
+                )
+    return KubeletAnswer(tuple(devices), len(answer.pod_resources), tuple(skipped))
+
+
+def _describe(exc: grpc.aio.AioRpcError, socket: str, timeout: float) -> str:
+    code = exc.code()
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"kubelet pod-resources List did not answer within {timeout:g}s ({socket})"
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return f"kubelet pod-resources socket {socket} refuses connections: {exc.details() or 'unavailable'}"
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return "kubelet does not serve pod-resources v1 List (Kubernetes 1.20 or newer needed)"
+    if code == grpc.StatusCode.INTERNAL and "deserializ" in (exc.details() or "").lower():
+        return "malformed answer from the kubelet pod-resources List (not a v1 ListPodResourcesResponse)"
+    detail = (exc.details() or "").replace("\n", " ")[:200]
+    return f"kubelet pod-resources List failed: {code.name}: {detail}"
+
+
+async def list_pod_resources(socket: str, timeout: float, resource_names: frozenset[str]) -> KubeletAnswer:
+    """Ask the kubelet which devices each container holds. Raises ``PodResourcesError``."""
+    try:
+        mode = os.stat(socket).st_mode
+    except FileNotFoundError:
+        raise PodResourcesError(f"kubelet pod-resources socket {socket} does not exist") from None
+    except OSError as exc:
+        raise PodResourcesError(f"cannot reach {socket}: {exc.strerror or exc}") from None
+    if not stat.S_ISSOCK(mode):
+        raise PodResourcesError(f"{socket} is not a unix socket")
+    options = [
+        ("grpc.max_receive_message_length", MAX_ANSWER_BYTES),
+        ("grpc.enable_http_proxy", 0),
+        ("grpc.initial_reconnect_backoff_ms", 200),
+    ]
+    channel = grpc.aio.insecure_channel(f"unix:{socket}", options=options)
+    try:
+        stub = podresources_pb2_grpc.PodResourcesListerStub(channel)
+        answer = await stub.List(podresources_pb2.ListPodResourcesRequest(), timeout=timeout)
+    except grpc.aio.AioRpcError as exc:
+        raise PodResourcesError(_describe(exc, socket, timeout)) from None
+    except DecodeError as exc:
+        raise PodResourcesError(f"malformed answer from the kubelet pod-resources List: {exc}") from None
+    finally:
+        await channel.close(grace=None)
+    return parse_answer(answer, resource_names)

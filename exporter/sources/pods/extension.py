@@ -1,0 +1,289 @@
+"""Pod attribution as a sampler ``Extension``: refreshed on its own cadence, applied per cycle.
+
+An asyncio task asks the kubelet (``client``), reads the processes' cgroups and the device-manager
+checkpoint (in a thread, with a deadline) and caches the result. ``contribute`` runs once per
+sampling cycle and only looks things up in that cache: labels on the devices held by exactly one
+container, and ``rightsizer_pod_gpu_memory_used_bytes`` from the source's latest per-process
+memory. Scrapes never trigger any of it.
+
+Faults (socket missing, kubelet hung past the deadline, malformed answer, kubelet gone): the
+``pods`` collector reports 0 with the reason, one log line per change of state, everything else
+is served as usual. The last good answer keeps labelling for ``keep_last_seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...logs import event
+from ...sampler import Contribution
+from ...snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+from .attribution import (
+    MEMORY_FAMILY,
+    GpuProcess,
+    Holders,
+    ProcessLister,
+    ProcessVerdict,
+    attribute_processes,
+    holders_from,
+    label_gpus,
+    memory_rows,
+    pods_by_uid,
+)
+from .cgroup import CgroupRef, read_cgroup
+from .checkpoint import CheckpointError, read_checkpoint, uid_index
+from .client import KubeletAnswer, PodResourcesError, list_pod_resources
+from .settings import PodSettings
+
+log = logging.getLogger("rightsizer.pods")
+MIN_REFRESH_GAP_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class _Attribution:
+    answer: KubeletAnswer
+    listed_at: float  # monotonic time of the kubelet answer in use
+    holders: Holders
+    owners: Mapping[tuple[str, int], PodRef]
+
+
+@dataclass(frozen=True)
+class _HostReading:
+    cgroups: dict[int, CgroupRef | None]
+    uid_pods: dict[str, tuple[PodRef, ...]] | None
+    problem: str | None  # /proc or checkpoint trouble: per-process attribution degraded
+
+
+def _ref_json(ref: PodRef) -> dict[str, str]:
+    return {"pod": ref.pod, "namespace": ref.namespace, "container": ref.container}
+
+
+class PodAttribution:
+    name = "pods"
+
+    def __init__(self, settings: PodSettings, processes: ProcessLister | None = None) -> None:
+        self.settings = settings
+        self._processes = processes
+        self._resources = frozenset(settings.resource_names)
+        self._state: _Attribution | None = None
+        self._status = CollectorStatus(self.name, False, 0.0, "not refreshed yet")
+        self._api: dict[str, Any] = {"enabled": True, "ok": False, "error": "not refreshed yet"}
+        self._identities: dict[str, GpuIdentity] = {}
+        self._known: frozenset[tuple[str, int]] = frozenset()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._logged: tuple[str, str | None] | None = None
+        self._logged_problem: str | None = None
+        self.refreshes = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        await self.refresh()  # the first snapshot already carries labels when the kubelet answers
+        self._task = asyncio.create_task(self._run(), name="pod-attribution")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        interval = self.settings.refresh_interval_seconds
+        while True:
+            started = time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), interval)
+            self._wake.clear()
+            await asyncio.sleep(max(0.0, started + MIN_REFRESH_GAP_SECONDS - time.monotonic()))
+            try:
+                await self.refresh()
+            except Exception:  # a bug must not end attribution for the life of the process
+                log.exception("pod attribution refresh failed")
+
+    # -- refresh (off the scrape path) --------------------------------------------------------
+    async def refresh(self) -> None:
+        started = time.perf_counter()
+        now = time.monotonic()
+        error: str | None = None
+        answer: KubeletAnswer | None = None
+        listed_at = now
+        try:
+            answer = await list_pod_resources(
+                self.settings.socket, self.settings.timeout_seconds, self._resources
+            )
+        except PodResourcesError as exc:
+            error = str(exc)
+        except Exception as exc:  # anything else from the gRPC stack: same outcome, say what it was
+            error = f"kubelet pod-resources List failed: {type(exc).__name__}: {exc}"
+        previous = self._state
+        if (
+            answer is None
+            and previous is not None
+            and now - previous.listed_at <= self.settings.keep_last_seconds
+        ):
+            answer, listed_at = previous.answer, previous.listed_at
+        self.refreshes += 1
+        if answer is None:
+            self._state = None
+            self._finish(started, error, None, "off")
+            return
+        processes, lister_problem = self._current_processes()
+        host = await self._read_host(processes, answer)
+        if lister_problem is not None:
+            host = _HostReading(host.cgroups, host.uid_pods, lister_problem)
+        holders = holders_from(answer)
+        verdicts = attribute_processes(holders, self._identities, processes, host.cgroups, host.uid_pods)
+        owners = {(v.device_uuid, v.pid): v.pod for v in verdicts if v.pod is not None}
+        self._state = _Attribution(answer, listed_at, holders, owners)
+        self._known = frozenset((v.device_uuid, v.pid) for v in verdicts)
+        self._finish(started, error, (answer, holders, verdicts, host), "on" if error is None else "keeping")
+
+    def _current_processes(self) -> tuple[Mapping[str, Sequence[GpuProcess]], str | None]:
+        if self._processes is None:
+            return {}, None
+        try:
+            return self._processes(), None
+        except Exception as exc:
+            return {}, f"the GPU source's running processes failed: {type(exc).__name__}: {exc}"
+
+    async def _read_host(
+        self, processes: Mapping[str, Sequence[GpuProcess]], answer: KubeletAnswer
+    ) -> _HostReading:
+        pids = sorted({p.pid for procs in processes.values() for p in procs})
+        if not pids:
+            return _HostReading({}, None, None)
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(self._read_host_blocking, pids, answer), self.settings.timeout_seconds
+            )
+        except TimeoutError:
+            root, timeout = self.settings.procfs_root, self.settings.timeout_seconds
+            return _HostReading({}, None, f"reading {root} took longer than {timeout:g}s")
+
+    def _read_host_blocking(self, pids: list[int], answer: KubeletAnswer) -> _HostReading:
+        cgroups: dict[int, CgroupRef | None] = {}
+        problem = None
+        root = self.settings.procfs_root
+        for pid in pids:
+            try:
+                cgroups[pid] = read_cgroup(root, pid)
+            except OSError as exc:
+                cgroups[pid] = None
+                problem = f"cannot read {root}/{pid}/cgroup: {exc.strerror or exc}"
+        uid_pods = None
+        if self.settings.checkpoint:
+            try:
+                uid_pods = pods_by_uid(answer, uid_index(read_checkpoint(self.settings.checkpoint)))
+            except CheckpointError as exc:
+                problem = f"per-process attribution on shared GPUs off: {exc}"
+        return _HostReading(cgroups, uid_pods, problem)
+
+    def _finish(
+        self,
+        started: float,
+        error: str | None,
+        result: tuple[KubeletAnswer, Holders, tuple[ProcessVerdict, ...], _HostReading] | None,
+        phase: str,
+    ) -> None:
+        self._status = CollectorStatus(self.name, error is None, time.perf_counter() - started, error)
+        api: dict[str, Any] = {
+            "enabled": True,
+            "ok": error is None,
+            "error": error,
+            "phase": phase,
+            "socket": self.settings.socket,
+            "refreshed_at": time.time(),
+        }
+        if result is not None:
+            answer, holders, verdicts, host = result
+            api["answer_age_seconds"] = (
+                round(time.monotonic() - self._state.listed_at, 3) if self._state else None
+            )
+            api["pods"] = answer.pods
+            api["skipped"] = list(answer.skipped)
+            api["devices"] = {
+                device: {"containers": [_ref_json(r) for r in refs], "labelled": len(refs) == 1}
+                for device, refs in sorted(holders.by_id.items())
+            }
+            api["processes"] = [
+                {
+                    "gpu_uuid": v.device_uuid,
+                    "pid": v.pid,
+                    "pod_uid": v.pod_uid,
+                    "owner": None if v.pod is None else _ref_json(v.pod),
+                    "reason": v.reason,
+                }
+                for v in verdicts
+            ]
+            api["process_problem"] = host.problem
+            self._note_problem(host.problem)
+        self._api = api
+        self._log_phase(phase, error, result[0] if result else None)
+
+    def _log_phase(self, phase: str, error: str | None, answer: KubeletAnswer | None) -> None:
+        key = (phase, error)
+        if key == self._logged:
+            return
+        first = self._logged is None
+        self._logged = key
+        if phase == "on":
+            assert answer is not None
+            event(
+                log,
+                logging.INFO,
+                "pod attribution on",
+                pods=answer.pods,
+                gpu_allocations=len(answer.devices),
+                skipped=len(answer.skipped),
+            )
+        elif phase == "keeping":
+            event(
+                log,
+                logging.WARNING,
+                "kubelet pod-resources failing; labelling with its last answer",
+                error=error or "",
+                keep_last_seconds=self.settings.keep_last_seconds,
+            )
+        elif not first or error:
+            event(log, logging.WARNING, "pod attribution off", error=error or "")
+
+    def _note_problem(self, problem: str | None) -> None:
+        if problem != self._logged_problem:
+            self._logged_problem = problem
+            if problem is not None:
+                event(log, logging.WARNING, "per-process pod attribution degraded", error=problem)
+            else:
+                event(log, logging.INFO, "per-process pod attribution back")
+
+    # -- per cycle (cheap, no I/O) ------------------------------------------------------------
+    def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
+        if len(self._identities) != len(gpus) or any(g.identity.uuid not in self._identities for g in gpus):
+            self._identities = {g.identity.uuid: g.identity for g in gpus}
+        state = self._state
+        api = {"pods": self._api}
+        if state is None:
+            return Contribution(api=api, collectors=(self._status,))
+        rows = {}
+        if self._processes is not None:
+            processes = self._cycle_processes()
+            rows[MEMORY_FAMILY] = memory_rows(gpus, processes, state.owners)
+            known = self._known
+            if any((uuid, p.pid) not in known for uuid, procs in processes.items() for p in procs):
+                self._wake.set()  # a new GPU process: attribute it soon rather than in a full interval
+        return Contribution(
+            rows=rows, api=api, collectors=(self._status,), gpus=label_gpus(gpus, state.holders)
+        )
+
+    def _cycle_processes(self) -> Mapping[str, Sequence[GpuProcess]]:
+        assert self._processes is not None
+        try:
+            return self._processes()
+        except Exception:
+            return {}  # reported by the next refresh, which calls the same lister
