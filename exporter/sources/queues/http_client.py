@@ -3,6 +3,7 @@ reads capped in size. Deadlines are applied by the poller around the whole reque
 
 from __future__ import annotations
 
+import base64
 import ssl
 
 import aiohttp
@@ -70,7 +71,8 @@ class HttpGetter:
         elif self._basic_user is not None:
             password = self._basic_password
             secret = password.value() if isinstance(password, SecretFile) else password
-            headers["Authorization"] = aiohttp.BasicAuth(self._basic_user, secret).encode()
+            pair = base64.b64encode(f"{self._basic_user}:{secret}".encode()).decode()
+            headers["Authorization"] = f"Basic {pair}"
         return headers
 
     async def get(self) -> tuple[str, bytes]:
@@ -79,7 +81,9 @@ class HttpGetter:
             self._ssl = _ssl_option(self._cfg)
             self._ssl_ready = True
         async with self.session.get(
-            self.url, headers=self._request_headers(), ssl=self._ssl if self._ssl is not None else True,
+            self.url,
+            headers=self._request_headers(),
+            ssl=self._ssl if self._ssl is not None else True,
             max_redirects=3,
         ) as resp:
             if resp.status != 200:

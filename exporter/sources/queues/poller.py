@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ def describe(exc: BaseException, timeout: float) -> tuple[str, bool]:
     if isinstance(exc, TimeoutError | redis.exceptions.TimeoutError):
         return f"no answer within {timeout:g} s", True
     if isinstance(exc, aiohttp.ClientConnectorError):
-        why = exc.os_error.strerror or str(exc.os_error)
+        err = exc.os_error
+        why = os.strerror(err.errno) if err.errno else (err.strerror or str(err))
         return f"cannot connect to {exc.host}:{exc.port}: {why}", True
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "server closed the connection without answering", True
@@ -75,8 +77,10 @@ class Poller:
         self.lead = Lead(clock.interval)
         self.outcome: Outcome | None = None
         self.first_done = asyncio.Event()
-        self.target = redact(cfg.url) + (f" key {cfg.key}" if cfg.key else "") + (
-            f" group {cfg.group}" if cfg.group else ""
+        self.target = (
+            redact(cfg.url)
+            + (f" key {cfg.key}" if cfg.key else "")
+            + (f" group {cfg.group}" if cfg.group else "")
         )
         self._make_source = make_source
         self._source: QueueSource | None = None

@@ -57,9 +57,7 @@ class Lead:
         return min(self.cap, max(LEAD_MIN, 1.5 * slowest + LEAD_MARGIN))
 
 
-def next_fire(
-    clock: RenderClock, lead: float, now: float, last_fire: float | None, wait: float
-) -> float:
+def next_fire(clock: RenderClock, lead: float, now: float, last_fire: float | None, wait: float) -> float:
     """When to start the next poll: ``lead`` before the first render that is at least ``wait``
     (give or take half a render interval) after the previous poll started."""
     if last_fire is None:

@@ -77,12 +77,16 @@ class QueueSettings:
         maximum=3600,
     )
     timeout: float | None = setting(
-        None, "Deadline of one poll in seconds; default the interval, at least 1 and at most 10.",
-        minimum=0.01, maximum=300,
+        None,
+        "Deadline of one poll in seconds; default the interval, at least 1 and at most 10.",
+        minimum=0.01,
+        maximum=300,
     )
     backoff_max: float = setting(
-        30.0, "Longest wait between polls of a failing source (waits double from one interval).",
-        minimum=0.05, maximum=3600,
+        30.0,
+        "Longest wait between polls of a failing source (waits double from one interval).",
+        minimum=0.05,
+        maximum=3600,
     )
     labels: dict[str, str] = setting(
         {}, "Static labels added to the depth and in-flight series (e.g. namespace, workload)."
