@@ -20,13 +20,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from servers import http_get
+from servers import http_get, wait_for
 
 SOURCE_DIR = Path(__file__).resolve().parent / "nvml_double"
 SONAME = "libnvidia-ml.so.1"
@@ -198,6 +198,18 @@ def scrape(url: str) -> list[Sample]:
                 name = family.name
             out.append((name, dict(s.labels), s.value))
     return out
+
+
+def scrape_until(
+    url: str, predicate: Callable[[list[Sample]], bool], what: str, timeout: float = 10
+) -> list[Sample]:
+    """Scrape until ``predicate`` holds for the samples; return them (fail after ``timeout``)."""
+
+    def attempt() -> list[Sample] | None:
+        samples = scrape(url)
+        return samples if predicate(samples) else None
+
+    return wait_for(attempt, timeout, what=what)  # type: ignore[no-any-return]
 
 
 def value(samples: list[Sample], name: str, **labels: str) -> float | None:

@@ -18,6 +18,7 @@ from nvmldouble import (
     families_of,
     gpu_values,
     scrape,
+    scrape_until,
     value,
 )
 from servers import exporter, wait_for
@@ -114,9 +115,9 @@ def test_values_are_published_in_dcgm_units_with_identity_labels(
 
         # A new reading reaches /metrics without a restart.
         nvml_double.gpu(1, power_mw=123_000, util__gpu=97)
-        wait_for(
-            lambda: value(scrape(proc.url), "DCGM_FI_DEV_POWER_USAGE", gpu="1") == 123,
-            10,
+        scrape_until(
+            proc.url,
+            lambda s: value(s, "DCGM_FI_DEV_POWER_USAGE", gpu="1") == 123,
             what="the new power reading",
         )
         assert value(scrape(proc.url), "DCGM_FI_DEV_GPU_UTIL", gpu="1") == pytest.approx(97)
@@ -193,14 +194,12 @@ def test_error_injected_per_function_and_device_drops_that_field_only(
                 "gpu.0.error.nvmlDeviceGetTemperatureV": NO_PERMISSION,
             }
         )
-        failing = wait_for(
-            lambda: (
-                (s := scrape(proc.url))
-                and value(s, "DCGM_FI_DEV_POWER_USAGE", UUID=uuid1) is None
+        failing = scrape_until(
+            proc.url,
+            lambda s: (
+                value(s, "DCGM_FI_DEV_POWER_USAGE", UUID=uuid1) is None
                 and value(s, "DCGM_FI_DEV_GPU_TEMP", UUID=uuid0) is None
-                and s
             ),
-            10,
             what="the failing fields to drop",
         )
         assert value(failing, "DCGM_FI_DEV_POWER_USAGE", UUID=uuid0) is not None
@@ -226,13 +225,9 @@ def test_error_injected_per_function_and_device_drops_that_field_only(
         nvml_double.set(
             {"gpu.1.error.nvmlDeviceGetPowerUsage": None, "gpu.0.error.nvmlDeviceGetTemperatureV": None}
         )
-        back = wait_for(
-            lambda: (
-                (s := scrape(proc.url))
-                and value(s, "rightsizer_collector_success", collector="nvml") == 1
-                and s
-            ),
-            10,
+        back = scrape_until(
+            proc.url,
+            lambda s: value(s, "rightsizer_collector_success", collector="nvml") == 1,
             what="the collector to succeed again",
         )
         assert value(back, "DCGM_FI_DEV_POWER_USAGE", UUID=uuid1) == pytest.approx(

@@ -50,7 +50,7 @@ class NvmlWorker:
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Queue ``fn(self, *args)``. Raises ``HungError`` while the previous job is still running."""
         if self.busy:
-            raise HungError(self.name)
+            raise HungError(f"{self.current_call or 'a call'} has not returned for {self.hung_for():.1f} s")
         fut: Future[T] = Future()
         self._pending = fut
         self._jobs.put((fn, args, fut))
@@ -60,8 +60,7 @@ class NvmlWorker:
         """Submit and wait up to ``timeout`` seconds. Raises ``TimeoutError`` (the job keeps running
         on its thread; the worker stays busy until it returns) or ``HungError``."""
         fut = self.submit(fn, *args)
-        done, _ = await asyncio.wait([asyncio.wrap_future(fut)], timeout=timeout)
-        if not done:
+        if not await wait_all([fut], timeout):
             raise TimeoutError(f"{self.current_call or self.name} did not return within {timeout:g} s")
         return fut.result()
 
@@ -84,3 +83,18 @@ class NvmlWorker:
             else:
                 fut.set_result(result)
             self.mark("")
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()  # the caller reads the outcome from the concurrent future
+
+
+async def wait_all(futures: list[Future[Any]], timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for every future; True when all are done. Futures still
+    running stay running (their outcome is read, or dropped, by the caller)."""
+    wrapped = [asyncio.wrap_future(f) for f in futures]
+    for w in wrapped:
+        w.add_done_callback(_retrieve)  # no "exception was never retrieved" for late or failed jobs
+    _, pending = await asyncio.wait(wrapped, timeout=timeout)
+    return not pending
