@@ -17,7 +17,10 @@ import grpc.aio
 from google.protobuf.message import DecodeError
 
 from ...snapshot import PodRef
-from . import podresources_pb2, podresources_pb2_grpc
+from . import podresources_pb2
+
+_SERVICE = podresources_pb2.DESCRIPTOR.services_by_name["PodResourcesLister"]
+LIST_METHOD = f"/{_SERVICE.full_name}/{_SERVICE.methods_by_name['List'].name}"  # /v1.PodResourcesLister/List
 
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a node with 110 pods answers a few tens of KiB
 
@@ -101,12 +104,31 @@ async def list_pod_resources(socket: str, timeout: float, resource_names: frozen
     ]
     channel = grpc.aio.insecure_channel(f"unix:{socket}", options=options)
     try:
-        stub = podresources_pb2_grpc.PodResourcesListerStub(channel)
-        answer = await stub.List(podresources_pb2.ListPodResourcesRequest(), timeout=timeout)
+        call = channel.unary_unary(
+            LIST_METHOD,
+            request_serializer=podresources_pb2.ListPodResourcesRequest.SerializeToString,
+            response_deserializer=_decode,
+        )
+        answer = await call(podresources_pb2.ListPodResourcesRequest(), timeout=timeout)
     except grpc.aio.AioRpcError as exc:
         raise PodResourcesError(_describe(exc, socket, timeout)) from None
-    except DecodeError as exc:
-        raise PodResourcesError(f"malformed answer from the kubelet pod-resources List: {exc}") from None
     finally:
         await channel.close(grace=None)
+    if isinstance(answer, _Malformed):
+        raise PodResourcesError(f"malformed answer from the kubelet pod-resources List: {answer.error}")
+    if not isinstance(answer, podresources_pb2.ListPodResourcesResponse):
+        raise PodResourcesError("malformed answer from the kubelet pod-resources List: no message")
     return parse_answer(answer, resource_names)
+
+
+@dataclass(frozen=True, slots=True)
+class _Malformed:
+    error: str
+
+
+def _decode(data: bytes) -> podresources_pb2.ListPodResourcesResponse | _Malformed:
+    """Never raises: gRPC would log a stack trace for a deserializer exception."""
+    try:
+        return podresources_pb2.ListPodResourcesResponse.FromString(data)
+    except DecodeError as exc:
+        return _Malformed(str(exc).replace("\n", " ")[:200])
