@@ -1,0 +1,1 @@
+"""Built-in scenarios of the simulated fleet (``--simulate NAME``); the format is in docs/scenarios.md."""
