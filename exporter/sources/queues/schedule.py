@@ -32,12 +32,14 @@ class RenderClock:
     def next_render(self, after: float) -> float:
         """The earliest expected render at or after ``after`` (``after`` itself if none seen yet).
 
-        Each recent render projects the grid forward; the earliest projection wins, because a
-        render that came late (a slow GPU read delays it) must not push the polls late too."""
+        Recent renders are projected onto the latest one's cycle and the earliest projection is the
+        grid, because a render that came late (a slow GPU read delays it) must not push the polls
+        late too."""
         if not self._seen:
             return after
-        step = self.interval
-        return min(t + max(0, math.ceil((after - t) / step - 1e-9)) * step for t in self._seen)
+        step, latest = self.interval, self._seen[-1]
+        base = min(t + round((latest - t) / step) * step for t in self._seen)
+        return base + max(0, math.ceil((after - base) / step - 1e-9)) * step
 
 
 class Lead:
