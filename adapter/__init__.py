@@ -1,5 +1,6 @@
-"""Rightsizer's scaling-signal adapter (Kubernetes metrics APIs and KEDA).
+"""Rightsizer's scaling-signal adapter: HPA's external/custom metrics APIs and KEDA's external scaler.
 
-Not implemented yet: this package exists so the distribution's layout is fixed. There is no
-``rightsizer-adapter`` command until it works.
+Reads its values from Prometheus (or Thanos, Mimir, VictoriaMetrics) or straight from the
+exporters, caches one vector per rule per refresh, and answers every HPA and KEDA request from
+that cache. Entry point: ``rightsizer-adapter`` (``adapter.cli:main``).
 """

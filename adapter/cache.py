@@ -1,0 +1,116 @@
+"""The cache: every rule's vector, refreshed on its own cadence, and answers memoized per refresh.
+
+One refresh asks the source once per rule (Prometheus mode) or scrapes each exporter once
+(direct mode), whatever the number of HPAs, ScaledObjects and selectors asking. Requests are
+answered from the cached vectors; each distinct answer (metric, namespace, selector) is computed
+once per refresh and then served as ready bytes until the next refresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from exporter.logs import event
+
+from .rules import RuleConfig
+from .selfmetrics import AdapterMetrics
+from .sources import RuleResult, Source
+from .vectors import Vector, add_workload
+
+log = logging.getLogger("rightsizer.adapter.cache")
+
+Answer = tuple[int, bytes]  # HTTP status, body
+
+
+@dataclass(frozen=True, slots=True)
+class RuleState:
+    rule: RuleConfig
+    vector: Vector | None  # None while the rule has no good values
+    error: str | None
+    updated: float | None  # monotonic time of the last successful refresh
+
+
+class Cache:
+    def __init__(
+        self, rules: Sequence[RuleConfig], source: Source, metrics: AdapterMetrics, max_answers: int = 10000
+    ) -> None:
+        self.rules = {r.name: r for r in rules}
+        self.source = source
+        self.metrics = metrics
+        self.max_answers = max_answers
+        self.states = {r.name: RuleState(r, None, "no refresh has completed yet", None) for r in rules}
+        self.ready = False
+        self.generation = 0
+        self.answers: dict[tuple[Any, ...], Any] = {}
+        self.refreshed = asyncio.Event()  # replaced by a fresh event after every refresh
+        self.deadline = max(30.0, source.interval * 4)
+        metrics.attach_cache(self._rows, lambda: len(self.answers))
+
+    def _rows(self) -> list[tuple[str, bool, int, float | None]]:
+        now = time.monotonic()
+        return [
+            (
+                name,
+                s.error is None,
+                len(s.vector) if s.vector is not None else 0,
+                None if s.updated is None else now - s.updated,
+            )
+            for name, s in self.states.items()
+        ]
+
+    def memo(self, key: tuple[Any, ...], compute: Callable[[], Any], keep: Callable[[Any], bool]) -> Any:
+        """The answer for ``key`` in this refresh, computed on first use."""
+        found = self.answers.get(key)
+        if found is None:
+            found = compute()
+            if keep(found) and len(self.answers) < self.max_answers:
+                self.answers[key] = found
+        return found
+
+    async def refresh_once(self) -> None:
+        rules = list(self.rules.values())
+        try:
+            results = await asyncio.wait_for(self.source.collect(rules), self.deadline)
+        except TimeoutError:
+            results = {r.name: RuleResult(error=f"refresh took longer than {self.deadline}s") for r in rules}
+        now = time.monotonic()
+        states = {}
+        for rule in rules:
+            result = results.get(rule.name) or RuleResult(error="the source gave no answer for this rule")
+            old = self.states[rule.name]
+            if result.error is not None:
+                states[rule.name] = RuleState(rule, None, result.error, old.updated)
+                if old.error != result.error:
+                    event(log, logging.WARNING, "rule has no values", rule=rule.name, reason=result.error)
+                continue
+            series = add_workload(result.series) if rule.workload_from_pod else result.series
+            states[rule.name] = RuleState(rule, Vector(series, result.timestamp), None, now)
+            if old.error is not None and old.updated is not None:
+                event(log, logging.INFO, "rule has values again", rule=rule.name)
+        self.states = states
+        self.answers = {}
+        self.generation += 1
+        if not self.ready and any(s.error is None for s in states.values()):
+            self.ready = True
+            event(log, logging.INFO, "first refresh complete", rules=len(states), source=self.source.name)
+        self.metrics.refreshed()
+        done, self.refreshed = self.refreshed, asyncio.Event()
+        done.set()
+
+    async def run(self) -> None:
+        """Refresh forever on the source's cadence (a slow refresh delays the next, never overlaps)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            try:
+                await self.refresh_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug in a rule must not stop the refreshes of the others
+                log.exception("refresh failed unexpectedly")
+            await asyncio.sleep(max(0.0, self.source.interval - (loop.time() - started)))

@@ -1,0 +1,249 @@
+"""``rightsizer-adapter``: HPA's external/custom metrics APIs and KEDA's external scaler."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import errno
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+
+from exporter import __version__
+from exporter.config import parse_listen
+from exporter.logs import configure, event
+from exporter.settings import ConfigError
+
+from .cache import Cache
+from .config import DEFAULT_PORT, AdapterConfig, load_config
+from .keda.metrics_api import MetricsApiAuth
+from .keda.scaler import ExternalScaler, start_server
+from .kubernetes.auth import Authenticator, serving_context
+from .selfmetrics import AdapterMetrics
+from .server import create_app
+from .sources import Source
+from .sources.prometheus import PrometheusSource
+from .sources.scrape import ScrapeSource
+
+log = logging.getLogger("rightsizer.adapter")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rightsizer-adapter",
+        description="Rightsizer's signals for HPA (external/custom metrics APIs) and KEDA (external scaler).",
+    )
+    a = p.add_argument
+    a("--config", metavar="FILE", help="YAML configuration file")
+    a("--listen", metavar="HOST:PORT", help=f"HTTPS address (default :{DEFAULT_PORT})")
+    a("--tls-cert-file", metavar="FILE", help="serving certificate (default: self-signed, made at start)")
+    a("--tls-private-key-file", metavar="FILE", help="key of the serving certificate")
+    a(
+        "--requestheader-client-ca-file",
+        metavar="FILE",
+        help="CA of the aggregator's front-proxy client certificate",
+    )
+    a(
+        "--requestheader-allowed-names",
+        metavar="CN,...",
+        help="front-proxy certificate CNs allowed (default: any)",
+    )
+    a(
+        "--insecure-http",
+        action="store_true",
+        default=None,
+        help="plain HTTP, no auth (loopback addresses only)",
+    )
+    a(
+        "--allow-insecure-remote",
+        action="store_true",
+        default=None,
+        help="let --insecure-http listen anywhere",
+    )
+    a("--grpc-listen", metavar="HOST:PORT", help="KEDA external-scaler gRPC address (default: off)")
+    a("--grpc-tls-cert-file", metavar="FILE", help="gRPC serving certificate (default: plaintext)")
+    a("--grpc-tls-private-key-file", metavar="FILE", help="key of the gRPC certificate")
+    a("--grpc-client-ca-file", metavar="FILE", help="require gRPC client certificates signed by this CA")
+    a(
+        "--prometheus-url",
+        metavar="URL",
+        help="Prometheus (or Thanos/Mimir/VictoriaMetrics) query API base URL",
+    )
+    a("--prometheus-bearer-token-file", metavar="FILE", help="bearer token for Prometheus")
+    a("--prometheus-username", help="basic-auth user for Prometheus")
+    a("--prometheus-password-file", metavar="FILE", help="basic-auth password for Prometheus")
+    a("--prometheus-ca-file", metavar="FILE", help="CA bundle for Prometheus's certificate")
+    a("--prometheus-cert-file", metavar="FILE", help="client certificate for Prometheus")
+    a("--prometheus-key-file", metavar="FILE", help="client certificate key for Prometheus")
+    a(
+        "--prometheus-insecure-skip-verify",
+        action="store_true",
+        default=None,
+        help="do not verify Prometheus's TLS",
+    )
+    a("--refresh-interval", metavar="SECONDS", help="Prometheus mode: seconds between refreshes (default 5)")
+    a(
+        "--exporter",
+        metavar="URL",
+        action="append",
+        help="exporter to scrape directly (repeatable; direct mode)",
+    )
+    a(
+        "--scrape-interval",
+        metavar="SECONDS",
+        help="direct mode: seconds between exporter scrapes (default 0.5)",
+    )
+    a("--metrics-api-key-file", metavar="FILE", help="KEDA metrics-api: key expected in X-API-KEY")
+    a("--metrics-api-bearer-token-file", metavar="FILE", help="KEDA metrics-api: expected bearer token")
+    a("--log-level", choices=["debug", "info", "warning", "error"], help="log level (default info)")
+    a("--check-config", action="store_true", help="validate the configuration, print problems, exit")
+    a("--version", action="version", version=f"rightsizer-adapter {__version__}")
+    return p
+
+
+def flags_of(args: argparse.Namespace) -> dict[str, Any]:
+    """Flags given on the command line, nested as in the configuration file."""
+    names = args.requestheader_allowed_names
+    nested: dict[str, Any] = {
+        "listen": args.listen,
+        "insecure_http": args.insecure_http,
+        "allow_insecure_remote": args.allow_insecure_remote,
+        "log_level": args.log_level,
+        "tls": {"cert_file": args.tls_cert_file, "private_key_file": args.tls_private_key_file},
+        "requestheader": {
+            "client_ca_file": args.requestheader_client_ca_file,
+            "allowed_names": [n.strip() for n in names.split(",") if n.strip()]
+            if names is not None
+            else None,
+        },
+        "grpc": {
+            "listen": args.grpc_listen,
+            "tls_cert_file": args.grpc_tls_cert_file,
+            "tls_private_key_file": args.grpc_tls_private_key_file,
+            "client_ca_file": args.grpc_client_ca_file,
+        },
+        "prometheus": {
+            "url": args.prometheus_url,
+            "bearer_token_file": args.prometheus_bearer_token_file,
+            "username": args.prometheus_username,
+            "password_file": args.prometheus_password_file,
+            "ca_file": args.prometheus_ca_file,
+            "cert_file": args.prometheus_cert_file,
+            "key_file": args.prometheus_key_file,
+            "insecure_skip_verify": args.prometheus_insecure_skip_verify,
+            "refresh_interval_seconds": args.refresh_interval,
+        },
+        "direct": {"exporters": args.exporter, "scrape_interval_seconds": args.scrape_interval},
+        "metrics_api": {
+            "api_key_file": args.metrics_api_key_file,
+            "bearer_token_file": args.metrics_api_bearer_token_file,
+        },
+    }
+
+    def prune(d: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for k, v in d.items():
+            v = prune(v) if isinstance(v, dict) else v
+            if v is not None and v != {}:
+                out[k] = v
+        return out
+
+    return prune(nested)
+
+
+def fail(message: str) -> int:
+    print(f"rightsizer-adapter: {message}", file=sys.stderr)
+    return 2
+
+
+def make_source(cfg: AdapterConfig, metrics: AdapterMetrics) -> Source:
+    if cfg.mode == "prometheus":
+        return PrometheusSource(cfg.prometheus, metrics)
+    return ScrapeSource(cfg.direct, metrics)
+
+
+async def serve(cfg: AdapterConfig) -> int:
+    metrics = AdapterMetrics()
+    try:
+        tls = None if cfg.insecure_http else serving_context(cfg.tls, cfg.requestheader)
+        keda_auth = MetricsApiAuth(cfg.metrics_api) if cfg.metrics_api.enabled else None
+    except ValueError as exc:
+        return fail(str(exc))
+    source = make_source(cfg, metrics)
+    await source.start()
+    cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers)
+    auth = Authenticator(cfg.requestheader, cfg.authorization, enabled=not cfg.insecure_http)
+    runner = web.AppRunner(create_app(cache, auth, metrics, keda_auth), access_log=None, handle_signals=False)
+    await runner.setup()
+    grpc_server = None
+    refresher: asyncio.Task[None] | None = None
+    try:
+        host, port = parse_listen(cfg.listen)
+        try:
+            await web.TCPSite(runner, host, port, ssl_context=tls, backlog=1024).start()
+        except OSError as exc:
+            why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+            return fail(f"cannot listen on {cfg.listen}: {why}")
+        fields: dict[str, Any] = {}
+        if cfg.grpc.listen:
+            try:
+                grpc_server, grpc_port = await start_server(cfg.grpc, ExternalScaler(cache, metrics))
+            except ValueError as exc:
+                return fail(str(exc))
+            fields["grpc_address"] = f"{parse_listen(cfg.grpc.listen)[0] or '0.0.0.0'}:{grpc_port}"
+        bound = [f"{a[0]}:{a[1]}" for a in runner.addresses if isinstance(a, tuple)]
+        event(
+            log,
+            logging.INFO,
+            "listening",
+            address=",".join(bound) or cfg.listen,
+            scheme="http" if cfg.insecure_http else "https",
+            mode=cfg.mode,
+            rules=len(cfg.effective_rules),
+            version=__version__,
+            **fields,
+        )
+        if not cfg.insecure_http and not cfg.requestheader.client_ca_file:
+            event(log, logging.WARNING, "no request-header CA: every TLS client is served as anonymous")
+        refresher = asyncio.create_task(cache.run())
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        event(log, logging.INFO, "stopping")
+        return 0
+    finally:
+        if refresher is not None:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
+        if grpc_server is not None:
+            await grpc_server.stop(grace=1.0)
+        await runner.cleanup()
+        await source.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        cfg = load_config(args.config, flags_of(args))
+    except ConfigError as exc:
+        return fail(str(exc))
+    if args.check_config:
+        print(f"{args.config or 'configuration'}: OK ({cfg.mode} mode, {len(cfg.effective_rules)} rules)")
+        return 0
+    configure(cfg.log_level)
+    try:
+        return asyncio.run(serve(cfg))
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""The adapter's configuration schema (YAML, ``RIGHTSIZER_ADAPTER_*`` environment, flags).
+
+Built on the exporter's typed settings machinery (``exporter/settings.py``): unknown keys are
+rejected and every error names the file, the key and the value.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from exporter.config import parse_listen
+from exporter.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
+
+from .rules import BUILTIN_RULES, RuleConfig
+
+DEFAULT_PORT = 6443
+ENV_PREFIX = "RIGHTSIZER_ADAPTER_"
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    cert_file: str | None = setting(None, "Serving certificate (PEM); absent: a self-signed one is made.")
+    private_key_file: str | None = setting(None, "Private key of the serving certificate (PEM).")
+    self_signed_names: list[str] = setting(
+        [], "Extra DNS names or IPs on the generated certificate (e.g. <service>.<namespace>.svc)."
+    )
+
+    def validate(self) -> None:
+        if (self.cert_file is None) != (self.private_key_file is None):
+            raise ValueError("tls.cert_file and tls.private_key_file go together")
+
+
+@dataclass(frozen=True)
+class RequestHeaderSettings:
+    client_ca_file: str | None = setting(
+        None, "CA that signs the aggregator's front-proxy client certificate (requestheader-client-ca-file)."
+    )
+    allowed_names: list[str] = setting([], "Client certificate CNs allowed to pass user headers; empty: any.")
+    username_headers: list[str] = setting(["X-Remote-User"], "Headers holding the user name.")
+    group_headers: list[str] = setting(["X-Remote-Group"], "Headers holding the user's groups.")
+    extra_headers_prefix: list[str] = setting(["X-Remote-Extra-"], "Prefixes of user-extra headers.")
+
+
+@dataclass(frozen=True)
+class AuthorizationSettings:
+    allowed_users: list[str] = setting([], "Users allowed to read metrics; empty (with no groups): all.")
+    allowed_groups: list[str] = setting([], "Groups allowed to read metrics; empty (with no users): all.")
+
+
+@dataclass(frozen=True)
+class GrpcSettings:
+    listen: str | None = setting(None, "HOST:PORT of KEDA's external-scaler gRPC service; absent: off.")
+    tls_cert_file: str | None = setting(None, "gRPC serving certificate (PEM); absent: plaintext.")
+    tls_private_key_file: str | None = setting(None, "Private key of the gRPC certificate (PEM).")
+    client_ca_file: str | None = setting(
+        None, "CA for KEDA's client certificate; set: client certs required."
+    )
+
+    def validate(self) -> None:
+        if self.listen is not None:
+            parse_listen(self.listen)
+        if (self.tls_cert_file is None) != (self.tls_private_key_file is None):
+            raise ValueError("grpc.tls_cert_file and grpc.tls_private_key_file go together")
+        if self.client_ca_file and not self.tls_cert_file:
+            raise ValueError("grpc.client_ca_file needs grpc.tls_cert_file")
+
+
+@dataclass(frozen=True)
+class MetricsApiSettings:
+    enabled: bool = setting(True, "Serve KEDA's metrics-api JSON at /keda/v1/metrics/{metric}.")
+    api_key_file: str | None = setting(None, "File holding the key expected in X-API-KEY.")
+    bearer_token_file: str | None = setting(None, "File holding the token expected as Authorization: Bearer.")
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    url: str | None = setting(None, "Base URL of the Prometheus query API (Thanos, Mimir and VM work too).")
+    refresh_interval_seconds: float = setting(5.0, "Cadence of the rule queries.", minimum=0.1, maximum=300)
+    timeout_seconds: float = setting(5.0, "Deadline of one query.", minimum=0.1, maximum=120)
+    bearer_token_file: str | None = setting(None, "File with a bearer token (re-read every refresh).")
+    username: str | None = setting(None, "Basic-auth user name.")
+    password_file: str | None = setting(None, "File with the basic-auth password.")
+    ca_file: str | None = setting(None, "CA bundle to verify Prometheus's certificate.")
+    cert_file: str | None = setting(None, "Client certificate for Prometheus (PEM).")
+    key_file: str | None = setting(None, "Client certificate key (PEM).")
+    insecure_skip_verify: bool = setting(False, "Do not verify Prometheus's certificate.")
+    headers: dict[str, str] = setting({}, "Extra request headers (e.g. X-Scope-OrgID for Mimir).")
+    max_series_per_rule: int = setting(100000, "Answers longer than this fail the rule.", minimum=1)
+
+    def validate(self) -> None:
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"prometheus.url must start with http:// or https://; got {self.url!r}")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("prometheus.cert_file and prometheus.key_file go together")
+        if self.password_file and not self.username:
+            raise ValueError("prometheus.password_file needs prometheus.username")
+
+
+@dataclass(frozen=True)
+class DirectSettings:
+    exporters: list[str] = setting([], "Exporter URLs scraped directly (direct mode, no Prometheus).")
+    scrape_interval_seconds: float = setting(0.5, "Cadence of exporter scrapes.", minimum=0.05, maximum=300)
+    timeout_seconds: float = setting(2.0, "Deadline of one exporter scrape.", minimum=0.05, maximum=60)
+    stale_after_seconds: float = setting(
+        5.0,
+        "An exporter failing longer than this fails the rules its families feed.",
+        minimum=0,
+        maximum=3600,
+    )
+
+    def validate(self) -> None:
+        for url in self.exporters:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"exporter URL must start with http:// or https://; got {url!r}")
+
+
+@dataclass(frozen=True)
+class AdapterConfig:
+    listen: str = setting(
+        f":{DEFAULT_PORT}", "HOST:PORT of the HTTPS server (metrics APIs, KEDA metrics-api)."
+    )
+    insecure_http: bool = setting(False, "Serve plain HTTP without authentication (loopback only).")
+    allow_insecure_remote: bool = setting(False, "Let insecure_http listen on a non-loopback address.")
+    log_level: Literal["debug", "info", "warning", "error"] = setting("info", "Log level.")
+    builtin_rules: bool = setting(True, "Serve the built-in rules (a rule of the same name replaces one).")
+    rules: list[RuleConfig] = setting([], "Rules: which metrics are served and how (see README).")
+    tls: TlsSettings = setting(TlsSettings(), "Serving certificate.")
+    requestheader: RequestHeaderSettings = setting(RequestHeaderSettings(), "Front-proxy authentication.")
+    authorization: AuthorizationSettings = setting(AuthorizationSettings(), "Static authorization.")
+    grpc: GrpcSettings = setting(GrpcSettings(), "KEDA external scaler.")
+    metrics_api: MetricsApiSettings = setting(MetricsApiSettings(), "KEDA metrics-api endpoint.")
+    prometheus: PrometheusSettings = setting(PrometheusSettings(), "Prometheus mode.")
+    direct: DirectSettings = setting(DirectSettings(), "Direct mode.")
+    max_cached_answers: int = setting(
+        10000, "Distinct (metric, namespace, selector) answers kept per refresh.", minimum=1
+    )
+
+    @property
+    def mode(self) -> Literal["prometheus", "direct"]:
+        return "prometheus" if self.prometheus.url else "direct"
+
+    @property
+    def effective_rules(self) -> tuple[RuleConfig, ...]:
+        own = {r.name for r in self.rules}
+        builtin = [r for r in BUILTIN_RULES if r.name not in own] if self.builtin_rules else []
+        return (*builtin, *self.rules)
+
+    def validate(self) -> None:
+        parse_listen(self.listen)
+        seen: set[str] = set()
+        for rule in self.rules:
+            if rule.name in seen:
+                raise ValueError(f"two rules are named {rule.name!r}")
+            seen.add(rule.name)
+
+    def check_complete(self) -> None:
+        """Checks across sections that only the final merge of file, environment and flags can pass."""
+        host, _ = parse_listen(self.listen)
+        if bool(self.prometheus.url) == bool(self.direct.exporters):
+            raise ValueError(
+                "give either prometheus.url (--prometheus-url) or exporters (--exporter), one of them"
+            )
+        if self.insecure_http and not self.allow_insecure_remote and not _is_loopback(host):
+            raise ValueError(
+                f"insecure_http serves without TLS or authentication, so it listens on loopback only; "
+                f"{self.listen!r} is not (use 127.0.0.1:PORT, or allow_insecure_remote to force it)"
+            )
+        if not self.effective_rules:
+            raise ValueError("no rules: builtin_rules is off and rules is empty")
+        for rule in self.effective_rules:
+            if self.mode == "prometheus" and rule.query is None:
+                raise ValueError(f"rule {rule.name!r} has no query, which Prometheus mode needs")
+            if self.mode == "direct" and rule.direct is None:
+                raise ValueError(f"rule {rule.name!r} has no direct block, which direct mode needs")
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_config(
+    path: str | None, flags: dict[str, Any], environ: dict[str, str] | None = None
+) -> AdapterConfig:
+    """File, then environment, then flags (nested like the file; only those given)."""
+    data: dict[str, Any] = read_yaml(path) if path else {}
+    env = env_overrides(AdapterConfig, ENV_PREFIX, environ)
+    cfg: AdapterConfig | None = None
+    for where, merged in (
+        (path or "config", data),
+        (f"environment ({ENV_PREFIX}*)", merge(data, env)),
+        ("command line", merge(merge(data, env), flags)),
+    ):
+        try:
+            cfg = build(AdapterConfig, merged, "")
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    assert cfg is not None
+    try:
+        cfg.check_complete()
+    except ValueError as exc:
+        raise ConfigError(f"{path or 'configuration'}: {exc}") from None
+    return cfg

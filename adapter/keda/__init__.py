@@ -1,0 +1,1 @@
+"""KEDA: the external-scaler gRPC service (with push) and the metrics-api JSON endpoint."""

@@ -1,0 +1,210 @@
+"""KEDA external scaler (gRPC, grpcio asyncio), including the push of ``external-push``.
+
+Trigger metadata: ``metric`` (required, a served external metric), ``labelSelector``, ``target``
+(float; needed by GetMetricSpec), ``activationThreshold`` (float, default 0). Every other key KEDA
+passes along (``scalerAddress`` and so on) is ignored. The value is what HPA would compute from
+the external answer: the sum of the selected series, 0 when none. Active means value >
+activationThreshold. StreamIsActive sends ``true`` whenever the trigger goes from inactive to
+active, checked after every cache refresh (every exporter scrape in direct mode).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from exporter.config import parse_listen
+
+from ..cache import Cache
+from ..config import GrpcSettings
+from ..kubernetes.answers import Failure, selected, total
+from ..kubernetes.selectors import SelectorError, parse
+from ..selfmetrics import AdapterMetrics
+from . import externalscaler_pb2 as pb
+from . import externalscaler_pb2_grpc as pb_grpc
+
+
+@dataclass(frozen=True)
+class Trigger:
+    metric: str
+    selector: str
+    target: float | None
+    activation: float
+    namespace: str
+
+
+def _number(meta: Any, key: str) -> float | None:
+    text = meta.get(key)
+    if text is None or text.strip() == "":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"scalerMetadata.{key} must be a number; got {text[:60]!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"scalerMetadata.{key} must be a finite number; got {text[:60]!r}")
+    return value
+
+
+def parse_trigger(ref: pb.ScaledObjectRef, cache: Cache) -> Trigger:
+    """The trigger a ScaledObjectRef describes; raises ValueError with a message for KEDA's events."""
+    meta = ref.scalerMetadata
+    served = sorted(n for n, s in cache.states.items() if "external" in s.rule.apis)
+    metric = meta.get("metric", "").strip()
+    if not metric:
+        raise ValueError(f"scalerMetadata.metric is required (one of: {', '.join(served)})")
+    if metric not in served:
+        raise ValueError(
+            f"scalerMetadata.metric {metric[:100]!r} is not served here (one of: {', '.join(served)})"
+        )
+    selector = meta.get("labelSelector", "")
+    try:
+        parse(selector)
+    except SelectorError as exc:
+        raise ValueError(f"scalerMetadata.labelSelector {selector[:100]!r}: {exc}") from None
+    target = _number(meta, "target")
+    if target is not None and target <= 0:
+        raise ValueError(f"scalerMetadata.target must be greater than 0; got {meta.get('target')!r}")
+    activation = _number(meta, "activationThreshold")
+    return Trigger(metric, selector, target, activation or 0.0, ref.namespace)
+
+
+class ExternalScaler(pb_grpc.ExternalScalerServicer):
+    def __init__(self, cache: Cache, metrics: AdapterMetrics) -> None:
+        self.cache = cache
+        self.metrics = metrics
+
+    async def _trigger(self, ref: pb.ScaledObjectRef, context: Any, method: str) -> Trigger:
+        try:
+            return parse_trigger(ref, self.cache)
+        except ValueError as exc:
+            self.metrics.grpc(method, "INVALID_ARGUMENT")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise  # not reached: abort raises
+
+    def value(self, trigger: Trigger) -> float:
+        """The trigger's current value; raises Failure (503 when the backend is down)."""
+
+        def compute() -> Any:
+            try:
+                return total(
+                    selected(self.cache, trigger.metric, trigger.namespace or None, trigger.selector)[0]
+                )
+            except Failure as exc:
+                return exc
+
+        key = ("grpc", trigger.metric, trigger.namespace, trigger.selector)
+        found = self.cache.memo(key, compute, lambda _: True)
+        if isinstance(found, Failure):
+            raise found
+        return float(found)
+
+    async def _value(self, trigger: Trigger, context: Any, method: str) -> float:
+        try:
+            return self.value(trigger)
+        except Failure as exc:
+            code = grpc.StatusCode.UNAVAILABLE if exc.code >= 500 else grpc.StatusCode.INVALID_ARGUMENT
+            self.metrics.grpc(method, code.name)
+            await context.abort(code, exc.message)
+            raise  # not reached: abort raises
+
+    async def GetMetricSpec(self, request: pb.ScaledObjectRef, context: Any) -> pb.GetMetricSpecResponse:
+        trigger = await self._trigger(request, context, "GetMetricSpec")
+        if trigger.target is None:
+            self.metrics.grpc("GetMetricSpec", "INVALID_ARGUMENT")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.target is required")
+        assert trigger.target is not None
+        spec = pb.MetricSpec(
+            metricName=trigger.metric, targetSize=round(trigger.target), targetSizeFloat=trigger.target
+        )
+        self.metrics.grpc("GetMetricSpec", "OK")
+        return pb.GetMetricSpecResponse(metricSpecs=[spec])
+
+    async def GetMetrics(self, request: pb.GetMetricsRequest, context: Any) -> pb.GetMetricsResponse:
+        trigger = await self._trigger(request.scaledObjectRef, context, "GetMetrics")
+        value = await self._value(trigger, context, "GetMetrics")
+        rounded = max(-(2**63), min(2**63 - 1, round(value)))
+        metric_value = pb.MetricValue(
+            metricName=request.metricName or trigger.metric, metricValue=rounded, metricValueFloat=value
+        )
+        self.metrics.grpc("GetMetrics", "OK")
+        return pb.GetMetricsResponse(metricValues=[metric_value])
+
+    async def IsActive(self, request: pb.ScaledObjectRef, context: Any) -> pb.IsActiveResponse:
+        trigger = await self._trigger(request, context, "IsActive")
+        value = await self._value(trigger, context, "IsActive")
+        self.metrics.grpc("IsActive", "OK")
+        return pb.IsActiveResponse(result=value > trigger.activation)
+
+    async def StreamIsActive(
+        self, request: pb.ScaledObjectRef, context: Any
+    ) -> AsyncIterator[pb.IsActiveResponse]:
+        trigger = await self._trigger(request, context, "StreamIsActive")
+        self.metrics.keda_streams.inc()
+        try:
+            was_active = False
+            while True:
+                refreshed = self.cache.refreshed
+                try:
+                    active = self.value(trigger) > trigger.activation
+                except Failure:
+                    active = was_active  # no values now: neither a rise nor a fall
+                if active and not was_active:
+                    yield pb.IsActiveResponse(result=True)
+                was_active = active
+                await refreshed.wait()
+        finally:
+            self.metrics.keda_streams.dec()
+            self.metrics.grpc("StreamIsActive", "CANCELLED")
+
+    async def StreamMetricSpec(self, request: pb.ScaledObjectRef, context: Any) -> AsyncIterator[Any]:
+        self.metrics.grpc("StreamMetricSpec", "UNIMPLEMENTED")
+        await context.abort(
+            grpc.StatusCode.UNIMPLEMENTED, "StreamMetricSpec is not implemented; use GetMetricSpec"
+        )
+        yield  # pragma: no cover - makes this an async generator, as a server-streaming handler must be
+
+
+async def start_server(cfg: GrpcSettings, service: ExternalScaler) -> tuple[grpc.aio.Server, int]:
+    """Start the gRPC server; returns it and the bound port. Raises ValueError if it cannot listen."""
+    assert cfg.listen is not None
+    host, port = parse_listen(cfg.listen)
+    address = f"[{host}]:{port}" if host and ":" in host else f"{host or '[::]'}:{port}"
+    server = grpc.aio.server(
+        options=[
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.keepalive_timeout_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ]
+    )
+    pb_grpc.add_ExternalScalerServicer_to_server(service, server)
+    try:
+        if cfg.tls_cert_file and cfg.tls_private_key_file:
+            key = _read(cfg.tls_private_key_file)
+            cert = _read(cfg.tls_cert_file)
+            ca = _read(cfg.client_ca_file) if cfg.client_ca_file else None
+            creds = grpc.ssl_server_credentials(
+                [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
+            )
+            bound = server.add_secure_port(address, creds)
+        else:
+            bound = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise ValueError(f"cannot listen on {cfg.listen} for gRPC: {exc}") from None
+    if not bound:
+        raise ValueError(f"cannot listen on {cfg.listen} for gRPC")
+    await server.start()
+    return server, bound
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None

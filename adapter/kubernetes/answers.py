@@ -1,0 +1,254 @@
+"""Answer bodies of the Kubernetes metrics APIs, built from cached vectors (PROTOCOLS §5).
+
+External: one item per selected series, values as Quantity strings; a queue-like rule with no
+series answers one item of value 0 (HPA treats ``items: []`` as an error and would not scale).
+Custom: one item per pod (``pods/*``) or exactly one for an object. Errors are metav1.Status.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..cache import Answer, Cache, RuleState
+from ..vectors import Series, aggregate
+from .quantities import format_quantity
+from .selectors import EVERYTHING, Selector, SelectorError, parse
+
+EXTERNAL_GROUP = "external.metrics.k8s.io"
+CUSTOM_GROUP = "custom.metrics.k8s.io"
+REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+}
+# Kind and apiVersion of the objects custom-metrics object queries commonly describe.
+KINDS = {
+    "pods": ("Pod", "v1"),
+    "namespaces": ("Namespace", "v1"),
+    "services": ("Service", "v1"),
+    "nodes": ("Node", "v1"),
+    "deployments": ("Deployment", "apps/v1"),
+    "statefulsets": ("StatefulSet", "apps/v1"),
+    "replicasets": ("ReplicaSet", "apps/v1"),
+    "daemonsets": ("DaemonSet", "apps/v1"),
+    "jobs": ("Job", "batch/v1"),
+}
+
+
+class Failure(Exception):
+    """A request that cannot be answered with values: an HTTP status and a one-line message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def status(code: int, message: str) -> Answer:
+    reason = REASONS.get(code, "InternalError" if code >= 500 else "BadRequest")
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    return code, dumps(body)
+
+
+def rfc3339(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
+
+
+def selector_from(query: Mapping[str, str], name: str) -> Selector:
+    text = query.get(name, "")
+    if not text.strip():
+        return EVERYTHING
+    try:
+        return parse(text)
+    except SelectorError as exc:
+        raise Failure(400, f"invalid {name} {text[:200]!r}: {exc}") from None
+
+
+def rule_state(cache: Cache, metric: str, api: str) -> RuleState:
+    state = cache.states.get(metric)
+    if state is None or api not in state.rule.apis:
+        known = sorted(n for n, s in cache.states.items() if api in s.rule.apis)
+        shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
+        raise Failure(404, f"{api} metric {metric[:200]!r} is not served here (served: {shown})")
+    if state.vector is None:
+        raise Failure(503, f"no current values for {metric}: {state.error}")
+    return state
+
+
+def external(cache: Cache, metric: str, namespace: str | None, query: Mapping[str, str]) -> Answer:
+    try:
+        state = rule_state(cache, metric, "external")
+        selector = selector_from(query, "labelSelector")
+    except Failure as exc:
+        return status(exc.code, exc.message)
+    assert state.vector is not None
+    stamp = rfc3339(state.vector.timestamp)
+    chosen = state.vector.select(namespace, state.rule.namespace, selector)
+    items = [
+        {
+            "metricName": metric,
+            "metricLabels": dict(s.labels),
+            "timestamp": stamp,
+            "value": format_quantity(s.value),
+        }
+        for s in chosen
+    ]
+    if not items and state.rule.zero_when_empty:
+        items = [
+            {"metricName": metric, "metricLabels": selector.equalities(), "timestamp": stamp, "value": "0"}
+        ]
+    return 200, dumps(
+        {
+            "kind": "ExternalMetricValueList",
+            "apiVersion": f"{EXTERNAL_GROUP}/v1beta1",
+            "metadata": {},
+            "items": items,
+        }
+    )
+
+
+def _item(
+    version: str, metric: str, selector: Selector, ref: dict[str, str], stamp: str, value: float
+) -> Any:
+    if version == "v1beta1":
+        return {
+            "describedObject": ref,
+            "metricName": metric,
+            "timestamp": stamp,
+            "value": format_quantity(value),
+            "selector": selector.as_label_selector(),
+        }
+    return {
+        "describedObject": ref,
+        "metric": {"name": metric, "selector": selector.as_label_selector()},
+        "timestamp": stamp,
+        "value": format_quantity(value),
+    }
+
+
+def _list(version: str, items: list[Any]) -> Answer:
+    return 200, dumps(
+        {"kind": "MetricValueList", "apiVersion": f"{CUSTOM_GROUP}/{version}", "metadata": {}, "items": items}
+    )
+
+
+def custom_pods(
+    cache: Cache, version: str, namespace: str, pod: str, metric: str, query: Mapping[str, str]
+) -> Answer:
+    """``namespaces/{ns}/pods/{pod|*}/{metric}``: one item per pod, the pod's series combined."""
+    try:
+        state = rule_state(cache, metric, "custom")
+        pods = selector_from(query, "labelSelector").with_prefix(state.rule.pod_selector_prefix)
+        metric_selector = selector_from(query, "metricLabelSelector")
+    except Failure as exc:
+        return status(exc.code, exc.message)
+    assert state.vector is not None
+    extra = () if pod == "*" else (("pod", pod),)
+    chosen = [
+        s
+        for s in state.vector.select(namespace, state.rule.namespace, metric_selector, extra)
+        if pods.matches(s.labels) and s.labels.get("pod")
+    ]
+    by_pod: dict[str, list[float]] = {}
+    for s in chosen:
+        by_pod.setdefault(s.labels["pod"], []).append(s.value)
+    if pod != "*" and not by_pod:
+        return status(404, f"no value of {metric} for pod {namespace}/{pod[:200]}")
+    stamp = rfc3339(state.vector.timestamp)
+    items = [
+        _item(
+            version,
+            metric,
+            metric_selector,
+            {"kind": "Pod", "namespace": namespace, "name": name, "apiVersion": "v1"},
+            stamp,
+            aggregate(state.rule.aggregation, values),
+        )
+        for name, values in sorted(by_pod.items())
+    ]
+    return _list(version, items)
+
+
+def custom_object(
+    cache: Cache,
+    version: str,
+    namespace: str | None,
+    resource: str,
+    name: str,
+    metric: str,
+    query: Mapping[str, str],
+) -> Answer:
+    """``namespaces/{ns}/{resource}/{name}/{metric}`` (or root-scoped): exactly one item."""
+    plain = resource.split(".", 1)[0]
+    try:
+        state = rule_state(cache, metric, "custom")
+        metric_selector = selector_from(query, "metricLabelSelector")
+    except Failure as exc:
+        return status(exc.code, exc.message)
+    assert state.vector is not None
+    extra: tuple[tuple[str, str], ...] = ()
+    if plain == "namespaces" and namespace is None:  # namespaces/{ns}/metrics/{metric}
+        namespace = name
+    else:
+        label = state.rule.objects.get(plain)
+        if label is None:
+            return status(
+                404,
+                f"{metric} is not served for {resource} (served for: "
+                f"{', '.join(sorted(state.rule.objects)) or 'pods'})",
+            )
+        extra = ((label, name),)
+    chosen = state.vector.select(
+        namespace, state.rule.namespace if namespace else "ignore", metric_selector, extra
+    )
+    values = [s.value for s in chosen]
+    if not values and not state.rule.zero_when_empty:
+        return status(404, f"no value of {metric} for {resource} {name[:200]}")
+    value = aggregate(state.rule.aggregation, values) if values else 0.0
+    kind, api_version = KINDS.get(plain, (plain[:1].upper() + plain[1:].rstrip("s"), ""))
+    ref = {"kind": kind, "name": name, "apiVersion": api_version}
+    if namespace is not None and plain != "namespaces":
+        ref["namespace"] = namespace
+    return _list(
+        version, [_item(version, metric, metric_selector, ref, rfc3339(state.vector.timestamp), value)]
+    )
+
+
+def selected(
+    cache: Cache, metric: str, namespace: str | None, selector_text: str
+) -> tuple[list[Series], float]:
+    """Series of ``metric`` for KEDA (either API); raises Failure."""
+    state = rule_state(cache, metric, "external")
+    selector = selector_from({"labelSelector": selector_text}, "labelSelector")
+    assert state.vector is not None
+    return state.vector.select(namespace, state.rule.namespace, selector), state.vector.timestamp
+
+
+def total(series: Iterable[Series]) -> float:
+    """What HPA computes from an external answer: the sum of the items (0 for none), always finite."""
+    value = sum(s.value for s in series)
+    if math.isfinite(value):
+        return value
+    return 0.0 if math.isnan(value) else math.copysign(sys.float_info.max, value)

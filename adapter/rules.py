@@ -1,0 +1,153 @@
+"""Rules: which metrics the adapter serves, and how each is read from Prometheus or the exporters.
+
+A rule has a name (the metric name HPA and KEDA ask for), a PromQL template for Prometheus mode
+(``<<.LabelMatchers>>`` receives the rule's ``match``) and/or a ``direct`` block for direct mode
+(a family from the exporters, an aggregation and a label mapping). Either way the refresh yields
+one vector per rule, and every request's namespace and label selector are applied to that cached
+vector as label matchers: one upstream query per rule per refresh, however many HPAs ask.
+
+The built-in rules (``BUILTIN_RULES``) work with no configuration. Their source families are the
+exporter's, from ``exporter/metrics.py``; a test checks every one is in that table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from exporter.settings import build, setting
+
+from .promql import Matcher, parse_matcher
+
+Aggregation = Literal["sum", "avg", "max", "min"]
+Api = Literal["external", "custom"]
+NamespaceMode = Literal["match", "match_or_unlabelled", "ignore"]
+
+_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:.\-]*$")
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+DEFAULT_OBJECTS = {"deployments": "workload", "statefulsets": "workload", "replicasets": "workload"}
+
+
+def _check_labels(labels: list[str], what: str) -> None:
+    for label in labels:
+        if not _LABEL.match(label):
+            raise ValueError(f"{what}: {label!r} is not a Prometheus label name")
+
+
+@dataclass(frozen=True)
+class DirectRule:
+    family: str = setting("", "Metric family read from the exporters' /metrics (required).", env=False)
+    aggregation: Aggregation = setting("sum", "How series that fall into one group combine.", env=False)
+    by: list[str] = setting([], "Labels kept, grouping the series; empty: every label but `without`.")
+    without: list[str] = setting(
+        ["instance"], "Labels dropped before grouping; used only when `by` is empty."
+    )
+    rename: dict[str, str] = setting({}, "Labels renamed after grouping, {from: to}.")
+    scale: float = setting(
+        1.0, "Factor applied to every sample (0.01 turns percent into a ratio).", env=False
+    )
+
+    def validate(self) -> None:
+        if not self.family:
+            raise ValueError("family is required")
+        _check_labels(self.by, "by")
+        _check_labels(self.without, "without")
+        _check_labels([*self.rename, *self.rename.values()], "rename")
+
+
+@dataclass(frozen=True)
+class RuleConfig:
+    name: str = setting("", "Metric name served to HPA and KEDA (required).", env=False)
+    apis: list[Api] = setting(["external"], "APIs serving it: external.metrics and/or custom.metrics.")
+    query: str | None = setting(
+        None, "PromQL template for Prometheus mode; <<.LabelMatchers>> receives `match`.", env=False
+    )
+    direct: DirectRule | None = setting(None, "How to compute it in direct mode (from exporters).", env=False)
+    match: list[str] = setting([], 'PromQL label matchers limiting the source series, e.g. pod!="".')
+    zero_when_empty: bool = setting(
+        False, "Queue-like: answer one item of value 0 instead of no items when nothing matches.", env=False
+    )
+    namespace: NamespaceMode = setting(
+        "match",
+        "How the request's namespace selects series: the namespace label must equal it (match), "
+        "or series without a namespace label also count (match_or_unlabelled), or not at all (ignore).",
+        env=False,
+    )
+    workload_from_pod: bool = setting(
+        False,
+        "Add a `workload` label derived from the `pod` label (Deployment/StatefulSet naming).",
+        env=False,
+    )
+    aggregation: Aggregation = setting(
+        "sum", "How the series of one pod or one object combine in custom-metrics answers.", env=False
+    )
+    objects: dict[str, str] = setting(
+        dict(DEFAULT_OBJECTS), "Custom-metrics object queries: resource → label holding the object's name."
+    )
+    pod_selector_prefix: str = setting(
+        "", "Prefix of pod-label names on the series for pods' labelSelector (label_ for kube_pod_labels)."
+    )
+
+    def validate(self) -> None:
+        if not self.name:
+            raise ValueError("name is required")
+        if not _METRIC_NAME.match(self.name):
+            raise ValueError(f"name {self.name!r} must look like a metric name ([a-zA-Z_:][a-zA-Z0-9_:.-]*)")
+        if not self.apis:
+            raise ValueError(f"rule {self.name!r}: apis must name external and/or custom")
+        if self.query is None and self.direct is None:
+            raise ValueError(f"rule {self.name!r}: give a query (Prometheus mode) or direct (direct mode)")
+        for text in self.match:
+            parse_matcher(text)
+        _check_labels(list(self.objects.values()), f"rule {self.name!r} objects")
+
+    @property
+    def matchers(self) -> tuple[Matcher, ...]:
+        return tuple(parse_matcher(text) for text in self.match)
+
+
+def _gpu_rule(name: str, family: str, aggregation: Aggregation, **extra: Any) -> RuleConfig:
+    """A per-pod GPU rule: series keyed by namespace, pod, container and GPU UUID."""
+    keys = ["namespace", "pod", "container", "UUID"]
+    scale = extra.pop("scale", 1.0)
+    suffix = f" * {scale!r}" if scale != 1.0 else ""
+    data: dict[str, Any] = {
+        "name": name,
+        "apis": ["external", "custom"],
+        "query": f"{aggregation} by ({', '.join(keys)}) ({family}{{<<.LabelMatchers>>}}){suffix}",
+        "direct": {"family": family, "aggregation": aggregation, "by": keys, "scale": scale},
+        "workload_from_pod": True,
+        "aggregation": aggregation,
+        "objects": {**DEFAULT_OBJECTS, "pods": "pod"},
+        **extra,
+    }
+    data["match"] = ['pod!=""', *data.get("match", [])]
+    return build(RuleConfig, data, f"built-in rule {name}")
+
+
+def _queue_rule(name: str, family: str) -> RuleConfig:
+    """A queue rule: one series per queue with its static labels (namespace, workload, ...)."""
+    return build(
+        RuleConfig,
+        {
+            "name": name,
+            "apis": ["external", "custom"],
+            "query": f"max without (instance, job) ({family}{{<<.LabelMatchers>>}})",
+            "direct": {"family": family, "aggregation": "max", "without": ["instance", "job"]},
+            "zero_when_empty": True,
+            "namespace": "match_or_unlabelled",
+        },
+        f"built-in rule {name}",
+    )
+
+
+BUILTIN_RULES: tuple[RuleConfig, ...] = (
+    _queue_rule("rightsizer_queue_depth", "rightsizer_queue_depth"),
+    _queue_rule("rightsizer_queue_in_flight", "rightsizer_queue_in_flight"),
+    _gpu_rule("rightsizer_gpu_utilization_ratio", "DCGM_FI_DEV_GPU_UTIL", "avg", scale=0.01),
+    _gpu_rule("rightsizer_gpu_memory_used_bytes", "rightsizer_pod_gpu_memory_used_bytes", "sum"),
+    _gpu_rule("rightsizer_gpu_idle", "rightsizer_gpu_verdict", "max", match=['verdict="idle"']),
+    _gpu_rule("rightsizer_gpu_busy", "rightsizer_gpu_verdict", "max", match=['verdict!="idle"']),
+    _gpu_rule("rightsizer_gpu_fit_score", "rightsizer_gpu_fit_score", "avg"),
+)

@@ -1,0 +1,118 @@
+"""The adapter's own metrics, served at ``/metrics`` (own registry, never the global one)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import generate_latest
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+UPSTREAM_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+# (rule, up, series, age seconds) rows from the cache, read at scrape time.
+RuleRows = Callable[[], list[tuple[str, bool, int, float | None]]]
+
+
+class _CacheCollector:
+    def __init__(self, rows: RuleRows, answers: Callable[[], int]) -> None:
+        self._rows = rows
+        self._answers = answers
+
+    def collect(self) -> Iterator[Any]:
+        age = GaugeMetricFamily(
+            "rightsizer_adapter_cache_age_seconds",
+            "Seconds since the rule's values were last refreshed successfully.",
+            labels=["rule"],
+        )
+        up = GaugeMetricFamily(
+            "rightsizer_adapter_rule_up", "1 if the rule's last refresh succeeded.", labels=["rule"]
+        )
+        series = GaugeMetricFamily(
+            "rightsizer_adapter_rule_series", "Series in the rule's cached vector.", labels=["rule"]
+        )
+        for rule, ok, count, seconds in self._rows():
+            up.add_metric([rule], 1.0 if ok else 0.0)
+            series.add_metric([rule], float(count))
+            if seconds is not None:
+                age.add_metric([rule], seconds)
+        yield age
+        yield up
+        yield series
+        yield GaugeMetricFamily(
+            "rightsizer_adapter_cached_answers",
+            "Distinct answers memoized since the last refresh.",
+            value=float(self._answers()),
+        )
+
+
+class AdapterMetrics:
+    def __init__(self) -> None:
+        disable_created_metrics()
+        self.registry = CollectorRegistry(auto_describe=False)
+        r = self.registry
+        self._requests = Counter(
+            "rightsizer_adapter_requests", "HTTP requests answered.", ["endpoint", "code"], registry=r
+        )
+        self._latency = Histogram(
+            "rightsizer_adapter_request_duration_seconds",
+            "Time to answer an HTTP request.",
+            ["endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self._upstream = Histogram(
+            "rightsizer_adapter_upstream_query_duration_seconds",
+            "Duration of one upstream query (Prometheus query or exporter scrape).",
+            ["source"],
+            buckets=UPSTREAM_BUCKETS,
+            registry=r,
+        )
+        self._upstream_count = Counter(
+            "rightsizer_adapter_upstream_queries", "Upstream queries made.", ["source", "outcome"], registry=r
+        )
+        self._refreshes = Counter("rightsizer_adapter_refreshes", "Cache refreshes completed.", registry=r)
+        self._grpc = Counter(
+            "rightsizer_adapter_grpc_requests", "KEDA gRPC calls answered.", ["method", "code"], registry=r
+        )
+        self.keda_streams = Gauge(
+            "rightsizer_adapter_keda_streams", "Open StreamIsActive streams.", registry=r
+        )
+        self._children: dict[tuple[str, int], Any] = {}
+        self._latency_children: dict[str, Any] = {}
+        self._rendered: tuple[float, bytes] = (0.0, b"")
+
+    def attach_cache(self, rows: RuleRows, answers: Callable[[], int]) -> None:
+        self.registry.register(_CacheCollector(rows, answers))
+
+    def request(self, endpoint: str, code: int, seconds: float) -> None:
+        child = self._children.get((endpoint, code))
+        if child is None:
+            child = self._children[(endpoint, code)] = self._requests.labels(endpoint, str(code))
+        child.inc()
+        hist = self._latency_children.get(endpoint)
+        if hist is None:
+            hist = self._latency_children[endpoint] = self._latency.labels(endpoint)
+        hist.observe(seconds)
+
+    def upstream(self, source: str, seconds: float, ok: bool) -> None:
+        self._upstream.labels(source).observe(seconds)
+        self._upstream_count.labels(source, "success" if ok else "error").inc()
+
+    def refreshed(self) -> None:
+        self._refreshes.inc()
+
+    def grpc(self, method: str, code: str) -> None:
+        self._grpc.labels(method, code).inc()
+
+    def render(self) -> bytes:
+        """Exposition text, rendered at most once a second however often it is scraped."""
+        now = time.monotonic()
+        at, body = self._rendered
+        if now - at >= 1.0 or not body:
+            body = generate_latest(self.registry)
+            self._rendered = (now, body)
+        return body

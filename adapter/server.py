@@ -1,0 +1,114 @@
+"""The adapter's HTTP(S) app: metrics APIs under /apis, KEDA's metrics-api, health and own metrics.
+
+One middleware authenticates /apis requests (front-proxy certificate + headers, see
+``kubernetes/auth.py``), turns unexpected faults into a 500 Status, and records every request's
+endpoint, code and latency. ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` need no auth.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from .cache import Cache
+from .keda import metrics_api
+from .keda.metrics_api import MetricsApiAuth
+from .kubernetes import apis
+from .kubernetes.answers import status
+from .kubernetes.apis import CACHE, DISCOVERY, respond
+from .kubernetes.auth import Authenticator, Denied
+from .kubernetes.discovery import Discovery
+from .selfmetrics import AdapterMetrics
+
+log = logging.getLogger("rightsizer.adapter.server")
+METRICS = web.AppKey("metrics", AdapterMetrics)
+AUTH = web.AppKey("auth", Authenticator)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+EXTERNAL_PREFIX = "/apis/external.metrics.k8s.io/v1beta1/namespaces/"
+
+
+def endpoint_of(path: str) -> str:
+    """The ``endpoint`` label of a request (a fixed, small set)."""
+    if path.startswith(EXTERNAL_PREFIX):
+        return "external"
+    if path.startswith("/apis/custom.metrics.k8s.io/") and path.count("/") > 4:
+        return "custom"
+    if path == "/apis" or path.startswith("/apis/"):
+        return "discovery"
+    if path.startswith("/keda/"):
+        return "keda_metrics_api"
+    if path in ("/healthz", "/livez", "/readyz"):
+        return "health"
+    if path == "/metrics":
+        return "metrics"
+    return "other"
+
+
+@web.middleware
+async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    started = time.perf_counter()
+    endpoint = endpoint_of(request.path)
+    try:
+        if endpoint in ("external", "custom", "discovery"):
+            auth = request.app[AUTH]
+            if auth.enabled:
+                user = auth.authenticate(
+                    request.transport.get_extra_info("peercert") if request.transport else None,
+                    request.headers,
+                )
+                auth.authorize(user)
+        response = await handler(request)
+    except Denied as exc:
+        response = respond(status(exc.code, exc.message))
+    except web.HTTPException as exc:
+        response = respond(status(exc.status, exc.reason))
+    except Exception:
+        log.exception("request failed unexpectedly", extra={"path": request.path[:200]})
+        response = respond(status(500, "internal error; see the adapter's log"))
+    request.app[METRICS].request(endpoint, response.status, time.perf_counter() - started)
+    return response
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    if request.app[CACHE].ready:
+        return web.Response(text="ok")
+    return web.Response(status=503, text="no successful refresh yet")
+
+
+async def own_metrics(request: web.Request) -> web.Response:
+    body = request.app[METRICS].render()
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+async def not_found(request: web.Request) -> web.Response:
+    return respond(status(404, f"the server could not find the requested resource {request.path[:200]}"))
+
+
+def create_app(
+    cache: Cache,
+    auth: Authenticator,
+    metrics: AdapterMetrics,
+    metrics_api_auth: MetricsApiAuth | None,
+) -> web.Application:
+    """The app; ``metrics_api_auth`` None turns KEDA's metrics-api endpoint off."""
+    app = web.Application(middlewares=[middleware], client_max_size=64 * 1024)
+    app[CACHE] = cache
+    app[DISCOVERY] = Discovery(list(cache.rules.values()))
+    app[AUTH] = auth
+    app[METRICS] = metrics
+    for path in ("/healthz", "/livez"):
+        app.router.add_get(path, healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", own_metrics)
+    apis.add_routes(app)
+    if metrics_api_auth is not None:
+        metrics_api.add_routes(app, metrics_api_auth)
+    app.router.add_route("*", "/{tail:.*}", not_found)  # /openapi/v2, /openapi/v3 and the rest: 404
+    return app

@@ -1,0 +1,36 @@
+"""Where rule values come from: the Prometheus query API, or the exporters' /metrics directly.
+
+A source answers ``collect(rules)`` with one ``RuleResult`` per rule: the rule's series at one
+instant, or a one-line reason why there are none (the backend is down, the query is wrong).
+``collect`` never raises for an expected fault and finishes within its own deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..rules import RuleConfig
+from ..vectors import Series
+
+
+@dataclass(frozen=True, slots=True)
+class RuleResult:
+    series: tuple[Series, ...] = ()
+    timestamp: float = 0.0
+    error: str | None = None
+
+
+class Source(Protocol):
+    name: str
+    interval: float
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def collect(self, rules: Sequence[RuleConfig]) -> dict[str, RuleResult]: ...
+
+
+__all__ = ["RuleResult", "Series", "Source"]

@@ -1,0 +1,169 @@
+"""Prometheus mode: one instant query per rule per refresh against the Prometheus query API.
+
+Works with anything that speaks ``/api/v1/query`` (Prometheus, Thanos Query, Mimir's
+``/prometheus`` prefix, VictoriaMetrics). Queries are POSTed (long templates fit), each with a
+deadline; NaN and infinite samples are left out, never passed on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import ssl
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import aiohttp
+
+from exporter.logs import event
+
+from ..config import PrometheusSettings
+from ..promql import render
+from ..rules import RuleConfig
+from ..selfmetrics import AdapterMetrics
+from ..vectors import Series
+from . import RuleResult
+
+log = logging.getLogger("rightsizer.adapter.prometheus")
+MAX_CONCURRENT_QUERIES = 8
+
+
+class QueryError(Exception):
+    """A query that gave no usable answer; the message is one line for logs and Status bodies."""
+
+
+def _ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
+    if not cfg.url or not cfg.url.startswith("https://"):
+        return True
+    ctx = ssl.create_default_context(cafile=cfg.ca_file)
+    if cfg.insecure_skip_verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cfg.cert_file and cfg.key_file:
+        ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+    return ctx
+
+
+def _read_secret(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError as exc:
+        raise QueryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def parse_answer(status: int, body: bytes, limit: int) -> tuple[list[Series], float, int]:
+    """(series, evaluation time, NaN/Inf samples dropped) from a query API answer."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise QueryError(f"prometheus answered HTTP {status} with a body that is not JSON") from None
+    if not isinstance(data, dict):
+        raise QueryError("prometheus answered JSON that is not an object")
+    if status != 200 or data.get("status") != "success":
+        why = f"{data.get('errorType', 'error')}: {data.get('error', 'no reason given')}"
+        raise QueryError(f"prometheus answered HTTP {status}: {why}"[:300])
+    result = data.get("data") or {}
+    kind, items = result.get("resultType"), result.get("result")
+    if kind == "scalar" and isinstance(items, list) and len(items) == 2:
+        items = [{"metric": {}, "value": items}]
+    elif kind != "vector" or not isinstance(items, list):
+        raise QueryError(f"the query must give an instant vector or a scalar; it gave {kind!r}")
+    if len(items) > limit:
+        raise QueryError(f"the query gave {len(items)} series, more than max_series_per_rule ({limit})")
+    series: list[Series] = []
+    dropped = 0
+    stamp = 0.0
+    try:
+        for item in items:
+            labels = {str(k): str(v) for k, v in item["metric"].items() if k != "__name__"}
+            ts, text = item["value"]
+            value = float(text)
+            stamp = max(stamp, float(ts))
+            if math.isfinite(value):
+                series.append(Series(labels, value))
+            else:
+                dropped += 1
+    except (KeyError, TypeError, ValueError):
+        raise QueryError("prometheus answered a vector whose samples are malformed") from None
+    return series, stamp or time.time(), dropped
+
+
+class PrometheusSource:
+    name = "prometheus"
+
+    def __init__(self, cfg: PrometheusSettings, metrics: AdapterMetrics) -> None:
+        assert cfg.url is not None
+        self.cfg = cfg
+        self.interval = cfg.refresh_interval_seconds
+        self.url = cfg.url.rstrip("/") + "/api/v1/query"
+        self.metrics = metrics
+        self._session: aiohttp.ClientSession | None = None
+        self._limit = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
+        self._dropped_logged: set[str] = set()
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(limit=MAX_CONCURRENT_QUERIES, ssl=_ssl_context(self.cfg))
+        self._session = aiohttp.ClientSession(connector=connector, headers=self.cfg.headers)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _auth_headers(self) -> dict[str, str]:
+        if self.cfg.bearer_token_file:
+            return {
+                "Authorization": "Bearer " + _read_secret(self.cfg.bearer_token_file, "bearer token file")
+            }
+        return {}
+
+    def _basic_auth(self) -> aiohttp.BasicAuth | None:
+        if not self.cfg.username:
+            return None
+        password = _read_secret(self.cfg.password_file, "password file") if self.cfg.password_file else ""
+        return aiohttp.BasicAuth(self.cfg.username, password)
+
+    async def query(self, promql: str) -> tuple[list[Series], float, int]:
+        assert self._session is not None, "start() first"
+        timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_seconds)
+        try:
+            async with (
+                self._limit,
+                self._session.post(
+                    self.url,
+                    data={"query": promql, "timeout": str(self.cfg.timeout_seconds)},
+                    headers=self._auth_headers(),
+                    auth=self._basic_auth(),
+                    timeout=timeout,
+                ) as resp,
+            ):
+                body = await resp.read()
+                status = resp.status
+        except TimeoutError:
+            raise QueryError(f"prometheus query timed out after {self.cfg.timeout_seconds}s") from None
+        except aiohttp.ClientConnectorError as exc:
+            why = exc.os_error.strerror if exc.os_error and exc.os_error.strerror else str(exc)
+            raise QueryError(f"prometheus at {self.cfg.url} is unreachable: {why}") from None
+        except (aiohttp.ClientError, ssl.SSLError, OSError) as exc:
+            raise QueryError(f"prometheus request failed: {type(exc).__name__}: {exc}"[:300]) from None
+        return parse_answer(status, body, self.cfg.max_series_per_rule)
+
+    async def _collect_rule(self, rule: RuleConfig) -> RuleResult:
+        assert rule.query is not None
+        started = time.perf_counter()
+        try:
+            series, stamp, dropped = await self.query(render(rule.query, rule.matchers))
+        except QueryError as exc:
+            self.metrics.upstream(self.name, time.perf_counter() - started, False)
+            return RuleResult(error=str(exc))
+        self.metrics.upstream(self.name, time.perf_counter() - started, True)
+        if dropped and rule.name not in self._dropped_logged:
+            self._dropped_logged.add(rule.name)
+            event(log, logging.WARNING, "NaN or infinite samples left out", rule=rule.name, count=dropped)
+        return RuleResult(tuple(series), stamp)
+
+    async def collect(self, rules: Sequence[RuleConfig]) -> dict[str, RuleResult]:
+        results = await asyncio.gather(*(self._collect_rule(r) for r in rules))
+        return {rule.name: result for rule, result in zip(rules, results, strict=True)}

@@ -1,0 +1,118 @@
+"""Cached vectors: one rule's series from one refresh, and selection from them.
+
+A request's namespace and label selector act as label matchers on the vector. Selection starts
+from the smallest per-label index among the labels the request pins (``namespace``, ``k=v``), so
+answering a thousand distinct selectors costs each only the series it could match.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .kubernetes.selectors import Selector
+from .rules import Aggregation, NamespaceMode
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    labels: Mapping[str, str]
+    value: float
+
+
+AGGREGATIONS: dict[str, Callable[[Sequence[float]], float]] = {
+    "sum": math.fsum,
+    "avg": lambda values: math.fsum(values) / len(values),
+    "max": max,
+    "min": min,
+}
+
+
+def aggregate(how: Aggregation, values: Sequence[float]) -> float:
+    return AGGREGATIONS[how](values)
+
+
+class Vector:
+    """Immutable series of one rule at one instant, with lazily built per-label indexes."""
+
+    __slots__ = ("_index", "series", "timestamp")
+
+    def __init__(self, series: Sequence[Series], timestamp: float) -> None:
+        self.series = tuple(series)
+        self.timestamp = timestamp
+        self._index: dict[str, dict[str, list[Series]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.series)
+
+    def _by(self, label: str) -> dict[str, list[Series]]:
+        index = self._index.get(label)
+        if index is None:
+            index = {}
+            for s in self.series:
+                value = s.labels.get(label)
+                if value is not None:
+                    index.setdefault(value, []).append(s)
+            self._index[label] = index
+        return index
+
+    def select(
+        self,
+        namespace: str | None,
+        mode: NamespaceMode,
+        selector: Selector,
+        extra: Iterable[tuple[str, str]] = (),
+    ) -> list[Series]:
+        """Series in ``namespace`` (per ``mode``; None: any) matching ``selector`` and ``extra``."""
+        pinned = dict(selector.equalities())
+        pinned.update(extra)
+        if namespace is not None and mode == "match":
+            pinned["namespace"] = namespace
+        candidates: Sequence[Series] = self.series
+        for label, value in pinned.items():
+            found = self._by(label).get(value, [])
+            if len(found) < len(candidates):
+                candidates = found
+            if not candidates:
+                return []
+        extra_items = tuple(extra)
+        out = []
+        for s in candidates:
+            labels = s.labels
+            if namespace is not None and mode != "ignore":
+                ns = labels.get("namespace")
+                if ns != namespace and not (ns is None and mode == "match_or_unlabelled"):
+                    continue
+            if all(labels.get(k) == v for k, v in extra_items) and selector.matches(labels):
+                out.append(s)
+        return out
+
+
+_POD_SUFFIX = "[bcdfghjklmnpqrstvwxz2456789]"
+_WORKLOAD_PATTERNS = (
+    re.compile(rf"^(.+)-{_POD_SUFFIX}{{5,10}}-{_POD_SUFFIX}{{5}}$"),  # Deployment: <name>-<hash>-<id>
+    re.compile(r"^(.+)-\d+$"),  # StatefulSet: <name>-<ordinal>
+    re.compile(rf"^(.+)-{_POD_SUFFIX}{{5}}$"),  # DaemonSet, Job: <name>-<id>
+)
+
+
+def workload_of(pod: str) -> str:
+    """The workload a pod name belongs to, by Kubernetes' naming of generated pods."""
+    for pattern in _WORKLOAD_PATTERNS:
+        m = pattern.match(pod)
+        if m:
+            return m.group(1)
+    return pod
+
+
+def add_workload(series: Iterable[Series]) -> list[Series]:
+    """Series with a ``workload`` label derived from ``pod`` where they have no workload yet."""
+    out = []
+    for s in series:
+        pod = s.labels.get("pod")
+        if pod and "workload" not in s.labels:
+            s = Series({**s.labels, "workload": workload_of(pod)}, s.value)
+        out.append(s)
+    return out

@@ -1,0 +1,156 @@
+"""Helpers for the adapter tests: the adapter as a subprocess, an exposition server, HPA's maths.
+
+Builds on ``servers.py`` (Process, wait_for, free ports) rather than copying it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import ssl
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from servers import ROOT, Process, http_get, wait_for
+
+from adapter.kubernetes.quantities import parse_quantity
+
+EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1/namespaces"
+
+
+def insecure_context() -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def get(
+    url: str,
+    headers: Mapping[str, str] | None = None,
+    context: ssl.SSLContext | None = None,
+    timeout: float = 5.0,
+) -> tuple[int, dict[str, str], bytes]:
+    """GET over HTTP or HTTPS (``context`` for HTTPS; default: no verification)."""
+    if url.startswith("http://"):
+        return http_get(url, headers, timeout)
+    req = urllib.request.Request(url, headers=dict(headers or {}))
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=context or insecure_context()) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def get_json(url: str, **kw: Any) -> tuple[int, Any]:
+    code, _, body = get(url, **kw)
+    return code, json.loads(body)
+
+
+def start_adapter(
+    args: Sequence[str], ready: bool = True, timeout: float = 30, env: Mapping[str, str] | None = None
+) -> Process:
+    """Run ``python -m adapter`` (``--listen 127.0.0.1:0`` unless given); wait for it to listen
+    and, with ``ready``, for ``/readyz``. ``.url`` is its base URL, ``.extra['grpc']`` its gRPC address."""
+    args = list(args)
+    if "--listen" not in args:
+        args += ["--listen", "127.0.0.1:0"]
+    log_file = tempfile.NamedTemporaryFile("w", prefix="adapter-", suffix=".log", delete=False)  # noqa: SIM115
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "adapter", *args],
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        env=full_env,
+        cwd=ROOT,
+        text=True,
+    )
+    p = Process(proc, Path(log_file.name))
+
+    def listening() -> str | None:
+        if proc.poll() is not None:
+            raise AssertionError(f"adapter exited with {proc.returncode}:\n{p.log()}")
+        m = re.search(r"msg=listening address=([0-9.]+):(\d+) scheme=(\w+)", p.log())
+        if not m:
+            return None
+        g = re.search(r"grpc_address=([0-9.]+):(\d+)", p.log())
+        if g:
+            p.extra["grpc"] = f"127.0.0.1:{g.group(2)}"
+        return f"{m.group(3)}://{m.group(1)}:{m.group(2)}"
+
+    try:
+        p.url = wait_for(listening, timeout, what="the adapter to listen")
+        if ready:
+            wait_for(lambda: get(p.url + "/readyz")[0] == 200, timeout, what="the adapter's /readyz")
+    except BaseException:
+        p.stop()
+        raise
+    return p
+
+
+@contextlib.contextmanager
+def adapter(
+    args: Sequence[str], ready: bool = True, env: Mapping[str, str] | None = None
+) -> Iterator[Process]:
+    p = start_adapter(args, ready, env=env)
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def hpa_desired_replicas(items: Sequence[Mapping[str, Any]], target: float) -> int:
+    """HPA's External AverageValue maths (PROTOCOLS §5): ceil(sum of item values / target)."""
+    if not items:
+        raise AssertionError("HPA: no metrics returned (items is empty), it would not scale")
+    total = sum(parse_quantity(item["value"]) for item in items)
+    return math.ceil(total / target)
+
+
+class ExpositionServer:
+    """A real aiohttp server whose /metrics serves ``text`` (set it to change what it serves)."""
+
+    def __init__(self, text: str = "") -> None:
+        self.text = text
+        self.status = 200
+        self.requests = 0
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        self.server = TestServer(app, host="127.0.0.1")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        return web.Response(status=self.status, text=self.text, content_type="text/plain")
+
+    @property
+    def url(self) -> str:
+        return str(self.server.make_url("/metrics"))
+
+    async def __aenter__(self) -> ExpositionServer:
+        await self.server.start_server()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.server.close()
+
+
+def exposition(samples: Mapping[str, Sequence[tuple[Mapping[str, str], float]]]) -> str:
+    """Exposition text for ``{family: [(labels, value), ...]}`` (gauges)."""
+    lines = []
+    for family, rows in samples.items():
+        lines.append(f"# TYPE {family} gauge")
+        for labels, value in rows:
+            inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
+            lines.append(f"{family}{{{inner}}} {value}")
+    return "\n".join(lines) + "\n"
