@@ -16,17 +16,23 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
+from aiohttp.test_utils import TestClient, TestServer
 from servers import ROOT, Process, http_get, wait_for
 
+from adapter.cache import Cache
+from adapter.config import load_config
+from adapter.keda.metrics_api import MetricsApiAuth
+from adapter.kubernetes.auth import Authenticator
 from adapter.kubernetes.quantities import parse_quantity
-
-EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1/namespaces"
+from adapter.selfmetrics import AdapterMetrics
+from adapter.server import create_app
+from adapter.sources.scrape import ScrapeSource
 
 
 def insecure_context() -> ssl.SSLContext:
@@ -154,3 +160,75 @@ def exposition(samples: Mapping[str, Sequence[tuple[Mapping[str, str], float]]])
             inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
             lines.append(f"{family}{{{inner}}} {value}")
     return "\n".join(lines) + "\n"
+
+
+# --- the real app in-process, fed by a real exposition server (direct mode) ---
+
+EXT = "/apis/external.metrics.k8s.io/v1beta1"
+POD_A = {"gpu": "0", "UUID": "GPU-a", "pod": "chat-7d9c5b6f8b-x2x4z", "namespace": "prod", "container": "srv"}
+POD_B = {"gpu": "1", "UUID": "GPU-b", "pod": "chat-7d9c5b6f8b-q9q9q", "namespace": "prod", "container": "srv"}
+FLEET = {
+    "rightsizer_queue_depth": [
+        ({"queue": "jobs", "kind": "redis", "namespace": "prod", "workload": "worker"}, 7),
+        ({"queue": "chat", "kind": "vllm", "namespace": "prod", "workload": "chat"}, 3),
+        ({"queue": "shared", "kind": "redis"}, 2),
+    ],
+    "DCGM_FI_DEV_GPU_UTIL": [(POD_A, 80), (POD_B, 40), ({"gpu": "2", "UUID": "GPU-c"}, 10)],
+    "rightsizer_gpu_fit_score": [(POD_A, float("nan")), (POD_B, 0.5)],
+    "rightsizer_gpu_verdict": [
+        ({**POD_A, "verdict": "idle"}, 1),
+        ({**POD_A, "verdict": "rightsized"}, 0),
+        ({**POD_B, "verdict": "idle"}, 0),
+        ({**POD_B, "verdict": "rightsized"}, 1),
+    ],
+}
+Make = Callable[..., Awaitable[tuple[TestClient, Cache, ExpositionServer]]]
+
+
+@pytest.fixture
+async def make(aiohttp_client: Any) -> AsyncIterator[Make]:
+    servers: list[ExpositionServer] = []
+
+    async def build(
+        text: str = exposition(FLEET), refresh: bool = True, **settings: Any
+    ) -> tuple[TestClient, Cache, ExpositionServer]:
+        srv = await ExpositionServer(text).__aenter__()
+        servers.append(srv)
+        flags = {
+            "direct": {"exporters": [srv.url], "stale_after_seconds": 0},
+            "insecure_http": True,
+            "listen": "127.0.0.1:0",
+            **settings,
+        }
+        cfg = load_config(None, flags, environ={})
+        metrics = AdapterMetrics()
+        source = ScrapeSource(cfg.direct, metrics)
+        await source.start()
+        cache = Cache(cfg.effective_rules, source, metrics)
+        if refresh:
+            await cache.refresh_once()
+        app = create_app(
+            cache,
+            Authenticator(cfg.requestheader, cfg.authorization, False),
+            metrics,
+            MetricsApiAuth(cfg.metrics_api),
+        )
+        app.on_cleanup.append(lambda _: source.close())
+        return await aiohttp_client(app), cache, srv
+
+    yield build
+    for srv in servers:
+        await srv.__aexit__()
+
+
+async def client_get(client: TestClient, path: str, **headers: str) -> tuple[int, Any]:
+    resp = await client.get(path, headers=headers)
+    assert resp.content_type == "application/json", (path, resp.content_type)
+    return resp.status, json.loads(await resp.read())
+
+
+def assert_status(answer: tuple[int, Any], code: int, reason: str) -> None:
+    status, body = answer
+    assert status == code
+    assert body["kind"] == "Status" and body["apiVersion"] == "v1" and body["status"] == "Failure"
+    assert (body["code"], body["reason"]) == (code, reason) and body["message"]
