@@ -8,6 +8,7 @@ deadline; NaN and infinite samples are left out, never passed on.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import math
@@ -113,17 +114,15 @@ class PrometheusSource:
             await self._session.close()
 
     def _auth_headers(self) -> dict[str, str]:
+        """Credentials, read from their files on every refresh so rotated secrets are picked up."""
         if self.cfg.bearer_token_file:
-            return {
-                "Authorization": "Bearer " + _read_secret(self.cfg.bearer_token_file, "bearer token file")
-            }
+            token = _read_secret(self.cfg.bearer_token_file, "bearer token file")
+            return {"Authorization": "Bearer " + token}
+        if self.cfg.username:
+            password = _read_secret(self.cfg.password_file, "password file") if self.cfg.password_file else ""
+            pair = base64.b64encode(f"{self.cfg.username}:{password}".encode()).decode()
+            return {"Authorization": "Basic " + pair}
         return {}
-
-    def _basic_auth(self) -> aiohttp.BasicAuth | None:
-        if not self.cfg.username:
-            return None
-        password = _read_secret(self.cfg.password_file, "password file") if self.cfg.password_file else ""
-        return aiohttp.BasicAuth(self.cfg.username, password)
 
     async def query(self, promql: str) -> tuple[list[Series], float, int]:
         assert self._session is not None, "start() first"
@@ -135,8 +134,7 @@ class PrometheusSource:
                     self.url,
                     data={"query": promql, "timeout": str(self.cfg.timeout_seconds)},
                     headers=self._auth_headers(),
-                    auth=self._basic_auth(),
-                    timeout=timeout,
+                        timeout=timeout,
                 ) as resp,
             ):
                 body = await resp.read()

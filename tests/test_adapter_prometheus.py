@@ -1,0 +1,182 @@
+"""Prometheus mode against a real HTTP server speaking the query API: one query per rule per refresh,
+rendered templates, NaN/Inf left out, every upstream fault a 503 with its reason, auth sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from adapter_support import assert_status, client_get
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from adapter.cache import Cache
+from adapter.config import AdapterConfig, load_config
+from adapter.keda.metrics_api import MetricsApiAuth
+from adapter.kubernetes.auth import Authenticator
+from adapter.selfmetrics import AdapterMetrics
+from adapter.server import create_app
+from adapter.sources.prometheus import PrometheusSource
+
+EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces"
+
+
+def vector(series: list[tuple[dict[str, str], str]]) -> tuple[int, Any]:
+    result = [{"metric": labels, "value": [1700000000.5, value]} for labels, value in series]
+    return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
+class FakePrometheus:
+    """``POST /api/v1/query`` answering ``answer(query)``; records queries and request headers."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        self.delay = 0.0
+        self.answer: Any = lambda query: vector([])
+        app = web.Application()
+        app.router.add_post("/prom/api/v1/query", self._query)
+        self.server = TestServer(app, host="127.0.0.1")
+
+    async def _query(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        query = str(form["query"])
+        self.queries.append(query)
+        self.headers.append(dict(request.headers))
+        await asyncio.sleep(self.delay)
+        code, body = self.answer(query)
+        text = body if isinstance(body, str) else json.dumps(body)
+        return web.Response(status=code, text=text, content_type="application/json")
+
+
+@pytest.fixture
+async def prom() -> AsyncIterator[FakePrometheus]:
+    fake = FakePrometheus()
+    await fake.server.start_server()
+    yield fake
+    await fake.server.close()
+
+
+async def cache_for(prom: FakePrometheus, **prometheus: Any) -> tuple[Cache, PrometheusSource, AdapterConfig]:
+    url = str(prom.server.make_url("/prom"))
+    cfg = load_config(None, {"prometheus": {"url": url, **prometheus}}, environ={})
+    metrics = AdapterMetrics()
+    source = PrometheusSource(cfg.prometheus, metrics)
+    await source.start()
+    return Cache(cfg.effective_rules, source, metrics), source, cfg
+
+
+async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
+    prom: FakePrometheus, aiohttp_client: Any
+) -> None:
+    queues = [({"queue": f"q{i}", "namespace": "prod"}, str(i)) for i in range(1000)]
+    prom.answer = lambda q: vector(queues if "rightsizer_queue_depth" in q else [])
+    cache, source, cfg = await cache_for(prom)
+    await cache.refresh_once()
+    assert len(prom.queries) == len(cache.rules) == 7
+    auth = Authenticator(cfg.requestheader, cfg.authorization, False)
+    client = await aiohttp_client(create_app(cache, auth, AdapterMetrics(), MetricsApiAuth(cfg.metrics_api)))
+    for i in range(1000):
+        code, body = await client_get(client, f"{EXT}/prod/rightsizer_queue_depth?labelSelector=queue%3Dq{i}")
+        assert code == 200 and body["items"][0]["value"] == str(i)
+    assert len(prom.queries) == 7  # a thousand selectors, no extra query
+    await cache.refresh_once()
+    assert len(prom.queries) == 14
+    await source.close()
+
+
+async def test_templates_are_rendered_with_the_rule_matchers(prom: FakePrometheus) -> None:
+    cache, source, _ = await cache_for(prom)
+    await cache.refresh_once()
+    assert 'max by (namespace, pod, container, UUID) (rightsizer_gpu_verdict{pod!="",verdict="idle"})' in (
+        prom.queries
+    )
+    assert "max without (instance, job) (rightsizer_queue_depth{})" in prom.queries
+    assert 'avg by (namespace, pod, container, UUID) (DCGM_FI_DEV_GPU_UTIL{pod!=""}) * 0.01' in prom.queries
+    await source.close()
+
+
+async def test_nan_and_inf_are_left_out_and_scalars_work(prom: FakePrometheus) -> None:
+    series = [
+        ({"queue": "a"}, "NaN"),
+        ({"queue": "b"}, "+Inf"),
+        ({"queue": "c"}, "-Inf"),
+        ({"queue": "d"}, "4"),
+    ]
+    prom.answer = lambda q: vector(series)
+    cache, source, _ = await cache_for(prom)
+    await cache.refresh_once()
+    vec = cache.states["rightsizer_queue_depth"].vector
+    assert vec is not None and [(dict(s.labels), s.value) for s in vec.series] == [({"queue": "d"}, 4.0)]
+    assert vec.timestamp == 1700000000.5
+    prom.answer = lambda q: (
+        200,
+        {"status": "success", "data": {"resultType": "scalar", "result": [1.0, "3"]}},
+    )
+    await cache.refresh_once()
+    vec = cache.states["rightsizer_queue_depth"].vector
+    assert vec is not None and [s.value for s in vec.series] == [3.0]
+    await source.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (
+            (422, {"status": "error", "errorType": "execution", "error": "many-to-many matching"}),
+            "HTTP 422: execution: many-to-many matching",
+        ),
+        ((200, "<html>proxy error</html>"), "not JSON"),
+        ((200, {"status": "success", "data": {"resultType": "matrix", "result": []}}), "instant vector"),
+        (
+            (200, {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}}]}}),
+            "malformed",
+        ),
+        ((502, "bad gateway"), "HTTP 502"),
+    ],
+)
+async def test_upstream_faults_become_503_with_the_reason(
+    prom: FakePrometheus, aiohttp_client: Any, answer: tuple[int, Any], reason: str
+) -> None:
+    prom.answer = lambda q: answer
+    cache, source, cfg = await cache_for(prom)
+    await cache.refresh_once()
+    auth = Authenticator(cfg.requestheader, cfg.authorization, False)
+    client = await aiohttp_client(create_app(cache, auth, AdapterMetrics(), MetricsApiAuth(cfg.metrics_api)))
+    status = await client_get(client, f"{EXT}/prod/rightsizer_queue_depth")
+    assert_status(status, 503, "ServiceUnavailable")
+    assert reason in status[1]["message"]
+    assert (await client_get(client, "/apis/external.metrics.k8s.io/v1beta1"))[0] == 200
+    await source.close()
+
+
+async def test_slow_prometheus_hits_the_deadline(prom: FakePrometheus) -> None:
+    prom.delay = 2.0
+    cache, source, _ = await cache_for(prom, timeout_seconds=0.2)
+    await cache.refresh_once()
+    assert "timed out after 0.2s" in (cache.states["rightsizer_queue_depth"].error or "")
+    await source.close()
+
+
+async def test_credentials_and_headers_are_sent(prom: FakePrometheus, tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("s3cret\n")
+    cache, source, _ = await cache_for(
+        prom, bearer_token_file=str(tmp_path / "token"), headers={"X-Scope-OrgID": "team-a"}
+    )
+    await cache.refresh_once()
+    assert all(h["Authorization"] == "Bearer s3cret" and h["X-Scope-OrgID"] == "team-a" for h in prom.headers)
+    await source.close()
+    (tmp_path / "pw").write_text("hunter2")
+    prom.headers.clear()
+    cache, source, _ = await cache_for(prom, username="ops", password_file=str(tmp_path / "pw"))
+    await cache.refresh_once()
+    assert prom.headers and all(h["Authorization"] == "Basic b3BzOmh1bnRlcjI=" for h in prom.headers)
+    await source.close()
+    cache, source, _ = await cache_for(prom, bearer_token_file=str(tmp_path / "missing"))
+    await cache.refresh_once()
+    assert "cannot read bearer token file" in (cache.states["rightsizer_queue_depth"].error or "")
+    await source.close()
