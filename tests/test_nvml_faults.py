@@ -22,10 +22,19 @@ from nvmldouble import (
 )
 from servers import exporter, wait_for
 
+from exporter.metrics import FAMILIES
+
 # The double's fixtures, used by name.
 nvml_double_lib, nvml_double = nvmldouble.nvml_double_lib, nvmldouble.nvml_double
 
-DOWN_FAMILIES = {"rightsizer_gpu_up", "rightsizer_gpu_info"}  # all a down GPU may still have
+# The families the GPU source feeds; of these a down GPU keeps only up (0) and info. (Extensions
+# such as right-sizing publish their own per-GPU rows, over their own windows.)
+SOURCE_FAMILIES = {f.name for f in FAMILIES if f.scope in ("gpu", "gpu_up", "gpu_info", "gpu_clock_events")}
+DOWN_FAMILIES = {"rightsizer_gpu_up", "rightsizer_gpu_info"}
+
+
+def source_families(samples: list[Sample], uuid: str) -> set[str]:
+    return families_of(samples, uuid) & SOURCE_FAMILIES
 
 
 def three_gpus(double: NvmlDouble) -> list[str]:
@@ -44,16 +53,16 @@ def test_gpu_lost_at_run_time_is_published_down_then_comes_back(
     with exporter(exporter_args(tmp_path), env=nvml_double.env()) as proc:
         first = scrape(proc.url)
         assert all(up(first, u) == 1 for u in uuids)
-        healthy_families = families_of(first, uuids[2])
+        healthy_families = source_families(first, uuids[2])
         assert "DCGM_FI_DEV_POWER_USAGE" in healthy_families
 
         nvml_double.gpu(2, lost=1)
         lost = scrape_until(proc.url, lambda s: up(s, uuids[2]) == 0, what="GPU 2 down")
-        assert families_of(lost, uuids[2]) == DOWN_FAMILIES  # no stale series, but named as down
+        assert source_families(lost, uuids[2]) == DOWN_FAMILIES  # no stale series, but named as down
         labels = next(lbl for n, lbl, _ in lost if n == "rightsizer_gpu_up" and lbl["UUID"] == uuids[2])
         assert labels["gpu"] == "2" and labels["pci_bus_id"] == gpu_values(2)["gpu.2.pci_bus_id"]
         assert up(lost, uuids[0]) == 1 and up(lost, uuids[1]) == 1
-        assert families_of(lost, uuids[0]) == families_of(first, uuids[0])
+        assert source_families(lost, uuids[0]) == source_families(first, uuids[0])
         api = api_gpus(proc.url)
         assert api[uuids[2]]["up"] is False and "GPU is lost" in api[uuids[2]]["error"]
         assert api[uuids[2]]["fields"] == {}
@@ -67,7 +76,7 @@ def test_gpu_lost_at_run_time_is_published_down_then_comes_back(
 
         nvml_double.gpu(2, lost=None, power_mw=99_000)
         back = scrape_until(proc.url, lambda s: up(s, uuids[2]) == 1, what="GPU 2 back")
-        assert families_of(back, uuids[2]) == healthy_families
+        assert source_families(back, uuids[2]) == healthy_families
         assert value(back, "DCGM_FI_DEV_POWER_USAGE", UUID=uuids[2]) == 99
         assert value(back, "rightsizer_collector_success", collector="nvml") == 1
         assert proc.proc.poll() is None  # never restarted
@@ -88,7 +97,7 @@ def test_gpu_gone_from_the_bus_is_rematched_by_uuid(nvml_double: NvmlDouble, tmp
         # Each GPU's values stay with its UUID whatever index it has now.
         assert value(s, "DCGM_FI_DEV_POWER_USAGE", UUID=uuids[1], gpu="0") == pytest.approx(power[1])
         assert value(s, "DCGM_FI_DEV_POWER_USAGE", UUID=uuids[2], gpu="1") == pytest.approx(power[2])
-        assert families_of(s, uuids[0]) == DOWN_FAMILIES
+        assert source_families(s, uuids[0]) == DOWN_FAMILIES
         assert api_gpus(proc.url)[uuids[0]]["up"] is False
 
         nvml_double.gpu(0, present=None)
@@ -120,11 +129,11 @@ def test_nvml_failing_at_run_time_takes_every_gpu_down_until_it_initialises(
             10,
             what="the collector error to say why",
         )
-        assert all(families_of(s, u) == DOWN_FAMILIES for u in uuids)
+        assert all(source_families(s, u) == DOWN_FAMILIES for u in uuids)
 
         nvml_double.set({"error.nvmlDeviceGetUtilizationRates": None, "error.nvmlInitWithFlags": None})
         s = scrape_until(proc.url, lambda s: all(up(s, u) == 1 for u in uuids), what="every GPU back")
-        assert all("DCGM_FI_DEV_GPU_UTIL" in families_of(s, u) for u in uuids)
+        assert all("DCGM_FI_DEV_GPU_UTIL" in source_families(s, u) for u in uuids)
 
 
 def test_hung_call_marks_only_that_gpu_down_and_it_returns(nvml_double: NvmlDouble, tmp_path: Path) -> None:
@@ -132,7 +141,7 @@ def test_hung_call_marks_only_that_gpu_down_and_it_returns(nvml_double: NvmlDoub
     with exporter(exporter_args(tmp_path, call_timeout_seconds=0.3), env=nvml_double.env()) as proc:
         nvml_double.gpu(0, hang__nvmlDeviceGetPowerUsage=1)
         s = scrape_until(proc.url, lambda s: up(s, uuids[0]) == 0, what="GPU 0 hung")
-        assert families_of(s, uuids[0]) == DOWN_FAMILIES
+        assert source_families(s, uuids[0]) == DOWN_FAMILIES
         api = api_gpus(proc.url)
         assert "GPU is hung: nvmlDeviceGetPowerUsage has not returned" in api[uuids[0]]["error"]
 
@@ -159,7 +168,7 @@ def test_hung_call_marks_only_that_gpu_down_and_it_returns(nvml_double: NvmlDoub
 
         nvml_double.gpu(0, hang__nvmlDeviceGetPowerUsage=None)
         s = scrape_until(proc.url, lambda s: up(s, uuids[0]) == 1, what="GPU 0 back")
-        assert "DCGM_FI_DEV_POWER_USAGE" in families_of(s, uuids[0])
+        assert "DCGM_FI_DEV_POWER_USAGE" in source_families(s, uuids[0])
         assert 'msg="GPU back"' in proc.log()
 
 

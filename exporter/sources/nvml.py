@@ -25,7 +25,7 @@ from ..config import NvmlSettings
 from ..logs import event
 from ..snapshot import CollectorStatus, GpuReading, GpuSample
 from .base import SourceUnavailable
-from .nvml_calls import DeviceResult, describe, sample_device
+from .nvml_calls import DeviceResult, RunningProcess, describe, sample_device
 from .nvml_device import Device
 from .nvml_lifecycle import Enumeration, initialise, shutdown
 from .nvml_worker import HungError, NvmlWorker, wait_all
@@ -75,6 +75,10 @@ class NvmlSource:
             with contextlib.suppress(TimeoutError, HungError):  # a hung driver must not hold up the exit
                 await self._control.run(shutdown, timeout=min(1.0, self.settings.call_timeout_seconds))
         self._control.close()
+
+    def running_processes(self) -> dict[str, list[RunningProcess]]:
+        """Compute processes per GPU UUID as of the last cycle (for pod attribution; no NVML call)."""
+        return {uuid: list(dev.processes) for uuid, dev in self._devices.items() if dev.handle is not None}
 
     # -- sampling -------------------------------------------------------------------------------
     async def collect(self) -> GpuReading:

@@ -92,10 +92,28 @@ def _field_number(value: Any) -> float:
     return float(getattr(value.value, member))
 
 
+@dataclass(frozen=True, slots=True)
+class RunningProcess:
+    """One compute process on a GPU (pod attribution's ``GpuProcess`` shape)."""
+
+    pid: int
+    used_memory_bytes: int | None
+
+
+class ProcessReading(dict[str, float]):
+    """The running-processes fields, plus the processes themselves (pod attribution reads them)."""
+
+    processes: tuple[RunningProcess, ...] = ()
+
+
 def _processes(h: Handle) -> dict[str, float]:
     procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
     used = sum(int(p.usedGpuMemory) for p in procs if p.usedGpuMemory is not None)
-    return {"compute_processes": float(len(procs)), "compute_processes_memory_bytes": float(used)}
+    out = ProcessReading(compute_processes=float(len(procs)), compute_processes_memory_bytes=float(used))
+    out.processes = tuple(
+        RunningProcess(int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory)) for p in procs
+    )
+    return out
 
 
 def _ecc(h: Handle) -> dict[str, float]:
@@ -236,6 +254,7 @@ class DeviceResult:
     errors: dict[str, str] = field(default_factory=dict)  # call -> message, for other errors
     succeeded: set[str] = field(default_factory=set)
     lifecycle: str | None = None  # set when a lifecycle error stopped the job
+    processes: tuple[RunningProcess, ...] | None = None  # None: not read this cycle
     ecc_enabled: bool | None = None
     slow_read: bool = False
 
@@ -282,5 +301,7 @@ def sample_device(
             continue
         result.fields.update(values)
         result.succeeded.add(read.call)
+        if isinstance(values, ProcessReading):
+            result.processes = values.processes
     tracker.mark("")
     return result

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..logs import event
 from ..snapshot import GpuIdentity, GpuSample
-from .nvml_calls import CLOCK_EVENT_REASONS_KEY, READS, READS_BY_CALL, DeviceResult, Handle
+from .nvml_calls import CLOCK_EVENT_REASONS_KEY, READS, READS_BY_CALL, DeviceResult, Handle, RunningProcess
 from .nvml_worker import NvmlWorker
 
 log = logging.getLogger("rightsizer.nvml")
@@ -30,6 +30,7 @@ class Device:
     call_errors: dict[str, str] = field(default_factory=dict)  # call -> last error, to log changes only
     slow_fields: dict[str, float] = field(default_factory=dict)  # last values of slow calls
     slow_at: float = float("-inf")
+    processes: tuple[RunningProcess, ...] = ()  # as of the last cycle it answered
 
     def unsupported_fields(self) -> frozenset[str]:
         return frozenset(f for call in self.unsupported for f in READS_BY_CALL[call].fields)
@@ -45,11 +46,13 @@ class Device:
     def down_sample(self, error: str, problems: list[str]) -> GpuSample:
         """Published with its identity (so ``rightsizer_gpu_up 0`` names it) and no fields."""
         problems.append(f"GPU {self.identity.index} ({self.identity.uuid}): {error}")
+        self.processes = ()
         return GpuSample(self.identity, False, error=error)
 
     def sample(self, result: DeviceResult, now: float, problems: list[str]) -> GpuSample:
         """This cycle's sample from a finished job without a lifecycle error."""
         self._note_calls(result)
+        self.processes = result.processes or ()
         if result.slow_read:
             self.slow_at = now
             self.slow_fields = {k: v for k, v in result.fields.items() if k in _SLOW_FIELDS}
