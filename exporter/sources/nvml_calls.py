@@ -269,6 +269,7 @@ def sample_device(
         try:
             current, _pending = pynvml.nvmlDeviceGetEccMode(handle)
             result.ecc_enabled = current == pynvml.NVML_FEATURE_ENABLED
+            result.succeeded.add(ECC_MODE_CALL)
         except pynvml.NVMLError as exc:
             if exc.value in LIFECYCLE_ERRORS:
                 result.lifecycle = f"{ECC_MODE_CALL}: {describe(exc)}"
