@@ -168,12 +168,13 @@ def load_scenario(spec: str) -> Scenario:
     path = scenario_path(spec)
     data = read_yaml(path)
     try:
-        return _scenario(spec, data, load_catalog())
+        return build_scenario(spec, data, load_catalog())
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        raise ConfigError(f"{path}: {str(exc).removeprefix(': ')}") from None
 
 
-def _scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenario:
+def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenario:
+    """A scenario from already-read YAML data (``spec`` names it in the result)."""
     top = build(ScenarioEntry, data, "")
     start = None
     if top.start is not None:
@@ -232,6 +233,8 @@ def _workload(entry: WorkloadEntry | None, spec: GpuSpec, where: str) -> wl.Work
         memory = params["memory_gib"] * GIB
     else:
         memory = params["memory_fraction"] * spec.memory_bytes
+    if "memory_gib" in params and "memory_gib" not in given and "memory_fraction" not in given:
+        memory = min(memory, 0.8 * spec.memory_bytes)  # a kind's default need on a small GPU
     if memory > spec.memory_bytes:
         raise ConfigError(
             f"{where}.workload.memory_gib: {memory / GIB:g} GiB is more than the {spec.key}'s "
