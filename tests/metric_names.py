@@ -17,13 +17,21 @@ _LABEL_OR_STRING = re.compile(
 )
 
 
+_SUFFIXES = {
+    "counter": ("_total",),
+    "histogram": ("_bucket", "_sum", "_count"),
+    "summary": ("_sum", "_count"),
+}
+
+
 def adapter_metric_names() -> set[str]:
-    """The adapter's own metric names, if the adapter publishes a table of them."""
-    try:
-        from adapter import metrics as adapter_metrics  # type: ignore[attr-defined]
-    except ImportError:
-        return set()
-    return {str(name) for name in getattr(adapter_metrics, "METRIC_NAMES", ())}
+    """The sample names of the adapter's own /metrics, read from its registry's families."""
+    from adapter.selfmetrics import AdapterMetrics
+
+    metrics = AdapterMetrics()
+    metrics.attach_cache(lambda: [], lambda: 0)
+    return {family.name + suffix for family in metrics.registry.collect()
+            for suffix in _SUFFIXES.get(family.type, ("",))}
 
 
 def known_names() -> set[str]:
