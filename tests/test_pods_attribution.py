@@ -17,7 +17,9 @@ from exporter.sources.pods.attribution import (
     holders_from,
     label_gpus,
     memory_rows,
+    owners_from,
     pods_by_uid,
+    with_pod,
 )
 from exporter.sources.pods.cgroup import read_cgroup
 from exporter.sources.pods.checkpoint import CheckpointError, parse_checkpoint, read_checkpoint, uid_index
@@ -198,7 +200,7 @@ def test_memory_rows_sum_per_container_with_gpu_and_mig_labels() -> None:
     }
     owners = {(G0.uuid, 1): A, (G0.uuid, 2): A, (G0.uuid, 3): B, (G1.uuid, 4): C, (G1.uuid, 5): C,
               (G2.uuid, 6): C, (MIG.uuid, 7): C}  # fmt: skip
-    rows = memory_rows(gpus, processes, owners)
+    rows = memory_rows(gpus, processes, owners_from(owners, IDENTITIES))
     summary = [(r.gpu.identity.uuid if r.gpu else None, dict(r.labels)["pod"], r.value) for r in rows]
     assert summary == [
         (G0.uuid, "chat-a", 1.5 * 2**30),
@@ -208,3 +210,9 @@ def test_memory_rows_sum_per_container_with_gpu_and_mig_labels() -> None:
     ]
     assert all(r.gpu is not None and r.gpu.pod is None for r in rows)  # pod labels come from the row
     assert rows[0].labels == (("pod", "chat-a"), ("namespace", "serving"), ("container", "vllm"))
+
+
+def test_with_pod_copies_every_field() -> None:
+    full = GpuSample(MIG, True, fields(), frozenset({"energy_joules"}), "slow", B, 0x44)
+    assert with_pod(full, A) == dataclasses.replace(full, pod=A)
+    assert with_pod(full, None) == dataclasses.replace(full, pod=None)

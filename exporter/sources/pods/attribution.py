@@ -159,36 +159,77 @@ def attribute_processes(
     return tuple(out)
 
 
+_SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(GpuSample))
+_set = object.__setattr__
+
+
+def with_pod(sample: GpuSample, pod: PodRef | None) -> GpuSample:
+    """``dataclasses.replace(sample, pod=pod)`` at half the cost (this runs for every device, every
+    cycle): a field-by-field copy of the frozen sample, then the new pod."""
+    new = object.__new__(GpuSample)
+    for name in _SAMPLE_FIELDS:
+        _set(new, name, getattr(sample, name))
+    _set(new, "pod", pod)
+    return new
+
+
 def label_gpus(gpus: tuple[GpuSample, ...], holders: Holders) -> tuple[GpuSample, ...]:
     """The samples with ``pod`` set where exactly one container holds the device, else cleared."""
     out = []
     for g in gpus:
         ref = holders.single(g.identity)
-        out.append(g if g.pod == ref else dataclasses.replace(g, pod=ref))
+        out.append(g if g.pod == ref else with_pod(g, ref))
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class Owners:
+    """Who owns each process, prepared at refresh so that a cycle only adds numbers up.
+
+    ``slot_of`` maps (device UUID, PID) to a slot; a slot is one (device, container) row of
+    ``rightsizer_pod_gpu_memory_used_bytes``, already in output order (GPU, MIG instance, pod).
+    """
+
+    slot_of: Mapping[tuple[str, int], int]
+    slots: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+
+
+def owners_from(owners: Mapping[tuple[str, int], PodRef], identities: Mapping[str, GpuIdentity]) -> Owners:
+    def order(key: tuple[str, PodRef]) -> tuple[int, int, str, str, str]:
+        ident = identities.get(key[0])
+        index = ident.index if ident is not None else 1 << 30
+        mig = ident.mig_instance_id if ident is not None and ident.mig_instance_id is not None else -1
+        return index, mig, key[1].namespace, key[1].pod, key[1].container
+
+    pairs = sorted({(uuid, ref) for (uuid, _), ref in owners.items()}, key=order)
+    slot = {pair: i for i, pair in enumerate(pairs)}
+    slots = tuple(
+        (uuid, (("pod", ref.pod), ("namespace", ref.namespace), ("container", ref.container)))
+        for uuid, ref in pairs
+    )
+    return Owners({(uuid, pid): slot[(uuid, ref)] for (uuid, pid), ref in owners.items()}, slots)
+
+
 def memory_rows(
-    gpus: tuple[GpuSample, ...],
-    processes: Mapping[str, Sequence[GpuProcess]],
-    owners: Mapping[tuple[str, int], PodRef],
+    gpus: tuple[GpuSample, ...], processes: Mapping[str, Sequence[GpuProcess]], owners: Owners
 ) -> tuple[Row, ...]:
     """``rightsizer_pod_gpu_memory_used_bytes`` rows: used memory summed per device and container."""
     by_uuid = {g.identity.uuid: g for g in gpus if g.up}
-    totals: dict[tuple[str, PodRef], float] = defaultdict(float)
+    slot_of = owners.slot_of
+    totals: list[float | None] = [None] * len(owners.slots)
     for uuid, procs in processes.items():
         if uuid not in by_uuid:
             continue
         for proc in procs:
-            ref = owners.get((uuid, proc.pid))
+            slot = slot_of.get((uuid, proc.pid))
             used = proc.used_memory_bytes
-            if ref is not None and used is not None:
-                totals[(uuid, ref)] += used
+            if slot is not None and used is not None:
+                total = totals[slot]
+                totals[slot] = float(used) if total is None else total + used
     rows = []
-    for (uuid, ref), total in totals.items():
-        g = by_uuid[uuid]
-        plain = g if g.pod is None else dataclasses.replace(g, pod=None)
-        labels = (("pod", ref.pod), ("namespace", ref.namespace), ("container", ref.container))
-        rows.append(Row(total, labels, gpu=plain))
-    rows.sort(key=lambda r: (r.gpu.identity.index, r.gpu.identity.mig_instance_id or -1, r.labels))  # type: ignore[union-attr]
+    for slot, total in enumerate(totals):
+        if total is not None:
+            uuid, labels = owners.slots[slot]
+            g = by_uuid[uuid]
+            rows.append(Row(total, labels, gpu=g if g.pod is None else with_pod(g, None)))
     return tuple(rows)

@@ -28,12 +28,14 @@ from .attribution import (
     MEMORY_FAMILY,
     GpuProcess,
     Holders,
+    Owners,
     ProcessLister,
     ProcessVerdict,
     attribute_processes,
     holders_from,
     label_gpus,
     memory_rows,
+    owners_from,
     pods_by_uid,
 )
 from .cgroup import CgroupRef, read_cgroup
@@ -50,7 +52,7 @@ class _Attribution:
     answer: KubeletAnswer
     listed_at: float  # monotonic time of the kubelet answer in use
     holders: Holders
-    owners: Mapping[tuple[str, int], PodRef]
+    owners: Owners
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ class PodAttribution:
             host = _HostReading(host.cgroups, host.uid_pods, lister_problem)
         holders = holders_from(answer)
         verdicts = attribute_processes(holders, self._identities, processes, host.cgroups, host.uid_pods)
-        owners = {(v.device_uuid, v.pid): v.pod for v in verdicts if v.pod is not None}
+        owners = owners_from({(v.device_uuid, v.pid): v.pod for v in verdicts if v.pod}, self._identities)
         self._state = _Attribution(answer, listed_at, holders, owners)
         self._known = frozenset((v.device_uuid, v.pid) for v in verdicts)
         self._finish(started, error, (answer, holders, verdicts, host), "on" if error is None else "keeping")

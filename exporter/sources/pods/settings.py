@@ -54,4 +54,4 @@ class PodSettings:
 
     def validate(self) -> None:
         if self.timeout_seconds >= self.refresh_interval_seconds:
-            raise ValueError("pods.timeout_seconds must be shorter than pods.refresh_interval_seconds")
+            raise ValueError("timeout_seconds must be shorter than refresh_interval_seconds")
