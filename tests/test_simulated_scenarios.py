@@ -168,3 +168,24 @@ def test_cli_reports_a_bad_scenario_in_one_line(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"rightsizer-exporter: {path}: gpus[0] (L4).workload: unknown key 'speed'")
+
+
+def test_docs_describe_every_kind_parameter_and_builtin() -> None:
+    from exporter.sources.sim_scenario import WorkloadEntry
+    from exporter.sources.sim_workloads import COMMON, KINDS, parameters_of
+
+    text = (ROOT / "docs" / "scenarios.md").read_text()
+    rows = {line.split("`")[1]: line for line in text.splitlines() if line.startswith("| `")}
+    for kind in KINDS:
+        for name, default in parameters_of(kind).items():
+            if name in COMMON and COMMON[name] == default:
+                assert f"| `{name}` | `{default:g}` |" in text, name
+            else:  # the kind's row lists it with its default
+                assert f"`{name}` {default:g}" in rows[kind], (kind, name)
+    for field in WorkloadEntry.__dataclass_fields__:
+        assert f"`{field}`" in text, field
+    for name in builtin_names():
+        assert f"| `{name}` |" in text, name
+    for gpu in load_scenario("default").gpus:
+        assert f"`{gpu.name}`" in text and gpu.expect is not None
+        assert gpu.expect.verdict is not None and gpu.expect.verdict in text

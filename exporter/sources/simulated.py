@@ -139,7 +139,7 @@ class SimulatedSource:
         gpus = tuple(
             self._sample(d, t)
             for d in self.devices
-            if not history or t >= self.start_time - d.gpu.history_seconds
+            if not history or self._present(d, t)
         )
         return GpuReading(t, gpus, CollectorStatus(self.name, True, time.perf_counter() - began))
 
@@ -159,7 +159,9 @@ class SimulatedSource:
     def host_cpu_busy_ratio(self, t: float | None = None) -> float:
         """Share of the node's CPU time busy at ``t`` (default: now)."""
         t = self.now() if t is None else t
-        busy = self.scenario.host_cpu_busy_ratio + sum(self._activity(d, t).host_cpu for d in self.devices)
+        busy = self.scenario.host_cpu_busy_ratio + sum(
+            self._activity(d, t).host_cpu for d in self.devices if self._present(d, t)
+        )
         busy *= 1.0 + 0.04 * self._host_noise.signed("load", math.floor(t))
         return round(min(1.0, max(0.0, busy)), 4)
 
@@ -169,13 +171,17 @@ class SimulatedSource:
         out = []
         for d in self.devices:
             q = d.gpu.queue
-            if q is not None:
+            if q is not None and self._present(d, t):
                 a = self._activity(d, t)
                 depth, in_flight = float(round(a.queue_depth)), float(round(a.in_flight))
                 out.append(QueueSample(q.name, dict(q.labels), depth, in_flight, (d.gpu.uuid,)))
         return out
 
     # -- internals ----------------------------------------------------------------------------------
+    def _present(self, d: _Device, t: float) -> bool:
+        """Whether the GPU existed at ``t`` (GPUs with a short ``history_seconds`` appeared lately)."""
+        return t >= self.start_time - d.gpu.history_seconds
+
     def _activity(self, d: _Device, t: float) -> Activity:
         return evaluate(d.gpu.workload, d.noise, t, t - d.began)
 
