@@ -114,6 +114,9 @@ async def test_errors_are_status_objects(make: Make) -> None:
         client, f"{EXT}/namespaces/prod/rightsizer_queue_depth?labelSelector=queue+in+("
     )
     assert_status(answer, 400, "BadRequest")
+    answer = await client_get(client, f"{EXT}/namespaces/Not_A%2FNamespace/rightsizer_queue_depth")
+    assert_status(answer, 400, "BadRequest")
+    assert "not a valid namespace name" in answer[1]["message"]
     for path in ("/openapi/v2", "/openapi/v3", "/openapi/v3/apis/x", "/nowhere", "/apis/nope/v1"):
         assert_status(await client_get(client, path), 404, "NotFound")
     resp = await client.post(f"{EXT}/namespaces/prod/rightsizer_queue_depth")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -43,6 +44,9 @@ KINDS = {
     "daemonsets": ("DaemonSet", "apps/v1"),
     "jobs": ("Job", "batch/v1"),
 }
+
+
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class Failure(Exception):
@@ -86,6 +90,11 @@ def selector_from(query: Mapping[str, str], name: str) -> Selector:
         raise Failure(400, f"invalid {name} {text[:200]!r}: {exc}") from None
 
 
+def check_namespace(namespace: str | None) -> None:
+    if namespace is not None and not _NAMESPACE.match(namespace):
+        raise Failure(400, f"{namespace[:100]!r} is not a valid namespace name (a DNS-1123 label)")
+
+
 def rule_state(cache: Cache, metric: str, api: str) -> RuleState:
     state = cache.states.get(metric)
     if state is None or api not in state.rule.apis:
@@ -99,6 +108,7 @@ def rule_state(cache: Cache, metric: str, api: str) -> RuleState:
 
 def external(cache: Cache, metric: str, namespace: str | None, query: Mapping[str, str]) -> Answer:
     try:
+        check_namespace(namespace)
         state = rule_state(cache, metric, "external")
         selector = selector_from(query, "labelSelector")
     except Failure as exc:
@@ -159,6 +169,7 @@ def custom_pods(
 ) -> Answer:
     """``namespaces/{ns}/pods/{pod|*}/{metric}``: one item per pod, the pod's series combined."""
     try:
+        check_namespace(namespace)
         state = rule_state(cache, metric, "custom")
         pods = selector_from(query, "labelSelector").with_prefix(state.rule.pod_selector_prefix)
         metric_selector = selector_from(query, "metricLabelSelector")
@@ -203,6 +214,7 @@ def custom_object(
     """``namespaces/{ns}/{resource}/{name}/{metric}`` (or root-scoped): exactly one item."""
     plain = resource.split(".", 1)[0]
     try:
+        check_namespace(namespace if plain != "namespaces" else name)
         state = rule_state(cache, metric, "custom")
         metric_selector = selector_from(query, "metricLabelSelector")
     except Failure as exc:
@@ -240,6 +252,7 @@ def selected(
     cache: Cache, metric: str, namespace: str | None, selector_text: str
 ) -> tuple[list[Series], float]:
     """Series of ``metric`` for KEDA (either API); raises Failure."""
+    check_namespace(namespace)
     state = rule_state(cache, metric, "external")
     selector = selector_from({"labelSelector": selector_text}, "labelSelector")
     assert state.vector is not None
