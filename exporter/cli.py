@@ -74,6 +74,20 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
         from .sources.queues.manager import QueueExtension
 
         extensions.append(QueueExtension(cfg.queues, cfg.interval))
+    if cfg.rightsizing.enabled:
+        from .rightsizing.catalog import load_catalog
+        from .rightsizing.extension import QueueExtensionFeed, RightsizingExtension
+
+        queues = next((e for e in extensions if e.name == "queues"), None)
+        extensions.append(
+            RightsizingExtension(
+                cfg.rightsizing,
+                load_catalog(cfg.catalog),
+                cfg.interval,
+                source,
+                QueueExtensionFeed(queues) if queues is not None else None,
+            )
+        )
     return extensions
 
 
@@ -100,16 +114,6 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
         await runner.cleanup()
         why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
         return fail(f"cannot listen on {cfg.listen}: {why}")
-    bound = [f"{a[0]}:{a[1]}" if isinstance(a, tuple) else str(a) for a in runner.addresses]
-    event(
-        log,
-        logging.INFO,
-        "listening",
-        address=",".join(bound) or cfg.listen,
-        version=__version__,
-        source=source.name,
-        interval=cfg.interval,
-    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -119,6 +123,9 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
             await sampler.start()
         except SourceUnavailable as exc:
             return fail(str(exc))
+        bound = [f"{a[0]}:{a[1]}" if isinstance(a, tuple) else str(a) for a in runner.addresses]
+        event(log, logging.INFO, "listening", address=",".join(bound) or cfg.listen, version=__version__,
+              source=source.name, interval=cfg.interval)
         await stop.wait()
         event(log, logging.INFO, "stopping")
     finally:

@@ -128,7 +128,8 @@ class Renderer:
                 if g.up:
                     v = g.fields.get(field)
                     if v is not None:
-                        yield self.gpu_labels(g, host, dcgm), v * scale
+                        # Round away float noise of the unit conversion (7 % is 7, not 7.000000000000001).
+                        yield self.gpu_labels(g, host, dcgm), v if scale == 1.0 else round(v * scale, 6)
         elif scope == "gpu_up":
             for g in snap.gpus:
                 yield self.gpu_labels(g, host, dcgm), 1.0 if g.up else 0.0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nvmldouble
 import pytest
 from nvmldouble import (
     DRIVER_NOT_LOADED,
@@ -25,7 +24,6 @@ from servers import exporter, wait_for
 from exporter.metrics import FAMILIES
 
 # The double's fixtures, used by name.
-nvml_double_lib, nvml_double = nvmldouble.nvml_double_lib, nvmldouble.nvml_double
 
 # The families the GPU source feeds; of these a down GPU keeps only up (0) and info. (Extensions
 # such as right-sizing publish their own per-GPU rows, over their own windows.)

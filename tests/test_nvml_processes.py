@@ -8,12 +8,10 @@ import os
 import subprocess
 import sys
 
-import nvmldouble
 from nvmldouble import NvmlDouble, gpu_values
 from servers import ROOT
 
 # The double's fixtures, used by name.
-nvml_double_lib, nvml_double = nvmldouble.nvml_double_lib, nvmldouble.nvml_double
 
 SCRIPT = """
 import asyncio, json

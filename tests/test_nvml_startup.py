@@ -8,12 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nvmldouble
 from nvmldouble import DRIVER_NOT_LOADED, NvmlDouble, exporter_args
 from servers import ROOT
 
 # The double's fixtures, used by name.
-nvml_double_lib, nvml_double = nvmldouble.nvml_double_lib, nvmldouble.nvml_double
 
 
 def run_exporter(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

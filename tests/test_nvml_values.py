@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nvmldouble
 import pytest
 from nvmldouble import (
     NO_PERMISSION,
@@ -24,7 +23,6 @@ from nvmldouble import (
 from servers import exporter, wait_for
 
 # The double's fixtures, used by name.
-nvml_double_lib, nvml_double = nvmldouble.nvml_double_lib, nvmldouble.nvml_double
 
 MIB = 2**20
 DRIVER = "555.42.06"

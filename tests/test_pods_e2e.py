@@ -9,7 +9,6 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
-import nvmldouble
 import pytest
 import yaml
 from nvmldouble import NvmlDouble, Sample, gpu_values, scrape, scrape_until, value
@@ -19,7 +18,6 @@ from servers import exporter
 
 from exporter.sources.nvml import NvmlSource
 
-nvml_double_lib, nvml_double = nvmldouble.nvml_double_lib, nvmldouble.nvml_double
 PROC = Path(__file__).parent / "fixtures" / "proc"
 GIB = 2**30
 
