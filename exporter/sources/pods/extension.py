@@ -77,6 +77,7 @@ class PodAttribution:
         self._status = CollectorStatus(self.name, False, 0.0, "not refreshed yet")
         self._api: dict[str, Any] = {"enabled": True, "ok": False, "error": "not refreshed yet"}
         self._identities: dict[str, GpuIdentity] = {}
+        self._identity_order: tuple[GpuIdentity, ...] = ()
         self._known: frozenset[tuple[str, int]] = frozenset()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -108,6 +109,7 @@ class PodAttribution:
                 await self.refresh()
             except Exception:  # a bug must not end attribution for the life of the process
                 log.exception("pod attribution refresh failed")
+            self._wake.clear()  # wake-ups during the refresh are answered by it
 
     # -- refresh (off the scrape path) --------------------------------------------------------
     async def refresh(self) -> None:
@@ -210,9 +212,13 @@ class PodAttribution:
             )
             api["pods"] = answer.pods
             api["skipped"] = list(answer.skipped)
+            by_device = {
+                **holders.by_id,
+                **{f"MIG-{parent}/{gi}": refs for (parent, gi), refs in holders.by_mig_instance.items()},
+            }
             api["devices"] = {
                 device: {"containers": [_ref_json(r) for r in refs], "labelled": len(refs) == 1}
-                for device, refs in sorted(holders.by_id.items())
+                for device, refs in sorted(by_device.items())
             }
             api["processes"] = [
                 {
@@ -266,8 +272,10 @@ class PodAttribution:
 
     # -- per cycle (cheap, no I/O) ------------------------------------------------------------
     def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
-        if len(self._identities) != len(gpus) or any(g.identity.uuid not in self._identities for g in gpus):
-            self._identities = {g.identity.uuid: g.identity for g in gpus}
+        identities = tuple(g.identity for g in gpus)
+        if identities != self._identity_order:  # devices came, went or changed (e.g. a new MIG layout)
+            self._identity_order = identities
+            self._identities = {i.uuid: i for i in identities}
         state = self._state
         api = {"pods": self._api}
         if state is None:
