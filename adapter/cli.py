@@ -24,6 +24,7 @@ from .config import DEFAULT_PORT, AdapterConfig, load_config
 from .keda.metrics_api import MetricsApiAuth
 from .keda.scaler import ExternalScaler, start_server
 from .kubernetes.auth import Authenticator, serving_context
+from .kubernetes.pods import PodLister, wanted
 from .selfmetrics import AdapterMetrics
 from .server import create_app
 from .sources import Source
@@ -178,7 +179,11 @@ async def serve(cfg: AdapterConfig) -> int:
     await source.start()
     cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers)
     auth = Authenticator(cfg.requestheader, cfg.authorization, enabled=not cfg.insecure_http)
-    runner = web.AppRunner(create_app(cache, auth, metrics, keda_auth), access_log=None, handle_signals=False)
+    pod_lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None
+    if pod_lister is not None:
+        await pod_lister.start()
+    app = create_app(cache, auth, metrics, keda_auth, pod_lister)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     grpc_server = None
     refresher: asyncio.Task[None] | None = None
@@ -189,7 +194,7 @@ async def serve(cfg: AdapterConfig) -> int:
         except OSError as exc:
             why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
             return fail(f"cannot listen on {cfg.listen}: {why}")
-        fields: dict[str, Any] = {}
+        fields: dict[str, Any] = {"pod_labels": "api" if pod_lister else "series"}
         if cfg.grpc.listen:
             try:
                 grpc_server, grpc_port = await start_server(cfg.grpc, ExternalScaler(cache, metrics))
@@ -227,6 +232,8 @@ async def serve(cfg: AdapterConfig) -> int:
             await grpc_server.stop(grace=1.0)
         await runner.cleanup()
         await source.close()
+        if pod_lister is not None:
+            await pod_lister.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

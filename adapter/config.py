@@ -117,6 +117,25 @@ class DirectSettings:
 
 
 @dataclass(frozen=True)
+class KubernetesSettings:
+    pod_labels: Literal["auto", "api", "series"] = setting(
+        "auto",
+        "Where the pod labels of custom-metrics pods queries come from: the Kubernetes API (api), the "
+        "series' own labels (series), or the API when running in a cluster (auto).",
+    )
+    api_url: str | None = setting(None, "Kubernetes API URL; default: the in-cluster service address.")
+    token_file: str = setting(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token", "Bearer token for the API (re-read per list)."
+    )
+    ca_file: str = setting("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt", "CA of the API server.")
+    insecure_skip_verify: bool = setting(False, "Do not verify the API server's certificate.")
+    pod_list_ttl_seconds: float = setting(
+        15.0, "How long one namespace's pod list is used.", minimum=0, maximum=3600
+    )
+    timeout_seconds: float = setting(5.0, "Deadline of one pod LIST request.", minimum=0.1, maximum=60)
+
+
+@dataclass(frozen=True)
 class AdapterConfig:
     listen: str = setting(
         f":{DEFAULT_PORT}", "HOST:PORT of the HTTPS server (metrics APIs, KEDA metrics-api)."
@@ -133,6 +152,7 @@ class AdapterConfig:
     metrics_api: MetricsApiSettings = setting(MetricsApiSettings(), "KEDA metrics-api endpoint.")
     prometheus: PrometheusSettings = setting(PrometheusSettings(), "Prometheus mode.")
     direct: DirectSettings = setting(DirectSettings(), "Direct mode.")
+    kubernetes: KubernetesSettings = setting(KubernetesSettings(), "Kubernetes API (pod labels).")
     max_cached_answers: int = setting(
         10000, "Distinct (metric, namespace, selector) answers kept per refresh.", minimum=1
     )

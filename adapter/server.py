@@ -18,9 +18,10 @@ from .keda import metrics_api
 from .keda.metrics_api import MetricsApiAuth
 from .kubernetes import apis
 from .kubernetes.answers import status
-from .kubernetes.apis import CACHE, DISCOVERY, respond
+from .kubernetes.apis import CACHE, DISCOVERY, POD_LISTER, respond
 from .kubernetes.auth import Authenticator, Denied
 from .kubernetes.discovery import Discovery
+from .kubernetes.pods import PodLister
 from .selfmetrics import AdapterMetrics
 
 log = logging.getLogger("rightsizer.adapter.server")
@@ -96,13 +97,17 @@ def create_app(
     auth: Authenticator,
     metrics: AdapterMetrics,
     metrics_api_auth: MetricsApiAuth | None,
+    pod_lister: PodLister | None = None,
 ) -> web.Application:
-    """The app; ``metrics_api_auth`` None turns KEDA's metrics-api endpoint off."""
+    """The app; ``metrics_api_auth`` None turns KEDA's metrics-api endpoint off; ``pod_lister`` None
+    matches pods queries' labelSelector against the series' own labels."""
     app = web.Application(middlewares=[middleware], client_max_size=64 * 1024)
     app[CACHE] = cache
     app[DISCOVERY] = Discovery(list(cache.rules.values()))
     app[AUTH] = auth
     app[METRICS] = metrics
+    if pod_lister is not None:
+        app[POD_LISTER] = pod_lister
     for path in ("/healthz", "/livez"):
         app.router.add_get(path, healthz)
     app.router.add_get("/readyz", readyz)

@@ -29,6 +29,7 @@ from adapter.cache import Cache
 from adapter.config import load_config
 from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.auth import Authenticator
+from adapter.kubernetes.pods import PodLister, wanted
 from adapter.kubernetes.quantities import parse_quantity
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
@@ -188,6 +189,7 @@ Make = Callable[..., Awaitable[tuple[TestClient, Cache, ExpositionServer]]]
 @pytest.fixture
 async def make(aiohttp_client: Any) -> AsyncIterator[Make]:
     servers: list[ExpositionServer] = []
+    closing: list[PodLister] = []
 
     async def build(
         text: str = exposition(FLEET), refresh: bool = True, **settings: Any
@@ -196,6 +198,7 @@ async def make(aiohttp_client: Any) -> AsyncIterator[Make]:
         servers.append(srv)
         flags = {
             "direct": {"exporters": [srv.url], "stale_after_seconds": 0},
+            "kubernetes": {"pod_labels": "series"},
             "insecure_http": True,
             "listen": "127.0.0.1:0",
             **settings,
@@ -207,11 +210,16 @@ async def make(aiohttp_client: Any) -> AsyncIterator[Make]:
         cache = Cache(cfg.effective_rules, source, metrics)
         if refresh:
             await cache.refresh_once()
+        lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None
+        if lister is not None:
+            await lister.start()
+            closing.append(lister)
         app = create_app(
             cache,
             Authenticator(cfg.requestheader, cfg.authorization, False),
             metrics,
             MetricsApiAuth(cfg.metrics_api),
+            lister,
         )
         app.on_cleanup.append(lambda _: source.close())
         return await aiohttp_client(app), cache, srv
@@ -219,6 +227,8 @@ async def make(aiohttp_client: Any) -> AsyncIterator[Make]:
     yield build
     for srv in servers:
         await srv.__aexit__()
+    for lister in closing:
+        await lister.close()
 
 
 async def client_get(client: TestClient, path: str, **headers: str) -> tuple[int, Any]:

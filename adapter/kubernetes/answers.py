@@ -165,23 +165,35 @@ def _list(version: str, items: list[Any]) -> Answer:
 
 
 def custom_pods(
-    cache: Cache, version: str, namespace: str, pod: str, metric: str, query: Mapping[str, str]
+    cache: Cache,
+    version: str,
+    namespace: str,
+    pod: str,
+    metric: str,
+    query: Mapping[str, str],
+    pod_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Answer:
-    """``namespaces/{ns}/pods/{pod|*}/{metric}``: one item per pod, the pod's series combined."""
+    """``namespaces/{ns}/pods/{pod|*}/{metric}``: one item per pod, the pod's series combined.
+
+    ``labelSelector`` selects pods by their labels: from ``pod_labels`` (the namespace's pods as
+    the Kubernetes API lists them) when given, else from the series' own labels."""
     try:
         check_namespace(namespace)
         state = rule_state(cache, metric, "custom")
-        pods = selector_from(query, "labelSelector").with_prefix(state.rule.pod_selector_prefix)
+        pods = selector_from(query, "labelSelector")
         metric_selector = selector_from(query, "metricLabelSelector")
     except Failure as exc:
         return status(exc.code, exc.message)
     assert state.vector is not None
     extra = () if pod == "*" else (("pod", pod),)
-    chosen = [
-        s
-        for s in state.vector.select(namespace, state.rule.namespace, metric_selector, extra)
-        if pods.matches(s.labels) and s.labels.get("pod")
-    ]
+    chosen = state.vector.select(namespace, state.rule.namespace, metric_selector, extra)
+    if pod_labels is not None and pods.requirements:
+        on_keys = pods.on_keys()
+        allowed = {name for name, labels in pod_labels.items() if on_keys.matches(labels)}
+        chosen = [s for s in chosen if s.labels.get("pod") in allowed]
+    else:
+        on_series = pods.with_prefix(state.rule.pod_selector_prefix)
+        chosen = [s for s in chosen if s.labels.get("pod") and on_series.matches(s.labels)]
     by_pod: dict[str, list[float]] = {}
     for s in chosen:
         by_pod.setdefault(s.labels["pod"], []).append(s.value)

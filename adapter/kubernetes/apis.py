@@ -11,11 +11,13 @@ from aiohttp import web
 
 from ..cache import Answer, Cache
 from . import answers
-from .answers import CUSTOM_GROUP, EXTERNAL_GROUP, status
+from .answers import CUSTOM_GROUP, EXTERNAL_GROUP, Failure, check_namespace, status
 from .discovery import VERSIONS, Discovery
+from .pods import PodLabels, PodLister, PodListError
 
 CACHE = web.AppKey("cache", Cache)
 DISCOVERY = web.AppKey("discovery", Discovery)
+POD_LISTER = web.AppKey("pod_lister", PodLister)
 JSON = "application/json"
 
 
@@ -43,12 +45,18 @@ async def discovery(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type=JSON)
 
 
-def _custom(cache: Cache, version: str, parts: list[str], request: web.Request) -> Answer:
+def _is_pods_query(parts: list[str]) -> bool:
+    return len(parts) == 5 and parts[0] == "namespaces" and parts[2] == "pods"
+
+
+def _custom(
+    cache: Cache, version: str, parts: list[str], request: web.Request, pod_labels: PodLabels | None
+) -> Answer:
     """Route the path below ``/apis/custom.metrics.k8s.io/{version}/``."""
     query = request.query
-    if len(parts) == 5 and parts[0] == "namespaces" and parts[2] == "pods":
+    if _is_pods_query(parts):
         _, ns, _, pod, metric = parts
-        return answers.custom_pods(cache, version, ns, pod, metric, query)
+        return answers.custom_pods(cache, version, ns, pod, metric, query, pod_labels)
     if len(parts) == 5 and parts[0] == "namespaces":
         _, ns, resource, name, metric = parts
         return answers.custom_object(cache, version, ns, resource, name, metric, query)
@@ -71,8 +79,19 @@ async def apis(request: web.Request) -> web.Response:
     group, version, rest = parts[0], parts[1], parts[2:]
     if group == CUSTOM_GROUP and version in VERSIONS[CUSTOM_GROUP] and all(rest):
         cache = request.app[CACHE]
-        key = ("custom", version, path, request.query_string)
-        return respond(cache.memo(key, lambda: _custom(cache, version, rest, request), _keep))
+        lister = request.app.get(POD_LISTER)
+        pod_labels: PodLabels | None = None
+        listed_at = None
+        if lister is not None and _is_pods_query(rest) and request.query.get("labelSelector", "").strip():
+            try:
+                check_namespace(rest[1])
+                listed_at, pod_labels = await lister.pods(rest[1])
+            except Failure as exc:
+                return respond(status(exc.code, exc.message))
+            except PodListError as exc:
+                return respond(status(503, str(exc)))
+        key = ("custom", version, path, request.query_string, listed_at)
+        return respond(cache.memo(key, lambda: _custom(cache, version, rest, request, pod_labels), _keep))
     if group == EXTERNAL_GROUP and version in VERSIONS[EXTERNAL_GROUP]:
         return respond(status(404, "external metrics are read at namespaces/{namespace}/{metric}"))
     return respond(status(404, f"the server could not find the requested resource {request.path[:200]}"))

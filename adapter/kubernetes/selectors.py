@@ -99,6 +99,10 @@ class Selector:
             tuple(Requirement(r.key, prefix + r.label, r.op, r.values) for r in self.requirements)
         )
 
+    def on_keys(self) -> Selector:
+        """The same requirements on the Kubernetes keys as written (for real objects' labels)."""
+        return Selector(tuple(Requirement(r.key, r.key, r.op, r.values) for r in self.requirements))
+
     def as_label_selector(self) -> dict[str, Any] | None:
         """The metav1.LabelSelector form (``gt``/``lt`` have none and are left out)."""
         if not self.requirements:

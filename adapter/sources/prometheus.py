@@ -134,7 +134,7 @@ class PrometheusSource:
                     self.url,
                     data={"query": promql, "timeout": str(self.cfg.timeout_seconds)},
                     headers=self._auth_headers(),
-                        timeout=timeout,
+                    timeout=timeout,
                 ) as resp,
             ):
                 body = await resp.read()
