@@ -7,6 +7,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .rightsizing.settings import RightsizingSettings
 from .settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 from .sources.pods.settings import PodSettings
 from .sources.queues.settings import QueueSettings, check_queue_names
@@ -87,6 +88,9 @@ class ExporterConfig:
     )
     pods: PodSettings = setting(
         PodSettings(), "Pod attribution from the kubelet pod-resources API; see the Pod attribution section."
+    )
+    rightsizing: RightsizingSettings = setting(
+        RightsizingSettings(), "Right-sizing: windows, verdict and bottleneck thresholds, queue links."
     )
 
     def validate(self) -> None:

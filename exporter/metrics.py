@@ -351,6 +351,82 @@ FAMILIES: tuple[Family, ...] = (
         "extension",
         extra_labels=("queue",),
     ),
+    # --- right-sizing (exporter/rightsizing); rows come from the right-sizing extension ---
+    Family(
+        "rightsizer_gpu_verdict",
+        "gauge",
+        "bool",
+        "Right-sizing verdict over the window: one series per state (idle, overprovisioned, rightsized, "
+        "underprovisioned, insufficient_data), 1 on the current one.",
+        "extension",
+        extra_labels=("gpu", "verdict"),
+    ),
+    Family(
+        "rightsizer_gpu_fit_score",
+        "gauge",
+        "ratio",
+        "How well the GPU fits its work, 0-1: price of the cheapest option that carries it over this "
+        "GPU's price (or the inverse when a bigger one is needed); 0 when idle.",
+        "extension",
+        extra_labels=("gpu",),
+    ),
+    Family(
+        "rightsizer_gpu_bottleneck",
+        "gauge",
+        "bool",
+        "1 while the resource limits the GPU's workload (memory_capacity, memory_bandwidth, compute, "
+        "launch_overhead, data_loading, host_cpu); several may hold.",
+        "extension",
+        extra_labels=("gpu", "bottleneck"),
+    ),
+    Family(
+        "rightsizer_gpu_memory_peak_bytes",
+        "gauge",
+        "bytes",
+        "Peak framebuffer memory used over the window.",
+        "extension",
+        extra_labels=("gpu",),
+    ),
+    Family(
+        "rightsizer_gpu_activity_p95_ratio",
+        "gauge",
+        "ratio",
+        "95th percentile over the window of activity (SM active, else GR engine active, else utilization).",
+        "extension",
+        extra_labels=("gpu",),
+    ),
+    Family(
+        "rightsizer_gpu_recommendation_info",
+        "info",
+        "info",
+        "Recommended catalog option (GPU key, '<GPU key>/<MIG profile>', 'release' or 'none') and the "
+        "reason in a few words; the full reason is in /api/v1/gpus.",
+        "extension",
+        extra_labels=("gpu", "recommended", "reason"),
+    ),
+    Family(
+        "rightsizer_gpu_hourly_savings_dollars",
+        "gauge",
+        "dollars",
+        "Current hourly price minus the recommended option's (negative when the right GPU costs more).",
+        "extension",
+        extra_labels=("gpu",),
+    ),
+    Family(
+        "rightsizer_gpu_window_samples",
+        "gauge",
+        "samples",
+        "Samples in the GPU's right-sizing window.",
+        "extension",
+        extra_labels=("gpu",),
+    ),
+    Family(
+        "rightsizer_host_cpu_busy_ratio",
+        "gauge",
+        "ratio",
+        "Share of the node's CPU time busy (from /proc/stat) at the latest sample.",
+        "extension",
+    ),
 )
 
 FAMILIES_BY_NAME = {f.name: f for f in FAMILIES}

@@ -52,6 +52,8 @@ def test_percentile_is_never_below_the_exact_one_and_at_most_one_bin_above(shape
         assert exact - 1e-12 <= got <= exact + 1.0 / BINS + 1e-12, (exact, got)
         assert w.maximum(signal) == max(column)
         assert w.percentile(signal, 1.0) == max(column)
+        several = sorted({q, 0.99, 0.5, 0.01}, reverse=True)
+        assert w.percentiles(signal, several) == [w.percentile(signal, x) for x in several]
 
 
 @settings(max_examples=200, deadline=None)

@@ -49,10 +49,11 @@ class Evidence:
 
     @property
     def confidence(self) -> float:
-        """History as a share of the window (1 when the window is full)."""
+        """History as a share of the window (1 when the window is full, within 2 %: a full window's
+        samples span a little less than its length)."""
         if self.window_seconds <= 0:
             return 1.0
-        return max(0.0, min(1.0, self.history_seconds / self.window_seconds))
+        return max(0.0, min(1.0, self.history_seconds / (0.98 * self.window_seconds)))
 
     @property
     def memory_peak_ratio(self) -> float | None:

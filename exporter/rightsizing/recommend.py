@@ -13,6 +13,7 @@ are multiplied by ``1 + short_history_widening x (1 - history / window)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .catalog import Candidate, Catalog
 from .evidence import Evidence
@@ -33,6 +34,7 @@ class Demand:
     widening: float
 
 
+@lru_cache(maxsize=4096)
 def current_candidate(catalog: Catalog, model: str, mig_profile: str | None) -> Candidate | None:
     """The catalog option the GPU (or MIG instance) is today, by its NVML name."""
     gpu = catalog.lookup(model)
@@ -87,22 +89,23 @@ def cheapest_fit(
     At equal price the current option wins (no churn for nothing). ``exclude_model`` skips every
     option of the current GPU model (an upgrade must be another GPU).
     """
-    best: Fit | None = None
+    bandwidth = d.binding == "memory bandwidth"
+    mine = current.memory_bandwidth_bytes_per_second if bandwidth else current.fp16_dense_tflops
+    # projected = activity x mine / theirs x widening <= target  <=>  theirs >= needed
+    needed = d.activity * mine * d.widening / s.target_activity_ratio
+    memory, mig_ok, model = d.memory_bytes, s.recommend_mig, current.gpu.key
+    best: Candidate | None = None
     for c in catalog.candidates():  # cheapest first
-        if best is not None and c.hourly_price_dollars > best.candidate.hourly_price_dollars:
+        if best is not None and c.hourly_price_dollars > best.hourly_price_dollars:
             break
-        if c.mig is not None and not s.recommend_mig:
+        if c.memory_bytes < memory or (c.mig is not None and not mig_ok):
             continue
-        if exclude_model and c.gpu.key == current.gpu.key:
-            continue
-        if c.memory_bytes < d.memory_bytes:
-            continue
-        projected = project(d, current, c)
-        if projected > s.target_activity_ratio:
+        theirs = c.memory_bandwidth_bytes_per_second if bandwidth else c.fp16_dense_tflops
+        if theirs <= 0 or theirs < needed or (exclude_model and c.gpu.key == model):
             continue
         if best is None or c.key == current.key:
-            best = Fit(c, projected)
-    return best
+            best = c
+    return None if best is None else Fit(best, project(d, current, best))
 
 
 def gib(n: float) -> str:

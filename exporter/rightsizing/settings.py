@@ -32,8 +32,10 @@ class QueueLink:
 @dataclass(frozen=True)
 class BottleneckSettings:
     percentile: float = setting(
-        0.90, "Percentile of each signal a bottleneck test reads (0.9: high at least 10 % of the time).",
-        minimum=0.5, maximum=1.0,
+        0.90,
+        "Percentile of each signal a bottleneck test reads (0.9: high at least 10 % of the time).",
+        minimum=0.5,
+        maximum=1.0,
     )
     compute_sm_active_ratio: float = setting(
         0.80, "compute: SM active (or activity) at the percentile at or above this.", minimum=0.1, maximum=1.0
@@ -42,8 +44,10 @@ class BottleneckSettings:
         0.60, "memory_bandwidth: DRAM active at the percentile at or above this.", minimum=0.1, maximum=1.0
     )
     memory_capacity_ratio: float = setting(
-        0.95, "memory_capacity: peak memory need at or above this share of the GPU's memory.",
-        minimum=0.5, maximum=1.0,
+        0.95,
+        "memory_capacity: peak memory need at or above this share of the GPU's memory.",
+        minimum=0.5,
+        maximum=1.0,
     )
     launch_overhead_utilization_ratio: float = setting(
         0.80, "launch_overhead: median GPU utilization at or above this ...", minimum=0.1, maximum=1.0
@@ -52,19 +56,25 @@ class BottleneckSettings:
         0.40, "... while median SM active is at or below this.", minimum=0.0, maximum=1.0
     )
     pcie_link_ratio: float = setting(
-        0.70, "data_loading: PCIe throughput at the percentile at or above this share of the link.",
-        minimum=0.1, maximum=1.0,
+        0.70,
+        "data_loading: PCIe throughput at the percentile at or above this share of the link.",
+        minimum=0.1,
+        maximum=1.0,
     )
     starved_activity_ratio: float = setting(
-        0.30, "data_loading: a sample is starved when activity is below this while the host CPU is busy.",
-        minimum=0.0, maximum=1.0,
+        0.30,
+        "data_loading: a sample is starved when activity is below this while the host CPU is busy.",
+        minimum=0.0,
+        maximum=1.0,
     )
     starved_share: float = setting(
         0.20, "data_loading: at least this share of samples starved.", minimum=0.01, maximum=1.0
     )
     host_cpu_busy_ratio: float = setting(
-        0.90, "host_cpu: host CPU busy at the percentile at or above this (also 'busy' for starvation).",
-        minimum=0.1, maximum=1.0,
+        0.90,
+        "host_cpu: host CPU busy at the percentile at or above this (also 'busy' for starvation).",
+        minimum=0.1,
+        maximum=1.0,
     )
 
 
@@ -75,8 +85,10 @@ class RightsizingSettings:
         3600.0, "Length of the rolling window every verdict reads.", minimum=60, maximum=30 * DAY
     )
     window_buckets: int = setting(
-        60, "Time buckets per window (memory is fixed: buckets x signals x 101 counters).",
-        minimum=6, maximum=1440,
+        60,
+        "Time buckets per window (memory is fixed: buckets x signals x 101 counters).",
+        minimum=6,
+        maximum=1440,
     )
     min_samples: int = setting(
         60, "insufficient_data below this many samples in the window.", minimum=1, maximum=10_000_000
@@ -85,43 +97,61 @@ class RightsizingSettings:
         600.0, "insufficient_data while the window covers less time than this.", minimum=0, maximum=30 * DAY
     )
     score_interval_seconds: float = setting(
-        0.0, "Recompute scores at most this often (sample time); 0 scores every cycle.",
-        minimum=0, maximum=3600,
+        0.0,
+        "Recompute scores at most this often (sample time); 0 scores every cycle.",
+        minimum=0,
+        maximum=3600,
     )
     idle_activity_ratio: float = setting(
-        0.05, "idle: activity (SM active, else GR engine active, else utilization) below this ...",
-        minimum=0.0, maximum=0.5,
+        0.05,
+        "idle: activity (SM active, else GR engine active, else utilization) below this ...",
+        minimum=0.0,
+        maximum=0.5,
     )
     idle_after_seconds: float = setting(
-        900.0, "... for at least this long. Memory use never makes a GPU idle or busy.",
-        minimum=60, maximum=30 * DAY,
+        900.0,
+        "... for at least this long. Memory use never makes a GPU idle or busy.",
+        minimum=60,
+        maximum=30 * DAY,
     )
     memory_full_ratio: float = setting(
-        0.95, "underprovisioned: peak memory need at or above this share of the GPU's memory.",
-        minimum=0.5, maximum=1.0,
+        0.95,
+        "underprovisioned: peak memory need at or above this share of the GPU's memory.",
+        minimum=0.5,
+        maximum=1.0,
     )
     saturation_activity_ratio: float = setting(
-        0.90, "underprovisioned: median activity at or above this while a linked queue grows.",
-        minimum=0.5, maximum=1.0,
+        0.90,
+        "underprovisioned: median activity at or above this while a linked queue grows.",
+        minimum=0.5,
+        maximum=1.0,
     )
     queue_growth_min: float = setting(
-        5.0, "A queue grows when its fitted trend rises by at least this many items over the window.",
-        minimum=0.0, maximum=1e9,
+        5.0,
+        "A queue grows when its fitted trend rises by at least this many items over the window.",
+        minimum=0.0,
+        maximum=1e9,
     )
     target_activity_ratio: float = setting(
-        0.70, "A recommended GPU must carry the observed p95 activity at or below this projected activity.",
-        minimum=0.1, maximum=1.0,
+        0.70,
+        "A recommended GPU must carry the observed p95 activity at or below this projected activity.",
+        minimum=0.1,
+        maximum=1.0,
     )
     memory_margin_ratio: float = setting(
         0.15, "A recommended GPU must hold peak memory need x (1 + this).", minimum=0.0, maximum=2.0
     )
     short_history_widening: float = setting(
-        0.5, "With history shorter than the window, margins widen by up to this factor (VPA-style).",
-        minimum=0.0, maximum=5.0,
+        0.5,
+        "With history shorter than the window, margins widen by up to this factor (VPA-style).",
+        minimum=0.0,
+        maximum=5.0,
     )
     min_savings_ratio: float = setting(
-        0.10, "overprovisioned only when the recommendation is at least this much cheaper.",
-        minimum=0.0, maximum=0.9,
+        0.10,
+        "overprovisioned only when the recommendation is at least this much cheaper.",
+        minimum=0.0,
+        maximum=0.9,
     )
     recommend_mig: bool = setting(True, "Consider MIG profiles as well as whole GPUs.")
     procfs_root: str = setting("/proc", "Where /proc/stat is read for host CPU busy.")

@@ -8,7 +8,6 @@ from ..snapshot import GpuSample
 from .catalog import PCIE_LANE_BYTES_PER_SECOND
 from .evidence import Evidence, QueueEvidence
 from .settings import RightsizingSettings
-from .trend import QueueTrend
 from .windows import Window
 
 SIGNALS = (
@@ -58,7 +57,13 @@ def pcie_link_ratio(fields: Mapping[str, float], link_fallback: float | None) ->
 
 class GpuTracker:
     __slots__ = (
-        "activity_source", "busy_at", "identity", "link_fallback", "settings", "starved_below", "window"
+        "activity_source",
+        "busy_at",
+        "identity",
+        "link_fallback",
+        "settings",
+        "starved_below",
+        "window",
     )
 
     def __init__(self, sample: GpuSample, settings: RightsizingSettings, link_fallback: float | None) -> None:
@@ -71,6 +76,11 @@ class GpuTracker:
         self.busy_at = settings.bottlenecks.host_cpu_busy_ratio
 
     def add(self, t: float, sample: GpuSample, host_cpu: float | None) -> None:
+        """Add a sample. One not newer than the newest kept (a repeated reading, e.g. frozen
+        simulated time) adds nothing; one older than the whole window restarts it."""
+        last = self.window.last_timestamp
+        if last is not None and last - self.window.length_seconds <= t <= last:
+            return
         f = sample.fields
         source, activity = activity_of(f)
         if activity is not None:
@@ -96,13 +106,18 @@ class GpuTracker:
             ),
         )
 
-    def evidence(self, queues: Sequence[tuple[str, QueueTrend]] = ()) -> Evidence:
+    def evidence(self, queues: Sequence[QueueEvidence] = ()) -> Evidence:
         w, s = self.window, self.settings
         high = s.bottlenecks.percentile
         total = float(self.identity.memory_total_bytes)
         peak = w.maximum(MEMORY)
         p95_memory = w.percentile(MEMORY, 0.95)
-        starved = w.fraction_at_least(STARVED, 1.0)
+        a99, a95, a50 = w.percentiles(ACTIVITY, (0.99, 0.95, 0.5))
+        sm_high, sm50 = w.percentiles(SM_ACTIVE, (high, 0.5))
+        if high <= 0.95:
+            dram95, dram_high = w.percentiles(DRAM, (0.95, high))
+        else:
+            dram_high, dram95 = w.percentiles(DRAM, (high, 0.95))
         ident = self.identity
         return Evidence(
             samples=w.samples,
@@ -114,23 +129,19 @@ class GpuTracker:
             memory_peak_bytes=None if peak is None else peak * total,
             memory_p95_bytes=None if p95_memory is None else p95_memory * total,
             activity_source=self.activity_source,
-            activity_p50=w.percentile(ACTIVITY, 0.5),
-            activity_p95=w.percentile(ACTIVITY, 0.95),
-            activity_p99=w.percentile(ACTIVITY, 0.99),
+            activity_p50=a50,
+            activity_p95=a95,
+            activity_p99=a99,
             activity_recent_max=w.maximum(ACTIVITY, s.idle_after_seconds),
             utilization_p50=w.percentile(UTILIZATION, 0.5),
-            sm_active_p50=w.percentile(SM_ACTIVE, 0.5),
-            sm_active_high=w.percentile(SM_ACTIVE, high),
+            sm_active_p50=sm50,
+            sm_active_high=sm_high,
             sm_occupancy_p50=w.percentile(OCCUPANCY, 0.5),
             tensor_active_p95=w.percentile(TENSOR, 0.95),
-            dram_active_p95=w.percentile(DRAM, 0.95),
-            dram_active_high=w.percentile(DRAM, high),
+            dram_active_p95=dram95,
+            dram_active_high=dram_high,
             pcie_link_high=w.percentile(PCIE, high),
             host_cpu_high=w.percentile(HOST_CPU, high),
-            starved_share=starved,
-            queues=tuple(
-                QueueEvidence(name, trend.last or 0.0, trend.maximum or 0.0, trend.rise())
-                for name, trend in queues
-                if trend.samples
-            ),
+            starved_share=w.fraction_at_least(STARVED, 1.0),
+            queues=tuple(queues),
         )

@@ -12,13 +12,17 @@ import math
 
 
 class QueueTrend:
-    __slots__ = ("_buckets", "_last", "_last_t", "bucket_count", "width")
+    __slots__ = ("_buckets", "_closed", "_last", "_last_t", "_newest", "bucket_count", "width")
 
     def __init__(self, length_seconds: float, bucket_count: int = 60) -> None:
         self.bucket_count = bucket_count
         self.width = length_seconds / bucket_count
         # bucket number -> [n, Σdt, Σdt², Σy, Σdt·y, max, first t, last t]
         self._buckets: dict[int, list[float]] = {}
+        self._newest: int | None = None
+        # Sums of every bucket but the newest, relative to the oldest bucket's start; recomputed only
+        # when a bucket closes or expires, so reading the trend each cycle is O(1).
+        self._closed: tuple[int, int, list[float]] | None = None
         self._last: float | None = None
         self._last_t: float | None = None
 
@@ -26,15 +30,18 @@ class QueueTrend:
         if depth != depth or math.isinf(depth):
             return
         bucket = math.floor(t / self.width)
-        newest = max(self._buckets) if self._buckets else None
+        newest = self._newest
         if newest is not None and newest - bucket >= self.bucket_count:
             self._buckets.clear()  # time jumped far back: start afresh
-            newest = None
+            newest = self._newest = None
+            self._closed = None
         if newest is not None and bucket < newest:
             bucket = newest  # slightly out of order: count it in the newest bucket
-        oldest_kept = bucket - self.bucket_count + 1
-        for b in [b for b in self._buckets if b < oldest_kept]:
-            del self._buckets[b]
+        if newest is None or bucket > newest:
+            self._newest = bucket
+            oldest_kept = bucket - self.bucket_count + 1
+            for b in [b for b in self._buckets if b < oldest_kept]:
+                del self._buckets[b]
         sums = self._buckets.get(bucket)
         if sums is None:
             sums = self._buckets[bucket] = [0.0, 0.0, 0.0, 0.0, 0.0, -math.inf, t, t]
@@ -44,15 +51,41 @@ class QueueTrend:
         sums[2] += dt * dt
         sums[3] += depth
         sums[4] += dt * depth
-        sums[5] = max(sums[5], depth)
-        sums[6] = min(sums[6], t)
-        sums[7] = max(sums[7], t)
+        if depth > sums[5]:
+            sums[5] = depth
+        if t < sums[6]:
+            sums[6] = t
+        if t > sums[7]:
+            sums[7] = t
         if self._last_t is None or t >= self._last_t:
             self._last, self._last_t = depth, t
 
+    def _totals(self) -> tuple[int, list[float]] | None:
+        """(oldest bucket, [n, Σt, Σt², Σy, Σty, max, first t, last t]), t from the oldest bucket's start."""
+        if not self._buckets or self._newest is None:
+            return None
+        newest = self._newest
+        if self._closed is None or self._closed[1] != newest:  # closed buckets change only then
+            oldest = min(self._buckets)
+            acc = [0.0, 0.0, 0.0, 0.0, 0.0, -math.inf, math.inf, -math.inf]
+            for b, sums in self._buckets.items():
+                if b != newest:
+                    _combine(acc, sums, (b - oldest) * self.width)
+            self._closed = (oldest, newest, acc)
+        oldest = self._closed[0]
+        acc = list(self._closed[2])
+        if newest in self._buckets:
+            _combine(acc, self._buckets[newest], (newest - oldest) * self.width)
+        return oldest, acc
+
+    @property
+    def last_timestamp(self) -> float | None:
+        return self._last_t
+
     @property
     def samples(self) -> int:
-        return int(sum(s[0] for s in self._buckets.values()))
+        totals = self._totals()
+        return 0 if totals is None else int(totals[1][0])
 
     @property
     def last(self) -> float | None:
@@ -60,31 +93,49 @@ class QueueTrend:
 
     @property
     def maximum(self) -> float | None:
-        return max((s[5] for s in self._buckets.values()), default=None)
+        totals = self._totals()
+        return None if totals is None else totals[1][5]
 
     def slope(self) -> float | None:
         """Items per second of the least-squares line through the window's samples."""
-        if not self._buckets:
-            return None
-        ref = min(self._buckets) * self.width
-        n = st = stt = sy = sty = 0.0
-        for b, (bn, sdt, sdt2, sby, sdty, *_rest) in self._buckets.items():
-            o = b * self.width - ref
-            n += bn
-            st += bn * o + sdt
-            stt += bn * o * o + 2 * o * sdt + sdt2
-            sy += sby
-            sty += o * sby + sdty
-        denominator = n * stt - st * st
-        if n < 2 or denominator <= 1e-9 * max(1.0, n * stt):
-            return None
-        return (n * sty - st * sy) / denominator
+        totals = self._totals()
+        return None if totals is None else _slope(totals[1])
+
+    def summary(self) -> tuple[int, float | None, float | None, float]:
+        """(samples, latest depth, maximum depth, rise) in one pass over the bucket sums."""
+        totals = self._totals()
+        if totals is None:
+            return 0, None, None, 0.0
+        acc = totals[1]
+        return int(acc[0]), self._last, acc[5], _rise(acc)
 
     def rise(self) -> float:
         """Items gained over the window along the fitted line (0 without a trend)."""
-        slope = self.slope()
-        if slope is None:
-            return 0.0
-        first = min(s[6] for s in self._buckets.values())
-        last = max(s[7] for s in self._buckets.values())
-        return slope * (last - first)
+        totals = self._totals()
+        return 0.0 if totals is None else _rise(totals[1])
+
+
+def _slope(acc: list[float]) -> float | None:
+    n, st, stt, sy, sty = acc[:5]
+    denominator = n * stt - st * st
+    if n < 2 or denominator <= 1e-9 * max(1.0, n * stt):
+        return None
+    return (n * sty - st * sy) / denominator
+
+
+def _rise(acc: list[float]) -> float:
+    slope = _slope(acc)
+    return 0.0 if slope is None else slope * (acc[7] - acc[6])
+
+
+def _combine(acc: list[float], sums: list[float], o: float) -> None:
+    """Add one bucket's sums, whose dt start ``o`` seconds after the reference, into ``acc``."""
+    bn, sdt, sdt2, sy, sdty, top, first, last = sums
+    acc[0] += bn
+    acc[1] += bn * o + sdt
+    acc[2] += bn * o * o + 2 * o * sdt + sdt2
+    acc[3] += sy
+    acc[4] += o * sy + sdty
+    acc[5] = max(acc[5], top)
+    acc[6] = min(acc[6], first)
+    acc[7] = max(acc[7], last)

@@ -39,6 +39,7 @@ class Assessment:
     fit_score: float | None  # 0-1: 1 when the GPU is the cheapest option that carries its work
     projected_activity: float | None = None  # activity on the recommended option
     memory_need_bytes: float | None = None  # what the recommended option must hold
+    summary: str = ""  # the reason in a few stable words (a label value: no numbers in it)
 
 
 def duration(seconds: float) -> str:
@@ -55,6 +56,22 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.0%}"
 
 
+def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] | None:
+    """Everything ``assess`` reads from the evidence, or None when it would read the sample count and
+    history themselves (not enough data). Equal inputs give equal assessments, so the live engine
+    reuses the last one while a GPU's window summaries stay in the same histogram bins."""
+    if ev.samples < s.min_samples or ev.history_seconds < s.min_history_seconds:
+        return None
+    growth = s.queue_growth_min
+    return (
+        ev.model, ev.mig_profile, ev.memory_total_bytes, ev.memory_peak_bytes, ev.activity_source,
+        ev.activity_p50, ev.activity_p95, ev.activity_recent_max, ev.history_seconds >= s.idle_after_seconds,
+        ev.utilization_p50, ev.sm_active_p50, ev.sm_active_high, ev.dram_active_high, ev.pcie_link_high,
+        ev.host_cpu_high, ev.starved_share, ev.confidence,
+        tuple((q.name, round(q.rise) if q.rise >= growth and q.rise > 0 else None) for q in ev.queues),
+    )  # fmt: skip
+
+
 def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment:
     current = current_candidate(catalog, ev.model, ev.mig_profile)
     current_key = current.key if current else None
@@ -63,7 +80,12 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
             "insufficient_data",
             f"{ev.samples} samples over {duration(ev.history_seconds)}; needs {s.min_samples} samples "
             f"over {duration(s.min_history_seconds)} before judging",
-            (), "none", current_key, None, None,
+            (),
+            "none",
+            current_key,
+            None,
+            None,
+            summary="not enough data yet",
         )
     if (
         ev.activity_recent_max is not None
@@ -76,7 +98,12 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
             "idle",
             f"{ev.activity_source.replace('_', ' ')} below {_pct(s.idle_activity_ratio)} for the last "
             f"{duration(s.idle_after_seconds)} (peak {_pct(ev.activity_recent_max)}){saves}",
-            (), "release", current_key, price, 0.0,
+            (),
+            "release",
+            current_key,
+            price,
+            0.0,
+            summary="idle: release it",
         )
     bottlenecks = find_bottlenecks(ev, s.bottlenecks)
     why = describe(ev, bottlenecks)
@@ -85,28 +112,39 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
         return Assessment(
             "insufficient_data",
             f"GPU model {ev.model!r} is not in the catalog; add it (catalog.extra_gpus) to compare options",
-            bottlenecks, "none", None, None, None,
+            bottlenecks,
+            "none",
+            None,
+            None,
+            None,
+            summary="GPU model not in the catalog",
         )
     return _sized(ev, s, catalog, current, bottlenecks, why)
 
 
 def _sized(
-    ev: Evidence, s: RightsizingSettings, catalog: Catalog, current: Candidate,
-    bottlenecks: tuple[str, ...], why: str,
+    ev: Evidence,
+    s: RightsizingSettings,
+    catalog: Catalog,
+    current: Candidate,
+    bottlenecks: tuple[str, ...],
+    why: str,
 ) -> Assessment:
     peak_ratio = ev.memory_peak_ratio or 0.0
     growing = [q for q in ev.queues if q.rise >= s.queue_growth_min and q.rise > 0]
     memory_full = peak_ratio >= s.memory_full_ratio
     saturated = (ev.activity_p50 or 0.0) >= s.saturation_activity_ratio and bool(growing)
     if memory_full or saturated:
+        kind = "memory full" if memory_full else "saturated while its queue grows"
         if memory_full:
             peak, total = gib(ev.memory_peak_bytes or 0), gib(ev.memory_total_bytes)
             cause = f"peak memory {peak} is {peak_ratio:.0%} of {total}"
         else:
             q = growing[0]
-            cause = f"median activity {_pct(ev.activity_p50)} while queue {q.name!r} grew by {q.rise:.0f}"
+            cause = f"median activity {_pct(ev.activity_p50)} while queue {q.name!r} grew by {round(q.rise)}"
         d = demand(
-            ev, s,
+            ev,
+            s,
             memory_floor=ev.memory_total_bytes if memory_full else 0.0,
             activity_floor=1.0 if saturated else 0.0,
         )
@@ -116,7 +154,14 @@ def _sized(
                 "underprovisioned",
                 f"{cause}; no single catalog GPU holds {gib(d.memory_bytes)} and carries the work at "
                 f"≤ {_pct(s.target_activity_ratio)}: split it across GPUs (tensor parallel).{why}",
-                bottlenecks, "none", current.key, None, None, None, d.memory_bytes,
+                bottlenecks,
+                "none",
+                current.key,
+                None,
+                None,
+                None,
+                d.memory_bytes,
+                summary=f"{kind}: no single GPU is enough",
             )
         up = fit.candidate
         more = up.hourly_price_dollars - current.hourly_price_dollars
@@ -124,10 +169,14 @@ def _sized(
             "underprovisioned",
             f"{cause}; {up.key} holds {gib(d.memory_bytes)} and carries it at {_pct(fit.projected_activity)} "
             f"({d.binding}-bound), ${more:.2f}/h more.{why}",
-            bottlenecks, up.key, current.key,
+            bottlenecks,
+            up.key,
+            current.key,
             current.hourly_price_dollars - up.hourly_price_dollars,
             _ratio(current.hourly_price_dollars, up.hourly_price_dollars),
-            fit.projected_activity, d.memory_bytes,
+            fit.projected_activity,
+            d.memory_bytes,
+            summary=f"{kind}: needs a bigger GPU",
         )
     d = demand(ev, s)
     fit = cheapest_fit(catalog, d, current, s)
@@ -145,9 +194,14 @@ def _sized(
                 "overprovisioned",
                 f"{load} fit {cheaper.key} at {_pct(fit.projected_activity)} projected activity "
                 f"({d.binding}-bound); saves ${saving:.2f}/h.{why}",
-                bottlenecks, cheaper.key, current.key, saving,
+                bottlenecks,
+                cheaper.key,
+                current.key,
+                saving,
                 _ratio(cheaper.hourly_price_dollars, current.hourly_price_dollars),
-                fit.projected_activity, d.memory_bytes,
+                fit.projected_activity,
+                d.memory_bytes,
+                summary=f"a cheaper option carries the work ({d.binding}-bound)",
             )
     if fit is None:
         detail = f"no catalog option carries {load} at ≤ {_pct(s.target_activity_ratio)} activity"
@@ -161,8 +215,18 @@ def _sized(
     if fit is not None and fit.candidate.hourly_price_dollars > current.hourly_price_dollars:
         score = _ratio(current.hourly_price_dollars, fit.candidate.hourly_price_dollars)
     return Assessment(
-        "rightsized", f"{detail}.{why}", bottlenecks, current.key, current.key, 0.0,
-        1.0 if score is None else score, here, d.memory_bytes,
+        "rightsized",
+        f"{detail}.{why}",
+        bottlenecks,
+        current.key,
+        current.key,
+        0.0,
+        1.0 if score is None else score,
+        here,
+        d.memory_bytes,
+        summary="no cheaper option carries the work"
+        if fit is not None
+        else "no catalog option carries the work",
     )
 
 
@@ -172,4 +236,4 @@ def _ratio(a: float, b: float) -> float:
     return max(0.0, min(1.0, a / b))
 
 
-__all__ = ["VERDICTS", "Assessment", "Demand", "assess", "duration"]
+__all__ = ["VERDICTS", "Assessment", "Demand", "assess", "decision_inputs", "duration"]

@@ -61,7 +61,8 @@ class Window:
         self._slot_first = [math.inf] * bucket_count  # earliest sample time per bucket
         self._total_hist = [array("I", _EMPTY) for _ in range(k)]
         self._total_count = [0] * k
-        self._window_max: list[float] | None = None  # cache of the window's maxima, reset by ``add``
+        # The window's maxima: raised by ``add``, recomputed from the buckets after one expires.
+        self._window_max: list[float] | None = None
         self._newest: int | None = None
         self._last_t: float | None = None
 
@@ -77,7 +78,7 @@ class Window:
         self._slot_samples[slot] += 1
         if t < self._slot_first[slot]:
             self._slot_first[slot] = t
-        self._window_max = None
+        window_max = self._window_max
         total_count = self._total_count
         for i, v in enumerate(values):
             if v is None or v != v:
@@ -89,6 +90,8 @@ class Window:
             total_count[i] += 1
             if v > maxes[i]:
                 maxes[i] = v
+                if window_max is not None and v > window_max[i]:
+                    window_max[i] = v
 
     def _advance(self, bucket: int, t: float) -> int:
         newest = self._newest
@@ -129,6 +132,7 @@ class Window:
         self._slot_samples[slot] = 0
         self._slot_first[slot] = math.inf
         self._bucket_of_slot[slot] = None
+        self._window_max = None
 
     def clear(self) -> None:
         for slot in range(self.bucket_count):
@@ -165,23 +169,39 @@ class Window:
         return self._total_count[signal]
 
     def percentile(self, signal: int, q: float) -> float | None:
-        """Nearest-rank percentile ``q`` (0 < q ≤ 1) of the signal, or None with no values."""
+        """Nearest-rank percentile ``q`` (0 < q <= 1) of the signal, or None with no values."""
         n = self._total_count[signal]
         if n == 0:
             return None
         top = self._maxima()[signal]
+        hist = self._total_hist[signal]
         # Scan down from the maximum's bin until the bins seen hold the rank's sample; bins above
         # the maximum are empty, so a busy GPU's p95 or an idle GPU's anything takes a few steps.
         needed = n - max(1, math.ceil(q * n)) + 1
-        hist = self._total_hist[signal]
         b = 0 if top <= 0.0 else (BINS if top >= 1.0 else int(top * BINS))
-        seen = 0
-        while b > 0:
-            seen += hist[b]
-            if seen >= needed:
-                break
+        seen = hist[b]
+        while seen < needed and b > 0:
             b -= 1
+            seen += hist[b]
         return min((b + 1) / BINS, top)
+
+    def percentiles(self, signal: int, qs: Sequence[float]) -> list[float | None]:
+        """Nearest-rank percentiles ``qs`` (in descending order) read in one scan of the histogram."""
+        n = self._total_count[signal]
+        if n == 0:
+            return [None] * len(qs)
+        top = self._maxima()[signal]
+        hist = self._total_hist[signal]
+        out: list[float | None] = []
+        b = 0 if top <= 0.0 else (BINS if top >= 1.0 else int(top * BINS))
+        seen = hist[b]
+        for q in qs:
+            needed = n - max(1, math.ceil(q * n)) + 1
+            while seen < needed and b > 0:
+                b -= 1
+                seen += hist[b]
+            out.append(min((b + 1) / BINS, top))
+        return out
 
     def fraction_at_least(self, signal: int, value: float) -> float | None:
         """Share of the signal's samples in bins at or above the bin of ``value``."""
@@ -195,19 +215,27 @@ class Window:
         cached = self._window_max
         if cached is None:
             live = [m for m, b in zip(self._slot_max, self._bucket_of_slot, strict=True) if b is not None]
-            cached = self._window_max = [max(col) for col in zip(*live, strict=True)] if live else []
+            k = len(self.signals)
+            cached = [max(col) for col in zip(*live, strict=True)] if live else [-math.inf] * k
+            self._window_max = cached
         return cached
 
     def maximum(self, signal: int, seconds: float | None = None) -> float | None:
         """Exact maximum over the window, or over the buckets that overlap the last ``seconds``."""
-        if self._last_t is None:
+        if self._last_t is None or self._newest is None:
             return None
-        since = -math.inf if seconds is None else self._last_t - seconds
-        best = -math.inf
-        for slot, bucket in enumerate(self._bucket_of_slot):
-            if bucket is None or (bucket + 1) * self.width <= since:
-                continue
-            m = self._slot_max[slot][signal]
-            if m > best:
-                best = m
+        if seconds is None:
+            best = self._maxima()[signal]
+        else:
+            since = self._last_t - seconds
+            best = -math.inf
+            bucket = self._newest
+            oldest = bucket - self.bucket_count
+            while bucket > oldest and (bucket + 1) * self.width > since:
+                slot = bucket % self.bucket_count
+                if self._bucket_of_slot[slot] == bucket:
+                    m = self._slot_max[slot][signal]
+                    if m > best:
+                        best = m
+                bucket -= 1
         return None if best == -math.inf else best

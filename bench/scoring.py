@@ -1,0 +1,131 @@
+"""Right-sizing figures (issue 5): CPU per scoring cycle for 64 GPUs with full 1 h windows at 1 s
+sampling, and memory per GPU window.
+
+A cycle is what the sampler runs for the right-sizing extension every interval: add each GPU's
+sample to its window, score every GPU (evidence, verdict, bottlenecks, recommendation), build the
+rows and the /api/v1/gpus additions. GPU readings come from the simulated fleet (the default
+scenario's 8 workloads x 8), so the windows hold realistic distributions; the simulated host CPU
+and queue depths are precomputed so the figures are the engine's own cost.
+
+    .venv/bin/python bench/scoring.py [--gpus 64] [--cycles 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# bench/exporter.py would shadow the exporter package: import from the repository root instead.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from exporter.rightsizing.catalog import load_catalog  # noqa: E402
+from exporter.rightsizing.extension import RightsizingExtension  # noqa: E402
+from exporter.rightsizing.settings import RightsizingSettings  # noqa: E402
+from exporter.rightsizing.tracker import GpuTracker  # noqa: E402
+from exporter.snapshot import GpuReading  # noqa: E402
+from exporter.sources.sim_scenario import scenario_path  # noqa: E402
+from exporter.sources.simulated import SimulatedSource, load_scenario  # noqa: E402
+
+WINDOW = 3600
+DISTINCT = 120  # distinct simulated readings, replayed with fresh timestamps
+
+
+def fleet(gpus: int) -> SimulatedSource:
+    """The default scenario's GPUs, each repeated so the fleet has ``gpus`` GPUs."""
+    data = yaml.safe_load(scenario_path("default").read_text())
+    entries = data["gpus"]
+    per = max(1, gpus // len(entries))
+    for i, e in enumerate(entries):
+        e["count"] = per + (1 if i < gpus - per * len(entries) else 0)
+        e.pop("history_seconds", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return SimulatedSource(load_scenario(str(path)))
+
+
+def readings(src: SimulatedSource) -> list[GpuReading]:
+    now = src.now()
+    return [src.reading_at(now - WINDOW + k * 30.0) for k in range(DISTINCT)]
+
+
+class Replayed:
+    """The simulated host CPU and queues at the pooled readings' times, precomputed, so the figures
+    are the engine's cost and not the simulator's."""
+
+    def __init__(self, src: SimulatedSource, pool: list[GpuReading], t0: float) -> None:
+        self.t0 = t0
+        self.cpu = [src.host_cpu_busy_ratio(r.timestamp) for r in pool]
+        self.queues = [src.queue_samples(r.timestamp) for r in pool]
+
+    def _k(self, t: float | None) -> int:
+        return int((t or 0.0) - self.t0) % DISTINCT
+
+    def host_cpu_busy_ratio(self, t: float | None = None) -> float:
+        return self.cpu[self._k(t)]
+
+    def queue_samples(self, t: float | None = None) -> list[Any]:
+        return self.queues[self._k(t)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", type=int, default=64)
+    ap.add_argument("--cycles", type=int, default=300)
+    args = ap.parse_args()
+    src = fleet(args.gpus)
+    pool = readings(src)
+    t0 = src.now() - 2 * WINDOW
+    ext = RightsizingExtension(RightsizingSettings(), load_catalog(), 1.0, Replayed(src, pool, t0))
+    fill_started = time.perf_counter()
+    for k in range(WINDOW):  # a full hour at 1 s
+        r = pool[k % DISTINCT]
+        ext.feed(t0 + k, r.gpus)
+    fill = time.perf_counter() - fill_started
+    samples = [ext.trackers[g.identity.key].window.samples for g in pool[0].gpus]
+    cpu: list[float] = []
+    wall: list[float] = []
+    gc.collect()
+    for k in range(args.cycles):
+        r = pool[k % DISTINCT]
+        reading = dataclasses.replace(r, timestamp=t0 + WINDOW + k)
+        c0, w0 = time.thread_time(), time.perf_counter()
+        contribution = ext.contribute(reading, reading.gpus)
+        cpu.append(time.thread_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    assert contribution.rows["rightsizer_gpu_verdict"]
+    verdicts = sorted({a.verdict for a in ext.assessments.values()})
+
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    tracker = GpuTracker(pool[0].gpus[1], RightsizingSettings(), None)
+    for k in range(WINDOW):
+        tracker.add(t0 + k, pool[k % DISTINCT].gpus[1], 0.3)
+    per_window = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+
+    ms = sorted(x * 1000 for x in cpu)
+    gpus = len(pool[0].gpus)
+    print(f"GPUs: {gpus}; window {WINDOW} s at 1 s: {min(samples)}-{max(samples)} samples per window")
+    print(f"filling the windows: {fill:.2f} s for {WINDOW * len(pool[0].gpus)} samples")
+    print(f"verdicts in the fleet: {', '.join(verdicts)}")
+    print(
+        f"CPU per scoring cycle ({args.cycles} cycles): mean {statistics.fmean(ms):.2f} ms, "
+        f"p50 {ms[len(ms) // 2]:.2f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms, max {ms[-1]:.2f} ms "
+        f"(wall mean {statistics.fmean(wall) * 1000:.2f} ms)"
+    )
+    print(f"memory per GPU window (full, {WINDOW} samples): {per_window / 1024:.0f} KiB")
+
+
+if __name__ == "__main__":
+    main()

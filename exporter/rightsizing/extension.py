@@ -1,0 +1,224 @@
+"""The right-sizing sampler extension: feeds each GPU's window every cycle, scores, publishes.
+
+Windows run on the samples' own timestamps, so a simulated fleet may run faster than wall time.
+A GPU's window restarts when another pod takes the GPU (the window belongs to the workload). At
+start, a source that can replay its recent past (``history(seconds, step)``, the simulated fleet)
+fills the windows so verdicts are there within seconds. ``contribute`` does no I/O: host CPU comes
+from a background reader of /proc/stat (or the simulated host), queue depth from the queue
+extension's latest values (or the simulated queues).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from ..logs import event
+from ..sampler import Contribution
+from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef
+from .catalog import Catalog
+from .evidence import Evidence, QueueEvidence
+from .hostcpu import HostCpuMonitor
+from .links import QueueReading, linked
+from .publish import LazyApiEntries, RowMaker, summary
+from .settings import RightsizingSettings
+from .tracker import GpuTracker
+from .trend import QueueTrend
+from .verdicts import Assessment, assess, decision_inputs
+
+log = logging.getLogger("rightsizer.rightsizing")
+REPLAY_POINTS = 720  # samples per GPU replayed at start (a 1 h window: one every 5 s)
+
+
+class QueueFeed(Protocol):
+    def queue_readings(self) -> list[QueueReading]: ...
+
+
+class RightsizingExtension:
+    name = "rightsizing"
+
+    def __init__(
+        self,
+        settings: RightsizingSettings,
+        catalog: Catalog,
+        interval: float,
+        source: object | None = None,
+        queues: QueueFeed | None = None,
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.interval = interval
+        self.source = source
+        self.queue_feed = queues
+        self._sim_cpu = getattr(source, "host_cpu_busy_ratio", None)
+        self._sim_queues = getattr(source, "queue_samples", None)
+        self.host_cpu = None if self._sim_cpu else HostCpuMonitor(settings.procfs_root, interval)
+        self.trackers: dict[str, GpuTracker] = {}
+        self.pods: dict[str, PodRef | None] = {}
+        self.queues: dict[str, QueueTrend] = {}
+        self.assessments: dict[str, Assessment] = {}
+        self._evidence: dict[str, Evidence] = {}
+        self._decided: dict[str, tuple[tuple[object, ...] | None, Assessment]] = {}
+        self._links: dict[str, tuple[tuple[PodRef | None, tuple[str, ...]], list[str]]] = {}
+        self._scored_at: float | None = None
+        self.row_maker = RowMaker()
+        self.queue_meta: dict[str, QueueReading] = {}  # latest reading of each queue (for links)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self.host_cpu is not None:
+            await self.host_cpu.start()
+        history = getattr(self.source, "history", None)
+        if history is not None:
+            started = time.perf_counter()
+            seconds = self.settings.window_seconds
+            step = max(self.interval, seconds / REPLAY_POINTS)
+            count = await asyncio.to_thread(self._replay, history(seconds, step))
+            event(
+                log,
+                logging.INFO,
+                "windows filled from history",
+                readings=count,
+                seconds=round(time.perf_counter() - started, 3),
+            )
+
+    async def stop(self) -> None:
+        if self.host_cpu is not None:
+            await self.host_cpu.stop()
+
+    def _replay(self, readings: Iterable[GpuReading]) -> int:
+        count = 0
+        for reading in readings:
+            self.feed(reading.timestamp, reading.gpus)
+            count += 1
+        return count
+
+    # -- feeding ------------------------------------------------------------------------------
+    def _host_cpu(self, t: float) -> float | None:
+        if self._sim_cpu is not None:
+            return float(self._sim_cpu(t))
+        return None if self.host_cpu is None else self.host_cpu.latest
+
+    def _queue_readings(self, t: float) -> list[QueueReading]:
+        if self._sim_queues is not None:
+            return [QueueReading(q.name, q.depth, dict(q.labels), tuple(q.gpus)) for q in self._sim_queues(t)]
+        return self.queue_feed.queue_readings() if self.queue_feed is not None else []
+
+    def feed(self, t: float, gpus: Sequence[GpuSample]) -> None:
+        cpu = self._host_cpu(t)
+        for sample in gpus:
+            if not sample.up:
+                continue
+            key = sample.identity.key
+            tracker = self.trackers.get(key)
+            pod = sample.pod
+            if (
+                tracker is None
+                or tracker.identity != sample.identity
+                or (pod is not None and self.pods.get(key) not in (None, pod))
+            ):
+                spec = self.catalog.lookup(sample.identity.model)
+                tracker = self.trackers[key] = GpuTracker(
+                    sample, self.settings, spec.pcie_bytes_per_second if spec else None
+                )
+            if pod is not None:
+                self.pods[key] = pod
+            tracker.add(t, sample, cpu)
+        for q in self._queue_readings(t):
+            trend = self.queues.get(q.name)
+            if trend is None:
+                trend = self.queues[q.name] = QueueTrend(
+                    self.settings.window_seconds, self.settings.window_buckets
+                )
+            last = trend.last_timestamp
+            if last is None or not last - self.settings.window_seconds <= t <= last:
+                trend.add(t, q.depth)
+            self.queue_meta[q.name] = q
+
+    # -- scoring ------------------------------------------------------------------------------
+    def score(self, gpus: Sequence[GpuSample]) -> None:
+        s = self.settings
+        assessments: dict[str, Assessment] = {}
+        evidence: dict[str, Evidence] = {}
+        queues = {}
+        for name, trend in self.queues.items():
+            n, last, top, rise = trend.summary()
+            if n:
+                queues[name] = QueueEvidence(name, last or 0.0, top or 0.0, rise)
+        metas = tuple(self.queue_meta.values())
+        for sample in gpus:
+            key = sample.identity.key
+            tracker = self.trackers.get(key)
+            if tracker is None:
+                continue
+            link_key = (sample.pod, tuple(self.queue_meta))
+            cached = self._links.get(key)
+            if cached is None or cached[0] != link_key:
+                cached = self._links[key] = (link_key, linked(sample, metas, s.queue_links))
+            ev = tracker.evidence([queues[n] for n in cached[1] if n in queues])
+            inputs = decision_inputs(ev, s)
+            previous = self._decided.get(key)
+            if inputs is not None and previous is not None and previous[0] == inputs:
+                assessments[key] = previous[1]
+            else:
+                assessments[key] = assess(ev, s, self.catalog)
+                self._decided[key] = (inputs, assessments[key])
+            evidence[key] = ev
+        self.assessments, self._evidence = assessments, evidence
+
+    def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
+        started = time.perf_counter()
+        t = reading.timestamp
+        self.feed(t, gpus)
+        due = (
+            self._scored_at is None
+            or t - self._scored_at >= self.settings.score_interval_seconds
+            or t < self._scored_at
+        )
+        if due:
+            self.score(gpus)
+            self._scored_at = t
+        self._forget(gpus, t)
+        rows = self.row_maker.rows(gpus, self.assessments, self._evidence, self._host_cpu(t))
+        entries = LazyApiEntries()
+        for g in gpus:
+            key = g.identity.key
+            if key in self.assessments:
+                entries[g.identity.uuid] = (self.assessments[key], self._evidence[key])
+        api = {"gpus": entries, "rightsizing": summary(self.assessments.values(), self.settings)}
+        status = CollectorStatus(self.name, True, time.perf_counter() - started)
+        return Contribution(rows=rows, api=api, collectors=(status,))
+
+    def _forget(self, gpus: Sequence[GpuSample], t: float) -> None:
+        """Drop windows of GPUs and queues not seen for a whole window (gone from the node)."""
+        present = {g.identity.key for g in gpus}
+        horizon = t - self.settings.window_seconds
+        for key in [k for k, tr in self.trackers.items() if k not in present]:
+            last = self.trackers[key].window.last_timestamp
+            if last is None or last < horizon:
+                del self.trackers[key]
+                self.pods.pop(key, None)
+                self._links.pop(key, None)
+                self._decided.pop(key, None)
+        for name in [n for n, q in self.queues.items() if (q.last_timestamp or 0.0) < horizon]:
+            del self.queues[name]
+            self.queue_meta.pop(name, None)
+
+
+class QueueExtensionFeed:
+    """Latest depths of the configured queue sources (``queues:``), read from their pollers."""
+
+    def __init__(self, queue_extension: Any) -> None:
+        self.ext = queue_extension
+
+    def queue_readings(self) -> list[QueueReading]:
+        out = []
+        for p in getattr(self.ext, "pollers", ()):
+            outcome = p.outcome
+            if outcome is None or outcome.value is None:
+                continue  # not polled yet, or down: no fresh value
+            out.append(QueueReading(p.name, float(outcome.value.depth), dict(p.cfg.labels)))
+        return out

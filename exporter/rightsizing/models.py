@@ -1,0 +1,185 @@
+"""Model architectures for ``rightsizer plan``: a small built-in table, Hugging Face ``config.json``
+files read from disk (never downloaded), or an estimate from the parameter count alone."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class PlanError(Exception):
+    """Input ``rightsizer plan`` cannot work with; the message says what and how to fix it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Architecture:
+    name: str
+    params: float  # total parameters
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int = 32000
+    intermediate: int = 0  # MLP width (0: 4 x hidden)
+    active_params: float | None = None  # mixture of experts: parameters read per token
+    estimated: bool = False  # shape guessed from the parameter count (no architecture given)
+    max_context: int | None = None
+
+    @property
+    def params_per_token(self) -> float:
+        return self.active_params or self.params
+
+
+def _arch(
+    name: str,
+    params: float,
+    layers: int,
+    hidden: int,
+    heads: int,
+    kv: int,
+    vocab: int,
+    intermediate: int,
+    head_dim: int | None = None,
+    active: float | None = None,
+    context: int | None = None,
+) -> Architecture:
+    return Architecture(
+        name,
+        params,
+        layers,
+        hidden,
+        heads,
+        kv,
+        head_dim or hidden // heads,
+        vocab,
+        intermediate,
+        active,
+        False,
+        context,
+    )
+
+
+# Published shapes (each model's config.json on its Hugging Face model card).
+BUILTIN: dict[str, Architecture] = {
+    a.name: a
+    for a in (
+        _arch("llama-2-7b", 6.74e9, 32, 4096, 32, 32, 32000, 11008, context=4096),
+        _arch("llama-2-13b", 13.0e9, 40, 5120, 40, 40, 32000, 13824, context=4096),
+        _arch("llama-2-70b", 69.0e9, 80, 8192, 64, 8, 32000, 28672, context=4096),
+        _arch("llama-3-8b", 8.03e9, 32, 4096, 32, 8, 128256, 14336, context=8192),
+        _arch("llama-3-70b", 70.6e9, 80, 8192, 64, 8, 128256, 28672, context=8192),
+        _arch("llama-3.1-8b", 8.03e9, 32, 4096, 32, 8, 128256, 14336, context=131072),
+        _arch("llama-3.1-70b", 70.6e9, 80, 8192, 64, 8, 128256, 28672, context=131072),
+        _arch("llama-3.1-405b", 405.9e9, 126, 16384, 128, 8, 128256, 53248, context=131072),
+        _arch("mistral-7b", 7.24e9, 32, 4096, 32, 8, 32000, 14336, context=32768),
+        _arch("mixtral-8x7b", 46.7e9, 32, 4096, 32, 8, 32000, 14336, active=12.9e9, context=32768),
+        _arch("qwen2.5-7b", 7.62e9, 28, 3584, 28, 4, 152064, 18944, context=32768),
+        _arch("qwen2.5-72b", 72.7e9, 80, 8192, 64, 8, 152064, 29568, context=32768),
+        _arch("gemma-2-9b", 9.24e9, 42, 3584, 16, 8, 256000, 14336, head_dim=256, context=8192),
+        _arch("phi-3-mini", 3.82e9, 32, 3072, 32, 32, 32064, 8192, context=4096),
+    )
+}
+
+_PARAMS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbt])?\s*$", re.IGNORECASE)
+_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+
+
+def parse_params(text: str) -> float:
+    """'7e9', '7B', '7b', '1.5B', '350M', '7000000000', '7_000_000_000' -> parameters."""
+    m = _PARAMS.match(text.replace("_", "").replace(",", ""))
+    if m is None:
+        raise PlanError(f"--params {text!r} is not a parameter count (examples: 7e9, 7B, 7000000000)")
+    value = float(m.group(1)) * _SUFFIX[(m.group(2) or "").lower()]
+    if not math.isfinite(value) or value < 1e6:
+        raise PlanError(f"--params {text!r}: a model needs at least a million parameters")
+    if value > 1e14:
+        raise PlanError(f"--params {text!r}: more than 100 trillion parameters is not a real model")
+    return value
+
+
+def builtin(name: str) -> Architecture:
+    found = BUILTIN.get(name.strip().lower())
+    if found is None:
+        raise PlanError(
+            f"--model {name!r} is not in the built-in table (known: {', '.join(BUILTIN)}); "
+            "use --config with the model's config.json or --params"
+        )
+    return found
+
+
+def estimate(params: float) -> Architecture:
+    """A Llama-shaped guess from the parameter count: params ~ 12 x layers x hidden^2 with
+    layers = hidden / 128, full multi-head attention (no grouped-query saving: conservative)."""
+    hidden = max(512, round((params * 128 / 12) ** (1 / 3) / 512) * 512)
+    layers = max(1, round(params / (12 * hidden * hidden)))
+    heads = max(1, hidden // 128)
+    return Architecture(
+        f"{params / 1e9:g}B parameters", params, layers, hidden, heads, heads, 128, 32000, 0, None, True, None
+    )
+
+
+def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
+    value = cfg.get(key, default)
+    if value is None:
+        raise PlanError(f"{where}: missing {key!r}; is this a transformer config.json?")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise PlanError(f"{where}: {key!r} must be a positive integer; got {value!r}")
+    return value
+
+
+def from_config(path: str) -> Architecture:
+    """Shape and parameter count of a Hugging Face config.json (Llama-style gated MLP unless the
+    model type says otherwise; mixture of experts counts all experts, and the active ones per token)."""
+    try:
+        cfg = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise PlanError(f"--config {path}: cannot read: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"--config {path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(cfg, dict):
+        raise PlanError(f"--config {path}: must be a JSON object")
+    if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the language model here
+        cfg = {
+            **cfg["text_config"],
+            "model_type": cfg["text_config"].get("model_type", cfg.get("model_type")),
+        }
+    layers = _int(cfg, "num_hidden_layers", path)
+    hidden = _int(cfg, "hidden_size", path)
+    heads = _int(cfg, "num_attention_heads", path)
+    kv = _int(cfg, "num_key_value_heads", path, heads)
+    head_dim = (
+        _int(cfg, "head_dim", path, hidden // heads) if cfg.get("head_dim") is not None else hidden // heads
+    )
+    vocab = _int(cfg, "vocab_size", path, 32000)
+    inter = _int(cfg, "intermediate_size", path, 4 * hidden)
+    if heads % kv:
+        raise PlanError(f"{path}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}")
+    gated = str(cfg.get("model_type", "llama")) not in ("gpt2", "gpt_neox", "opt", "bloom", "falcon", "gptj")
+    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 1)
+    per_token = int(cfg.get("num_experts_per_tok") or experts)
+    attention = hidden * heads * head_dim * 2 + hidden * kv * head_dim * 2
+    mlp = (3 if gated else 2) * hidden * inter
+    embeddings = vocab * hidden * (1 if cfg.get("tie_word_embeddings", True) else 2)  # HF default: tied
+    total = layers * (attention + mlp * experts) + embeddings
+    active = layers * (attention + mlp * per_token) + embeddings if experts > 1 else None
+    name = str(cfg.get("_name_or_path") or Path(path).parent.name or Path(path).name)
+    context = cfg.get("max_position_embeddings")
+    return Architecture(
+        name,
+        float(total),
+        layers,
+        hidden,
+        heads,
+        kv,
+        head_dim,
+        vocab,
+        inter,
+        None if active is None else float(active),
+        False,
+        context if isinstance(context, int) else None,
+    )

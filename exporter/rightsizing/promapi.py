@@ -1,0 +1,121 @@
+"""A small client of the Prometheus HTTP query API (Prometheus, Thanos Query, Mimir, VictoriaMetrics).
+
+Only ``/api/v1/query`` (instant queries) is used, so any server speaking that API works; a path
+prefix in the URL (Mimir's ``/prometheus``) is kept. Every request has a deadline; every expected
+fault becomes a ``ReportError`` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class ReportError(Exception):
+    """``rightsizer report`` cannot go on; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    labels: Mapping[str, str]
+    value: float
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """Prometheus-style durations: 7d, 24h, 90m, 1h30m, 3600s, 2w."""
+    compact = text.strip().lower()
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(compact):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _SECONDS[m.group(2)]
+        pos = m.end()
+    if pos != len(compact) or not compact or total <= 0:
+        raise ReportError(f"{flag} {text!r} is not a duration (examples: 7d, 24h, 90m, 1h30m)")
+    return total
+
+
+def promql_duration(seconds: float) -> str:
+    return f"{max(1, round(seconds))}s"
+
+
+class PrometheusClient:
+    def __init__(self, url: str, timeout: float, headers: Mapping[str, str] | None = None) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ReportError(f"--prometheus-url {url!r} must be an http:// or https:// URL")
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.headers = dict(headers or {})
+
+    def query(self, expr: str, at: float) -> list[Sample]:
+        body = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"}).encode()
+        req = urllib.request.Request(
+            f"{self.url}/api/v1/query",
+            data=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded", **self.headers},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            detail = _error_of(exc.read())
+            raise ReportError(f"Prometheus at {self.url} answered {exc.code} to {expr!r}: {detail}") from None
+        except TimeoutError:
+            raise ReportError(
+                f"Prometheus at {self.url} did not answer within {self.timeout:g} s "
+                "(raise --timeout or shorten --window)"
+            ) from None
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, TimeoutError | socket.timeout):
+                raise ReportError(
+                    f"Prometheus at {self.url} did not answer within {self.timeout:g} s"
+                ) from None
+            why = getattr(reason, "strerror", None) or str(reason)
+            raise ReportError(f"cannot reach Prometheus at {self.url}: {why}") from None
+        except OSError as exc:
+            raise ReportError(f"cannot reach Prometheus at {self.url}: {exc.strerror or exc}") from None
+        return _vector(raw, self.url)
+
+
+def _error_of(raw: bytes) -> str:
+    try:
+        data = json.loads(raw)
+        return str(data.get("error") or data)[:300]
+    except (ValueError, AttributeError):
+        return raw[:200].decode(errors="replace").strip() or "no detail"
+
+
+def _vector(raw: bytes, url: str) -> list[Sample]:
+    try:
+        data = json.loads(raw)
+        if data.get("status") != "success":
+            raise ReportError(f"Prometheus at {url} failed the query: {data.get('error', 'no detail')}")
+        result = data["data"]
+        if result["resultType"] != "vector":
+            raise ReportError(f"Prometheus at {url} answered a {result['resultType']}, not a vector")
+        out = []
+        for item in result["result"]:
+            value = float(item["value"][1])
+            if math.isfinite(value):
+                out.append(Sample(dict(item["metric"]), value))
+        return out
+    except ReportError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+        raise ReportError(
+            f"{url} did not answer like the Prometheus query API (is the URL right? "
+            "Mimir wants its /prometheus prefix)"
+        ) from None

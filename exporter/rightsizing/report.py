@@ -1,0 +1,286 @@
+"""``rightsizer report``: the fleet's verdicts, recommendations and savings from Prometheus history.
+
+One unit of the report is a GPU (or MIG instance) and the pod that used it, exactly as the live
+engine keeps one window per GPU and pod. Its ``Evidence`` comes from PromQL over the window
+(``count_over_time``, ``max_over_time``, ``quantile_over_time``, ``deriv``) on the exporter's
+DCGM-named series, and the same ``assess`` as the live engine decides. Percentiles over long
+windows read a subquery at ``resolution`` instead of every raw sample (Prometheus loads the raw
+samples of a range into memory: 64 GPUs x 7 d at 1 s is 39 M samples per query).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..snapshot import GpuIdentity, GpuSample, PodRef
+from .catalog import PCIE_LANE_BYTES_PER_SECOND, Catalog
+from .evidence import Evidence, QueueEvidence
+from .links import QueueReading, linked
+from .promapi import PrometheusClient, ReportError, Sample, promql_duration
+from .settings import RightsizingSettings
+from .verdicts import Assessment, assess
+
+KEY = ("UUID", "GPU_I_ID", "pod", "namespace", "container")
+BY = ", ".join(KEY)
+IDENTITY = (*KEY, "GPU_I_PROFILE", "modelName", "Hostname", "hostname", "gpu", "instance")
+MIB = 1048576.0
+Key = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Unit:
+    key: Key
+    labels: dict[str, str]
+    evidence: Evidence
+    assessment: Assessment
+    hourly_price_dollars: float | None
+
+
+@dataclass(frozen=True)
+class Fleet:
+    window_seconds: float
+    at: float
+    units: tuple[Unit, ...]
+
+
+def key_of(labels: dict[str, str]) -> Key:
+    return tuple(labels.get(k, "") for k in KEY)
+
+
+class Collector:
+    """Runs the report's queries, one at a time, telling ``progress`` about each."""
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        at: float,
+        window: float,
+        resolution: float | None,
+        progress: Callable[[int, int, str], None],
+    ) -> None:
+        self.client, self.at, self.progress = client, at, progress
+        self.window = window
+        self.w = promql_duration(window)
+        self.sub = f"[{self.w}:{promql_duration(resolution)}]" if resolution else f"[{self.w}]"
+        self.done = 0
+        self.total = 0
+
+    def run(self, what: str, expr: str) -> list[Sample]:
+        self.done += 1
+        self.progress(self.done, self.total, what)
+        return self.client.query(expr, self.at)
+
+    def per_unit(self, what: str, expr: str, scale: float = 1.0) -> dict[Key, float]:
+        return {key_of(dict(s.labels)): s.value * scale for s in self.run(what, f"max by ({BY}) ({expr})")}
+
+    def quantile(self, what: str, q: float, metric: str, scale: float = 1.0) -> dict[Key, float]:
+        return self.per_unit(what, f"quantile_over_time({q}, {metric}{self.sub})", scale)
+
+
+ACTIVITY = (
+    ("sm_active", "DCGM_FI_PROF_SM_ACTIVE", 1.0),
+    ("gr_engine_active", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1.0),
+    ("gpu_utilization", "DCGM_FI_DEV_GPU_UTIL", 0.01),
+)
+
+
+def collect(
+    client: PrometheusClient,
+    at: float,
+    window: float,
+    idle_after: float,
+    resolution: float | None,
+    s: RightsizingSettings,
+    catalog: Catalog,
+    progress: Callable[[int, int, str], None],
+) -> Fleet:
+    c = Collector(client, at, window, resolution, progress)
+    c.total = 26
+    w, high = c.w, s.bottlenecks.percentile
+    ident = c.run("GPUs", f"max by ({', '.join(IDENTITY)}) (last_over_time(DCGM_FI_DEV_FB_USED[{w}]))")
+    if not ident:
+        raise ReportError(
+            f"no GPU series (DCGM_FI_DEV_FB_USED) in Prometheus over the last {w}: is it "
+            "scraping rightsizer-exporter?"
+        )
+    step = promql_duration(max(1.0, min(60.0, window / 2000)))
+    fb = "DCGM_FI_DEV_FB_USED"
+    samples = c.per_unit("samples", f"count_over_time({fb}[{w}])")
+    first = c.run("history", f"min by ({BY}) (min_over_time(timestamp({fb})[{w}:{step}]))")
+    last = c.run("history", f"max by ({BY}) (max_over_time(timestamp({fb})[{w}:{step}]))")
+    first_t = {key_of(dict(x.labels)): x.value for x in first}
+    last_t = {key_of(dict(x.labels)): x.value for x in last}
+    total = c.per_unit("memory", f"max_over_time(rightsizer_gpu_memory_total_bytes[{w}])")
+    peak = c.per_unit("memory peak", f"max_over_time({fb}[{w}])", MIB)
+    mem95 = c.quantile("memory p95", 0.95, fb, MIB)
+    act: dict[str, dict[str, dict[Key, float]]] = {}
+    recent = promql_duration(min(idle_after, window))
+    for name, metric, scale in ACTIVITY:
+        act[name] = {
+            "p50": c.quantile(f"{name} p50", 0.5, metric, scale),
+            "p95": c.quantile(f"{name} p95", 0.95, metric, scale),
+            "p99": c.quantile(f"{name} p99", 0.99, metric, scale),
+            "recent": c.per_unit(f"{name} recent", f"max_over_time({metric}[{recent}])", scale),
+        }
+    sm_high = c.quantile("SM active high", high, "DCGM_FI_PROF_SM_ACTIVE")
+    occupancy = c.quantile("occupancy", 0.5, "DCGM_FI_PROF_SM_OCCUPANCY")
+    tensor = c.quantile("tensor", 0.95, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
+    dram95 = c.quantile("DRAM p95", 0.95, "DCGM_FI_PROF_DRAM_ACTIVE")
+    dram_high = c.quantile("DRAM high", high, "DCGM_FI_PROF_DRAM_ACTIVE")
+    tx = c.quantile("PCIe TX", high, "DCGM_FI_PROF_PCIE_TX_BYTES")
+    rx = c.quantile("PCIe RX", high, "DCGM_FI_PROF_PCIE_RX_BYTES")
+    gen = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_generation_max[{w}])")
+    width = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_width_max[{w}])")
+    cpu = {
+        x.labels.get("instance", ""): x.value
+        for x in c.run(
+            "host CPU",
+            f"max by (instance) (quantile_over_time({high}, rightsizer_host_cpu_busy_ratio{c.sub}))",
+        )
+    }
+    queues = _queues(c)
+    settings = dataclasses.replace(s, window_seconds=window, idle_after_seconds=min(idle_after, window))
+    units = []
+    for sample in ident:
+        labels = {k: v for k, v in sample.labels.items() if k in IDENTITY}
+        k = key_of(labels)
+        model = labels.get("modelName", "")
+        spec = catalog.lookup(model)
+        source = next((n for n, _, _ in ACTIVITY if k in act[n]["p95"]), "gpu_utilization")
+        a = act[source]
+        capacity = total.get(k) or (spec.memory_bytes if spec else 0.0)
+        profile = labels.get("GPU_I_PROFILE") or None
+        if profile and spec and not total.get(k):
+            mig = spec.mig_profile(profile)
+            capacity = mig.memory_bytes if mig else capacity
+        link = (
+            (PCIE_LANE_BYTES_PER_SECOND.get(int(gen[k]), 0.0) * width[k])
+            if k in gen and k in width
+            else (spec.pcie_bytes_per_second if spec else 0.0)
+        )
+        pcie = max(tx.get(k, 0.0), rx.get(k, 0.0)) / link if link and (k in tx or k in rx) else None
+        gpu_sample = _sample(labels, capacity)
+        names = linked(gpu_sample, [q for q, _ in queues.values()], s.queue_links)
+        history = max(0.0, last_t.get(k, 0.0) - first_t.get(k, 0.0))
+        ev = Evidence(
+            samples=int(samples.get(k, 0)),
+            history_seconds=history,
+            window_seconds=window,
+            model=model,
+            mig_profile=profile,
+            memory_total_bytes=capacity,
+            memory_peak_bytes=peak.get(k),
+            memory_p95_bytes=mem95.get(k),
+            activity_source=source,
+            activity_p50=a["p50"].get(k),
+            activity_p95=a["p95"].get(k),
+            activity_p99=a["p99"].get(k),
+            activity_recent_max=a["recent"].get(k),
+            utilization_p50=act["gpu_utilization"]["p50"].get(k),
+            sm_active_p50=act["sm_active"]["p50"].get(k),
+            sm_active_high=sm_high.get(k),
+            sm_occupancy_p50=occupancy.get(k),
+            tensor_active_p95=tensor.get(k),
+            dram_active_p95=dram95.get(k),
+            dram_active_high=dram_high.get(k),
+            pcie_link_high=pcie,
+            host_cpu_high=cpu.get(labels.get("instance", "")),
+            queues=tuple(
+                QueueEvidence(n, q.depth_last, q.depth_max, q.rise * history)
+                for n in names
+                if n in queues
+                for q in (queues[n][1],)
+            ),
+        )
+        assessment = assess(ev, settings, catalog)
+        current = catalog.candidate(assessment.current) if assessment.current else None
+        units.append(Unit(k, labels, ev, assessment, current.hourly_price_dollars if current else None))
+    progress(c.total, c.total, "")
+    return Fleet(window, at, tuple(units))
+
+
+def _sample(labels: dict[str, str], capacity: float) -> GpuSample:
+    """Just enough of a GpuSample for queue links (UUID, index, pod)."""
+    gpu = labels.get("gpu", "")
+    ident = GpuIdentity(
+        int(gpu) if gpu.isdigit() else -1,
+        labels.get("UUID", ""),
+        "",
+        labels.get("modelName", ""),
+        0,
+        "",
+        int(capacity),
+    )
+    pod = (
+        PodRef(labels["pod"], labels.get("namespace", ""), labels.get("container", ""))
+        if labels.get("pod")
+        else None
+    )
+    return GpuSample(ident, True, pod=pod)
+
+
+def _queues(c: Collector) -> dict[str, tuple[QueueReading, QueueEvidence]]:
+    """Each queue's latest reading and its evidence with ``rise`` holding the slope per second."""
+    w = c.w
+    lastv = c.run("queues", f"last_over_time(rightsizer_queue_depth[{w}])")
+    maxv = {
+        x.labels.get("queue", ""): x.value
+        for x in c.run("queues", f"max_over_time(rightsizer_queue_depth[{w}])")
+    }
+    slope = {
+        x.labels.get("queue", ""): x.value for x in c.run("queues", f"deriv(rightsizer_queue_depth[{w}])")
+    }
+    out: dict[str, tuple[QueueReading, QueueEvidence]] = {}
+    for x in lastv:
+        name = x.labels.get("queue", "")
+        labels = {k: v for k, v in x.labels.items() if k not in ("__name__", "instance", "job")}
+        out[name] = (
+            QueueReading(name, x.value, labels),
+            QueueEvidence(name, x.value, maxv.get(name, x.value), slope.get(name, 0.0)),
+        )
+    return out
+
+
+def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
+    """One row per unit, most money first (savings descending; upgrades, then no-data last)."""
+    rows: list[dict[str, Any]] = []
+    for u in fleet.units:
+        a, ev = u.assessment, u.evidence
+        rows.append(
+            {
+                "uuid": u.labels.get("UUID", ""),
+                "gpu": u.labels.get("gpu", ""),
+                "mig_profile": u.labels.get("GPU_I_PROFILE") or None,
+                "host": u.labels.get("Hostname") or u.labels.get("hostname") or u.labels.get("instance", ""),
+                "model": ev.model,
+                "namespace": u.labels.get("namespace") or None,
+                "pod": u.labels.get("pod") or None,
+                "verdict": a.verdict,
+                "current": a.current,
+                "recommended": a.recommended,
+                "hourly_price_dollars": u.hourly_price_dollars,
+                "hourly_savings_dollars": None
+                if a.hourly_savings_dollars is None
+                else round(a.hourly_savings_dollars, 4),
+                "fit_score": None if a.fit_score is None else round(a.fit_score, 3),
+                "bottlenecks": list(a.bottlenecks),
+                "summary": a.summary,
+                "reason": a.reason,
+                "samples": ev.samples,
+                "history_seconds": round(ev.history_seconds),
+                "memory_peak_bytes": None if ev.memory_peak_bytes is None else round(ev.memory_peak_bytes),
+                "activity_p95_ratio": None if ev.activity_p95 is None else round(ev.activity_p95, 4),
+            }
+        )
+    rows.sort(
+        key=lambda r: (
+            r["hourly_savings_dollars"] is None,
+            -(r["hourly_savings_dollars"] or 0.0),
+            -(r["hourly_price_dollars"] or 0.0),
+            r["uuid"],
+        )
+    )
+    return rows

@@ -1,0 +1,250 @@
+"""``rightsizer report``: arguments, progress on a terminal, and the fleet view as table, JSON or CSV."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .catalog import Catalog
+from .links import workload_of
+from .output import money, table, to_csv, to_json
+from .promapi import PrometheusClient, ReportError, parse_duration
+from .report import as_rows, collect
+
+if TYPE_CHECKING:
+    from ..config import ExporterConfig
+
+HOURS_PER_MONTH = 730.0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--prometheus-url",
+        required=True,
+        metavar="URL",
+        help="Prometheus, Thanos Query or Mimir (with its /prometheus prefix) base URL",
+    )
+    p.add_argument("--window", default="7d", help="history to judge, e.g. 7d, 24h, 90m (default 7d)")
+    p.add_argument("--at", metavar="TIME", help="end of the window: Unix seconds or RFC 3339 (default now)")
+    p.add_argument(
+        "--idle-after",
+        metavar="DURATION",
+        help="idle when activity stayed low for this long, up to the window (default: the window)",
+    )
+    p.add_argument(
+        "--resolution",
+        metavar="DURATION",
+        help="step of the subquery percentiles read (default: raw samples up to 1d, else window/10080)",
+    )
+    p.add_argument(
+        "--view", choices=["gpus", "workloads"], default="gpus", help="CSV: which table (default gpus)"
+    )
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument("--timeout", type=float, default=120.0, help="deadline per query in seconds (default 120)")
+    p.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="extra HTTP header, e.g. 'X-Scope-OrgID: team-a' for Mimir (repeatable)",
+    )
+    p.add_argument("--bearer-token-file", metavar="FILE", help="send 'Authorization: Bearer <file contents>'")
+
+
+def _headers(args: argparse.Namespace) -> dict[str, str]:
+    headers = {}
+    for h in args.header:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise ReportError(f"--header {h!r} must be NAME:VALUE")
+        headers[name.strip()] = value.strip()
+    if args.bearer_token_file:
+        try:
+            token = Path(args.bearer_token_file).read_text().strip()
+        except OSError as exc:
+            raise ReportError(
+                f"--bearer-token-file {args.bearer_token_file}: {exc.strerror or exc}"
+            ) from None
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _at(text: str | None) -> float:
+    if text is None:
+        return time.time()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise ReportError(f"--at {text!r} is neither Unix seconds nor an RFC 3339 time") from None
+
+
+class Progress:
+    """One self-overwriting line on stderr when it is a terminal; silent otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        if not self.tty:
+            return
+        if what:
+            sys.stderr.write(f"\r\033[Kquerying Prometheus [{done}/{total}] {what}")
+        else:
+            sys.stderr.write("\r\033[K")
+        sys.stderr.flush()
+
+
+def run(args: argparse.Namespace, catalog: Catalog, cfg: ExporterConfig) -> int:
+    try:
+        window = parse_duration(args.window, "--window")
+        idle_after = parse_duration(args.idle_after, "--idle-after") if args.idle_after else window
+        resolution = parse_duration(args.resolution, "--resolution") if args.resolution else None
+        if resolution is None and window > 86400:
+            resolution = window / 10080
+        if args.timeout <= 0:
+            raise ReportError("--timeout must be positive")
+        client = PrometheusClient(args.prometheus_url, args.timeout, _headers(args))
+        at = _at(args.at)
+        progress = Progress()
+        try:
+            fleet = collect(client, at, window, idle_after, resolution, cfg.rightsizing, catalog, progress)
+        finally:
+            progress(0, 0, "")
+    except ReportError as exc:
+        print(f"rightsizer: {exc}", file=sys.stderr)
+        return 2
+    gpus = as_rows(fleet)
+    workloads = by_workload(gpus)
+    totals = fleet_totals(gpus)
+    if args.format == "json":
+        sys.stdout.write(
+            to_json(
+                {
+                    "prometheus_url": args.prometheus_url,
+                    "window": args.window,
+                    "window_seconds": window,
+                    "at": at,
+                    "totals": totals,
+                    "gpus": gpus,
+                    "workloads": workloads,
+                }
+            )
+        )
+    elif args.format == "csv":
+        rows = gpus if args.view == "gpus" else workloads
+        headers = list(rows[0]) if rows else []
+        sys.stdout.write(to_csv(headers, [[_cell(r[h]) for h in headers] for r in rows]))
+    else:
+        sys.stdout.write(render(args.window, at, totals, gpus, workloads))
+    return 0
+
+
+def _cell(v: Any) -> Any:
+    return ";".join(v) if isinstance(v, list) else v
+
+
+def by_workload(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for g in gpus:
+        key = (g["namespace"] or "", workload_of(g["pod"]) if g["pod"] else "(no pod)")
+        groups.setdefault(key, []).append(g)
+    out: list[dict[str, Any]] = []
+    for (ns, wl), members in groups.items():
+        verdicts = Counter(m["verdict"] for m in members)
+        recommended = Counter(m["recommended"] for m in members)
+        out.append(
+            {
+                "namespace": ns or None,
+                "workload": wl,
+                "gpus": len(members),
+                "verdicts": ", ".join(f"{n} {v}" for v, n in verdicts.most_common()),
+                "recommended": ", ".join(f"{n} x {r}" for r, n in recommended.most_common()),
+                "hourly_price_dollars": round(sum(m["hourly_price_dollars"] or 0.0 for m in members), 4),
+                "hourly_savings_dollars": round(sum(m["hourly_savings_dollars"] or 0.0 for m in members), 4),
+            }
+        )
+    out.sort(key=lambda r: (-r["hourly_savings_dollars"], -r["hourly_price_dollars"], r["workload"]))
+    return out
+
+
+def fleet_totals(gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    price = sum(g["hourly_price_dollars"] or 0.0 for g in gpus)
+    savings = sum(g["hourly_savings_dollars"] for g in gpus if (g["hourly_savings_dollars"] or 0) > 0)
+    upgrades = -sum(g["hourly_savings_dollars"] for g in gpus if (g["hourly_savings_dollars"] or 0) < 0)
+    return {
+        "gpus": len(gpus),
+        "verdicts": dict(Counter(g["verdict"] for g in gpus)),
+        "hourly_price_dollars": round(price, 4),
+        "hourly_savings_dollars": round(savings, 4),
+        "monthly_savings_dollars": round(savings * HOURS_PER_MONTH, 2),
+        "hourly_upgrade_cost_dollars": round(upgrades, 4),
+    }
+
+
+def render(
+    window: str,
+    at: float,
+    totals: dict[str, Any],
+    gpus: list[dict[str, Any]],
+    workloads: list[dict[str, Any]],
+) -> str:
+    when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    head = (
+        f"Fleet over the {window} to {when}: {totals['gpus']} GPUs costing "
+        f"{money(totals['hourly_price_dollars'])}/h. "
+        f"Right-sizing saves {money(totals['hourly_savings_dollars'])}/h "
+        f"({money(totals['monthly_savings_dollars'], 0)}/month)"
+    )
+    if totals["hourly_upgrade_cost_dollars"]:
+        head += f"; upgrades for under-provisioned GPUs add {money(totals['hourly_upgrade_cost_dollars'])}/h"
+    out = [head + ".", ""]
+    out.append(
+        table(
+            ["GPU", "host", "workload", "verdict", "recommended", "saves/h", "bottlenecks", "why"],
+            [
+                [
+                    f"{g['gpu']} {g['model']}" + (f" {g['mig_profile']}" if g["mig_profile"] else ""),
+                    g["host"],
+                    f"{g['namespace']}/{g['pod']}" if g["pod"] else "-",
+                    g["verdict"],
+                    g["recommended"],
+                    money(g["hourly_savings_dollars"]),
+                    ",".join(g["bottlenecks"]) or "-",
+                    g["summary"],
+                ]
+                for g in gpus
+            ],
+            [False, False, False, False, False, True, False, False],
+        )
+    )
+    out += [
+        "",
+        table(
+            ["namespace", "workload", "GPUs", "verdicts", "recommended", "costs/h", "saves/h"],
+            [
+                [
+                    w["namespace"] or "-",
+                    w["workload"],
+                    str(w["gpus"]),
+                    w["verdicts"],
+                    w["recommended"],
+                    money(w["hourly_price_dollars"]),
+                    money(w["hourly_savings_dollars"]),
+                ]
+                for w in workloads
+            ],
+            [False, False, True, False, False, True, True],
+        ),
+    ]
+    out += ["", "Reasons:"]
+    out += [f"  {g['gpu']} {g['uuid']}: {g['verdict']}: {g['reason']}" for g in gpus]
+    return "\n".join(out) + "\n"
