@@ -31,15 +31,23 @@ def mix(x: int) -> int:
 class Noise:
     """Deterministic noise for one GPU: ``unit(stream, bucket)`` in [0, 1)."""
 
-    __slots__ = ("_keys",)
+    __slots__ = ("_fixed", "_keys")
     STREAMS = ("load", "gap", "dram", "power", "temp", "queue", "pcie", "phase", "memory")
 
     def __init__(self, seed: int, gpu: int) -> None:
         base = mix(mix(seed & MASK) ^ (gpu + 1))
         self._keys = {s: mix(base ^ (i + 1) * 0x632BE59BD9B4E019 & MASK) for i, s in enumerate(self.STREAMS)}
+        self._fixed: dict[tuple[str, int], float] = {}
 
     def unit(self, stream: str, bucket: int) -> float:
         return mix(self._keys[stream] ^ (bucket & MASK)) / 18446744073709551616.0
+
+    def fixed(self, stream: str, k: int) -> float:
+        """``unit(stream, k)`` for values that never change (phases, rates), computed once."""
+        value = self._fixed.get((stream, k))
+        if value is None:
+            value = self._fixed[(stream, k)] = self.unit(stream, k)
+        return value
 
     def signed(self, stream: str, bucket: int) -> float:
         """Uniform in [-1, 1)."""
@@ -214,14 +222,14 @@ def evaluate(w: Workload, noise: Noise, t: float, elapsed: float) -> Activity:
     jitter = p["noise"] * noise.signed("load", sec)
     level = 1.0 + jitter
     if "swing" in p:
-        phase = 2 * math.pi * noise.unit("phase", 0)
+        phase = 2 * math.pi * noise.fixed("phase", 0)
         level += p["swing"] * math.sin(2 * math.pi * t / p["period_seconds"] + phase)
     a.pcie_rx = p["pcie_link_ratio"] * (1.0 + 0.05 * noise.signed("pcie", sec))
     a.pcie_tx = a.pcie_rx * 0.25
     scale = 1.0
     if kind == "bursty_inference":
         period, burst = p["period_seconds"], p["burst_seconds"]
-        into = (elapsed + period * noise.unit("phase", 1)) % period
+        into = (elapsed + period * noise.fixed("phase", 1)) % period
         if into < burst:
             a.queue_depth = p["queue_burst_depth"] * into / burst
             a.memory_bytes *= 1.03

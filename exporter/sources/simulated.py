@@ -60,10 +60,14 @@ class _Device:
         "gpu",
         "identity",
         "keep",
+        "last",
+        "last_t",
         "noise",
         "nvlink",
         "origin_bucket",
         "pod",
+        "rate",
+        "rate_bucket",
         "uptime0",
     )
 
@@ -87,13 +91,17 @@ class _Device:
         self.began = start + after if after > 0 else start - scenario.history_seconds
         self.origin_bucket = math.floor(origin / ENERGY_BUCKET_SECONDS)
         # Booted between 1 and 30 days before the origin; the counters start from that uptime.
-        self.uptime0 = 86400.0 * (1 + 29 * self.noise.unit("phase", 7))
+        self.uptime0 = 86400.0 * (1 + 29 * self.noise.fixed("phase", 7))
         # energy[k - base], nvlink[k - base]: joules since boot and MiB over NVLink at the start of
         # bucket origin+k. Only the recent part is kept; older values are recomputed on demand.
         self.base = 0
         self.energy = array("d", [self.board.idle_watts * self.uptime0])
         self.nvlink = array("d", [0.0])
         self.keep = int(scenario.history_seconds / ENERGY_BUCKET_SECONDS) + KEEP_EXTRA_BUCKETS
+        self.last_t: float | None = None
+        self.last: Activity | None = None
+        self.rate_bucket: int | None = None
+        self.rate = (0.0, 0.0)
 
 
 class SimulatedSource:
@@ -183,7 +191,10 @@ class SimulatedSource:
         return t >= self.start_time - d.gpu.history_seconds
 
     def _activity(self, d: _Device, t: float) -> Activity:
-        return evaluate(d.gpu.workload, d.noise, t, t - d.began)
+        if d.last_t == t and d.last is not None:  # collect, host CPU and queues ask the same t
+            return d.last
+        d.last_t, d.last = t, evaluate(d.gpu.workload, d.noise, t, t - d.began)
+        return d.last
 
     def _sample(self, d: _Device, t: float) -> GpuSample:
         a = self._activity(d, t)
@@ -209,7 +220,9 @@ class SimulatedSource:
                 drop = len(d.energy) - d.keep
                 del d.energy[:drop], d.nvlink[:drop]
                 d.base += drop
-        watts, link = self._rates(d, (d.origin_bucket + k + 0.5) * ENERGY_BUCKET_SECONDS)
+        if d.rate_bucket != k:  # the current bucket's rate, once per bucket
+            d.rate_bucket, d.rate = k, self._rates(d, (d.origin_bucket + k + 0.5) * ENERGY_BUCKET_SECONDS)
+        watts, link = d.rate
         part = t - (d.origin_bucket + k) * ENERGY_BUCKET_SECONDS
         return e + watts * part, n + link * part
 
