@@ -80,18 +80,24 @@ class Cache:
             results = {r.name: RuleResult(error=f"refresh took longer than {self.deadline}s") for r in rules}
         now = time.monotonic()
         states = {}
+        failing: dict[str, list[str]] = {}  # new reason → rules that now fail for it
+        recovered: list[str] = []
         for rule in rules:
             result = results.get(rule.name) or RuleResult(error="the source gave no answer for this rule")
             old = self.states[rule.name]
             if result.error is not None:
                 states[rule.name] = RuleState(rule, None, result.error, old.updated)
                 if old.error != result.error:
-                    event(log, logging.WARNING, "rule has no values", rule=rule.name, reason=result.error)
+                    failing.setdefault(result.error, []).append(rule.name)
                 continue
             series = add_workload(result.series) if rule.workload_from_pod else result.series
             states[rule.name] = RuleState(rule, Vector(series, result.timestamp), None, now)
             if old.error is not None and old.updated is not None:
-                event(log, logging.INFO, "rule has values again", rule=rule.name)
+                recovered.append(rule.name)
+        for reason, names in failing.items():  # one line per cause, not one per rule
+            event(log, logging.WARNING, "rules have no values", rules=",".join(names), reason=reason)
+        if recovered:
+            event(log, logging.INFO, "rules have values again", rules=",".join(recovered))
         self.states = states
         self.answers = {}
         self.generation += 1
