@@ -1,0 +1,147 @@
+"""A Prometheus configured by deploy/prometheus/scrape-configs.yaml, with deploy/monitoring's rules,
+scraping the simulated exporter (with real queue sources) and the adapter: what the dashboards,
+rules and scrape configuration are tested against.
+
+Only the discovery mechanism is swapped: Kubernetes endpoints discovery (which Debian's Prometheus
+is built without) becomes file discovery of targets carrying the same ``__meta_kubernetes_*``
+labels, so the job's own relabelling decides what is scraped, as it would in a cluster. The
+scrape interval is 1 s instead of 15 s so the tests do not wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from adapter_support import get, start_adapter
+from queue_fakes import TEXT, FakeHttpServer, VllmMetrics
+from servers import ROOT, Process, exporter, prometheus, redis_server
+
+SCRAPE_CONFIGS = ROOT / "deploy" / "prometheus" / "scrape-configs.yaml"
+PROMETHEUS_RULE = ROOT / "deploy" / "monitoring" / "prometheusrule.yaml"
+# (address, service, port name): a target as Kubernetes endpoints discovery would present it.
+Endpoint = tuple[str, str, str]
+
+
+def endpoint_labels(service: str, port: str) -> dict[str, str]:
+    return {"__meta_kubernetes_namespace": "rightsizer", "__meta_kubernetes_service_name": service,
+            "__meta_kubernetes_endpoint_port_name": port}
+
+
+def discovery(endpoints: Sequence[Endpoint]) -> str:
+    """A file-discovery document listing ``endpoints``."""
+    return json.dumps([{"targets": [address], "labels": endpoint_labels(service, port)}
+                       for address, service, port in endpoints])
+
+
+def scrape_jobs(endpoints: Sequence[Endpoint], workdir: Path) -> str:
+    """deploy/prometheus's jobs, discovering ``endpoints`` from files, as scrape_configs items."""
+    jobs = yaml.safe_load(SCRAPE_CONFIGS.read_text())["scrape_configs"]
+    targets = workdir / "endpoints.json"
+    targets.write_text(discovery(endpoints))
+    for job in jobs:
+        assert job.pop("kubernetes_sd_configs"), job["job_name"]
+        job["file_sd_configs"] = [{"files": [str(targets)], "refresh_interval": "1s"}]
+        job["scrape_interval"] = job["scrape_timeout"] = "1s"
+    return yaml.safe_dump(jobs, sort_keys=False)
+
+
+def rules_file(workdir: Path) -> Path:
+    path = workdir / "rightsizer.rules.yaml"
+    path.write_text(yaml.safe_dump(yaml.safe_load(PROMETHEUS_RULE.read_text())["spec"], sort_keys=False))
+    return path
+
+
+@contextlib.contextmanager
+def plain_prometheus(endpoints: Sequence[Endpoint], with_rules: bool = False) -> Iterator[Process]:
+    workdir = Path(tempfile.mkdtemp(prefix="scrape-configs-"))
+    extra = "\n".join("  " + line for line in scrape_jobs(endpoints, workdir).splitlines())
+    if with_rules:
+        extra += f"\nrule_files:\n  - {json.dumps(str(rules_file(workdir)))}\n"
+    with prometheus({}, scrape_interval="1s", extra_config=extra) as prom:
+        yield prom
+
+
+@dataclass
+class Stack:
+    prometheus: Process
+    exporter: Process
+    adapter: Process
+    redis_port: int
+
+
+def exporter_config(redis_url: str, vllm_url: str, workdir: Path) -> Path:
+    """Two real queue sources beside the simulated fleet: a Redis list and a vLLM server."""
+    config = {"queues": [
+        {"name": "jobs", "kind": "redis", "url": redis_url, "key": "jobs",
+         "labels": {"namespace": "demo", "workload": "worker"}},
+        {"name": "chat", "kind": "vllm", "url": vllm_url,
+         "labels": {"namespace": "llm", "workload": "chat-8b"}},
+    ]}
+    path = workdir / "exporter.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def redis_push(port: int, key: str, items: int) -> None:
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+    client.rpush(key, *range(items))
+    client.close()
+
+
+def exercise_adapter(adapter: Process) -> None:
+    """One request of each kind, so the adapter's request and gRPC series exist."""
+    import grpc
+
+    from adapter.keda import externalscaler_pb2 as pb
+    from adapter.keda import externalscaler_pb2_grpc as pb_grpc
+
+    for path in ("/apis/external.metrics.k8s.io/v1beta1/namespaces/demo/rightsizer_queue_depth",
+                 "/keda/v1/metrics/rightsizer_queue_depth?namespace=demo&labelSelector=queue%3Djobs"):
+        code, _, body = get(adapter.url + path)
+        assert code == 200, (path, code, body[:300])
+    metadata = {"metric": "rightsizer_queue_depth", "labelSelector": "queue=jobs"}
+    ref = pb.ScaledObjectRef(name="worker", namespace="demo", scalerMetadata=metadata)
+    with grpc.insecure_channel(adapter.extra["grpc"]) as channel:
+        pb_grpc.ExternalScalerStub(channel).GetMetrics(
+            pb.GetMetricsRequest(scaledObjectRef=ref, metricName="rightsizer_queue_depth"), timeout=5)
+
+
+@contextlib.contextmanager
+def monitoring_stack() -> Iterator[Stack]:
+    workdir = Path(tempfile.mkdtemp(prefix="monitoring-stack-"))
+    vllm = VllmMetrics()
+    vllm.set([4.0], [2.0])
+    with redis_server() as redis, FakeHttpServer() as http:
+        http.route("/metrics", body=vllm.render, content_type=TEXT)
+        redis_push(redis.extra["port"], "jobs", 12)
+        config = exporter_config(redis.url, http.url("/metrics"), workdir)
+        with exporter(["--simulate", "--config", str(config)]) as exp:
+            exporter_address = exp.url.removeprefix("http://")
+            # The adapter's address is only known once it runs, after Prometheus: it is added to
+            # the discovery file then (file discovery picks changes up by itself).
+            exporter_endpoint = (exporter_address, "rightsizer-exporter", "metrics")
+            with plain_prometheus([exporter_endpoint], with_rules=True) as prom:
+                adapter = start_adapter(["--prometheus-url", prom.url, "--refresh-interval", "1",
+                                         "--grpc-listen", "127.0.0.1:0"], ready=False)
+                try:
+                    adapter_address = adapter.url.removeprefix("https://")
+                    adapter_endpoint = (adapter_address, "rightsizer-adapter", "https")
+                    _discovery_file(prom).write_text(discovery([exporter_endpoint, adapter_endpoint]))
+                    yield Stack(prom, exp, adapter, redis.extra["port"])
+                finally:
+                    adapter.stop()
+
+
+def _discovery_file(prom: Process) -> Path:
+    config: Mapping[str, Any] = yaml.safe_load((Path(prom.extra["workdir"]) / "prometheus.yml").read_text())
+    (path,) = {f for job in config["scrape_configs"] for sd in job["file_sd_configs"] for f in sd["files"]}
+    return Path(path)

@@ -1,0 +1,203 @@
+"""deploy/ is wired to the programs it runs: flags and config files the commands accept, ports they
+listen on, probe paths they answer without a client certificate, selectors that select, names that
+resolve, metrics HPA and KEDA ask for that the adapter serves, and a plain Prometheus scrape
+configuration that keeps exactly our targets with their GPU labels.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+import yaml
+from adapter_support import adapter as running_adapter
+from adapter_support import get
+from kube import DEPLOY, named, render
+from monitoring_stack import plain_prometheus
+from prometheus_client.parser import text_string_to_metric_families
+from servers import ROOT, exporter, prom_query, wait_for
+
+from adapter.config import DEFAULT_PORT as ADAPTER_PORT
+from adapter.rules import BUILTIN_RULES
+from exporter.config import DEFAULT_PORT as EXPORTER_PORT
+
+
+def objects(name: str) -> list[dict[str, Any]]:
+    return render(DEPLOY / name)
+
+
+def container(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (c,) = named(objs, kind, name)["spec"]["template"]["spec"]["containers"]
+    return dict(c)
+
+
+def config_data(objs: list[dict[str, Any]], name: str, key: str, tmp_path: Path) -> Path:
+    path = tmp_path / key
+    path.write_text(named(objs, "ConfigMap", name)["data"][key])
+    return path
+
+
+def with_config(args: list[str], config: Path) -> list[str]:
+    """The container's arguments with its mounted config file replaced by a local copy."""
+    out = [f"--config={config}" if a.startswith("--config=") else a for a in args]
+    if "--config" in out:
+        out[out.index("--config") + 1] = str(config)
+    return out
+
+
+def run(module: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("overlay", ["base", "examples/demo"])
+def test_exporter_accepts_its_arguments_and_config(overlay: str, tmp_path: Path) -> None:
+    objs = objects(overlay)
+    c = container(objs, "DaemonSet", "rightsizer-exporter")
+    assert c["command"] == ["rightsizer-exporter"]
+    config = config_data(objs, "rightsizer-exporter", "exporter.yaml", tmp_path)
+    result = run("exporter", [*with_config(c["args"], config), "--check-config"])
+    assert result.returncode == 0, result.stderr
+    assert c["ports"][0]["containerPort"] == EXPORTER_PORT
+
+
+def test_adapter_accepts_its_arguments_and_config(tmp_path: Path) -> None:
+    objs = objects("base")
+    c = container(objs, "Deployment", "rightsizer-adapter")
+    assert c["command"] == ["rightsizer-adapter"]
+    config = config_data(objs, "rightsizer-adapter", "adapter.yaml", tmp_path)
+    result = run("adapter", [*with_config(c["args"], config), "--check-config"])
+    assert result.returncode == 0, result.stderr
+    assert "prometheus mode" in result.stdout
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert f"--listen=:{ports['https']}" in c["args"] and ports["https"] == ADAPTER_PORT
+    assert f"--grpc-listen=:{ports['grpc']}" in c["args"]
+
+
+def test_exporter_answers_its_probes(tmp_path: Path) -> None:
+    objs = objects("base")
+    c = container(objs, "DaemonSet", "rightsizer-exporter")
+    config = config_data(objs, "rightsizer-exporter", "exporter.yaml", tmp_path)
+    with exporter([*with_config(c["args"], config), "--simulate"]) as exp:
+        for probe in ("livenessProbe", "readinessProbe"):
+            assert c[probe]["httpGet"]["port"] == "metrics"
+            assert get(exp.url + c[probe]["httpGet"]["path"])[0] == 200, probe
+
+
+def test_adapter_answers_probes_and_scrapes_without_a_client_certificate(tmp_path: Path) -> None:
+    """As deployed (front-proxy CA configured), the kubelet's probes and Prometheus still get in;
+    the metrics APIs do not, without the aggregator's certificate."""
+    objs = objects("base")
+    c = container(objs, "Deployment", "rightsizer-adapter")
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "front-proxy-ca.crt"))
+    config = config_data(objs, "rightsizer-adapter", "adapter.yaml", tmp_path)
+    args = [a for a in with_config(c["args"], config) if not a.startswith(("--listen=", "--grpc-listen=",
+                                                                           "--prometheus-url="))]
+    args = [f"--requestheader-client-ca-file={tmp_path / 'front-proxy-ca.crt'}" if a.startswith(
+        "--requestheader-client-ca-file=") else a for a in args]
+    with exporter(["--simulate"]) as exp, running_adapter([*args, "--exporter", exp.url]) as adp:
+        for probe in ("livenessProbe", "readinessProbe"):
+            http = c[probe]["httpGet"]
+            assert (http["scheme"], http["port"]) == ("HTTPS", "https")
+            assert get(adp.url + http["path"])[0] == 200, probe
+        assert get(adp.url + "/metrics")[0] == 200
+        external = "/apis/external.metrics.k8s.io/v1beta1/namespaces/demo/rightsizer_queue_depth"
+        assert get(adp.url + external)[0] == 401
+
+
+def test_selectors_select_and_names_resolve() -> None:
+    objs = objects("base") + objects("monitoring")
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for o in objs:
+        by_kind.setdefault(o["kind"], []).append(o)
+    for svc in by_kind["Service"]:
+        selector = svc["spec"]["selector"].items()
+        workloads = [w for w in by_kind["Deployment"] + by_kind["DaemonSet"]
+                     if selector <= w["spec"]["template"]["metadata"]["labels"].items()]
+        assert len(workloads) == 1, svc["metadata"]["name"]
+        port_names = {p["name"] for p in workloads[0]["spec"]["template"]["spec"]["containers"][0]["ports"]}
+        assert {p["targetPort"] for p in svc["spec"]["ports"]} <= port_names
+    for monitor in by_kind["ServiceMonitor"]:
+        services = [s for s in by_kind["Service"]
+                    if monitor["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()]
+        assert len(services) == 1, monitor["metadata"]["name"]
+        assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in services[0]["spec"]["ports"]}
+    (pdb,) = by_kind["PodDisruptionBudget"]
+    deployment = named(objs, "Deployment", "rightsizer-adapter")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"][
+        "labels"].items()
+    assert deployment["spec"]["replicas"] == 2 and pdb["spec"]["minAvailable"] == 1
+    accounts = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in by_kind["ServiceAccount"]}
+    for binding in by_kind["RoleBinding"] + by_kind["ClusterRoleBinding"]:
+        assert {(s["namespace"], s["name"]) for s in binding["subjects"]} <= accounts
+    for api in by_kind["APIService"]:
+        ref = api["spec"]["service"]
+        svc = named(objs, "Service", ref["name"])
+        assert svc["metadata"]["namespace"] == ref["namespace"]
+        assert ref["port"] in {p["port"] for p in svc["spec"]["ports"]}
+
+
+def test_exporter_limits_are_far_under_dcgm_exporters() -> None:
+    c = container(objects("base"), "DaemonSet", "rightsizer-exporter")
+    limit = c["resources"]["limits"]["memory"]
+    assert limit.endswith("Mi") and int(limit[:-2]) <= 256  # dcgm-exporter: 512Mi
+
+
+def served(name: str, api: str) -> bool:
+    return any(r.name == name and api in r.apis for r in BUILTIN_RULES)
+
+
+def test_examples_ask_for_metrics_the_adapter_serves_about_the_demo() -> None:
+    demo = objects("examples/demo")
+    config = named(demo, "ConfigMap", "rightsizer-exporter")["data"]["exporter.yaml"]
+    queue = yaml.safe_load(config)["queues"][0]
+    hpa = yaml.safe_load((DEPLOY / "examples/hpa-queue-depth.yaml").read_text())
+    (metric,) = hpa["spec"]["metrics"]
+    assert served(metric["external"]["metric"]["name"], "external")
+    assert metric["external"]["metric"]["selector"]["matchLabels"] == {"queue": queue["name"]}
+    target = named(demo, hpa["spec"]["scaleTargetRef"]["kind"], hpa["spec"]["scaleTargetRef"]["name"])
+    assert target["metadata"]["namespace"] == hpa["metadata"]["namespace"] == queue["labels"]["namespace"]
+    pods_hpa = yaml.safe_load((DEPLOY / "examples/hpa-pod-gpu.yaml").read_text())
+    assert served(pods_hpa["spec"]["metrics"][0]["pods"]["metric"]["name"], "custom")
+
+    base = objects("base")
+    service = named(base, "Service", "rightsizer-adapter")
+    ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
+    host = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    push = yaml.safe_load((DEPLOY / "examples/keda-external-push.yaml").read_text())
+    (trigger,) = push["spec"]["triggers"]
+    assert trigger["metadata"]["scalerAddress"] == f"{host}:{ports['grpc']}"
+    assert served(trigger["metadata"]["metric"], "external")
+    assert trigger["metadata"]["labelSelector"] == f"queue={queue['name']}"
+    assert push["spec"]["minReplicaCount"] == 0
+    assert push["spec"]["scaleTargetRef"]["name"] == target["metadata"]["name"]
+    api = yaml.safe_load((DEPLOY / "examples/keda-metrics-api.yaml").read_text())
+    url = api["spec"]["triggers"][0]["metadata"]["url"]
+    assert url.startswith(f"https://{host}/keda/v1/metrics/") and ports["https"] == 443
+    assert f"namespace={queue['labels']['namespace']}" in url
+
+
+def test_plain_scrape_configs_keep_our_targets_with_their_gpu_labels(tmp_path: Path) -> None:
+    """Kubernetes discovery presents every endpoint of the namespace; the jobs keep only ours,
+    and the exporter's pod labels (GPU attribution) survive the scrape."""
+    with exporter(["--simulate"]) as exp:
+        address = exp.url.removeprefix("http://")
+        endpoints = [(address, "rightsizer-exporter", "metrics"), ("127.0.0.1:1", "redis", "metrics"),
+                     ("127.0.0.1:2", "rightsizer-exporter", "http"),
+                     ("127.0.0.1:3", "rightsizer-adapter", "grpc")]
+        with plain_prometheus(endpoints) as prom:
+            wait_for(lambda: prom_query(prom.url, 'DCGM_FI_DEV_GPU_UTIL{pod!=""}'), 60, what="GPU series")
+            ups = {(s["metric"]["job"], s["metric"]["instance"]) for s in prom_query(prom.url, "up")}
+            assert ups == {("rightsizer-exporter", address)}
+            scraped = {s["metric"].get("pod") for s in prom_query(prom.url, "rightsizer_gpu_info")}
+            text = get(exp.url + "/metrics")[2].decode()
+            exposed = {s.labels.get("pod") for f in text_string_to_metric_families(text)
+                       if f.name == "rightsizer_gpu_info" for s in f.samples}
+            assert scraped == exposed and len(exposed - {None}) >= 1
+    monitor = named(objects("monitoring"), "ServiceMonitor", "rightsizer-exporter")
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
