@@ -65,6 +65,23 @@ def test_exporter_accepts_its_arguments_and_config(overlay: str, tmp_path: Path)
     assert c["ports"][0]["containerPort"] == EXPORTER_PORT
 
 
+def test_exporter_sees_the_kubelet_paths_it_is_configured_with(tmp_path: Path) -> None:
+    """Pod attribution reads the pod-resources socket and the device checkpoint: each must sit in
+    a read-only mount of the host's directory, and procfs must be the host's (hostPID)."""
+    from exporter.config import load_config
+
+    objs = objects("base")
+    pod = named(objs, "DaemonSet", "rightsizer-exporter")["spec"]["template"]["spec"]
+    cfg = load_config(str(config_data(objs, "rightsizer-exporter", "exporter.yaml", tmp_path)), {})
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    for path in (cfg.pods.socket, cfg.pods.checkpoint):
+        directory = str(Path(path).parent)
+        assert mounts[directory]["readOnly"] is True, path
+        assert volumes[mounts[directory]["name"]]["hostPath"]["path"] == directory, path
+    assert cfg.pods.procfs_root == "/proc" and pod["hostPID"] is True
+
+
 def test_adapter_accepts_its_arguments_and_config(tmp_path: Path) -> None:
     objs = objects("base")
     c = container(objs, "Deployment", "rightsizer-adapter")
