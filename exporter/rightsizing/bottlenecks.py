@@ -5,7 +5,7 @@ Thresholds live in ``rightsizing.bottlenecks``; "high" means at the configured p
 - memory_bandwidth: DRAM active high >= 0.60;
 - compute: SM active (else the activity signal) high >= 0.80;
 - launch_overhead: median GPU utilization >= 0.80 while median SM active <= 0.40 (busy, yet the
-  SMs wait for work);
+  SMs wait for work), unless DRAM is the bottleneck (then the SMs wait on memory);
 - data_loading: PCIe throughput high >= 70 % of the link (generation x width), or >= 20 % of
   samples with activity < 0.30 while the host CPU is >= 90 % busy;
 - host_cpu: host CPU busy high >= 0.90.
@@ -48,6 +48,7 @@ def find_bottlenecks(ev: Evidence, s: BottleneckSettings) -> tuple[str, ...]:
         _at_least(ev.utilization_p50, s.launch_overhead_utilization_ratio)
         and ev.sm_active_p50 is not None
         and ev.sm_active_p50 <= s.launch_overhead_sm_active_ratio
+        and "memory_bandwidth" not in found  # SMs waiting on DRAM are bandwidth-bound, not launch-bound
     ):
         found.append("launch_overhead")
     if _at_least(ev.pcie_link_high, s.pcie_link_ratio) or _at_least(ev.starved_share, s.starved_share):
@@ -66,8 +67,10 @@ def describe(ev: Evidence, names: tuple[str, ...]) -> str:
         elif name == "memory_bandwidth" and ev.dram_active_high is not None:
             parts.append(f"DRAM active {ev.dram_active_high:.0%}")
         elif name == "compute":
-            value = ev.sm_active_high if ev.sm_active_high is not None else ev.activity_p95
-            parts.append(f"SM active {value or 0:.0%}")
+            if ev.sm_active_high is not None:
+                parts.append(f"SM active {ev.sm_active_high:.0%}")
+            else:
+                parts.append(f"{ev.activity_source.replace('_', ' ')} {ev.activity_p95 or 0:.0%}")
         elif name == "launch_overhead":
             util, sm = ev.utilization_p50 or 0.0, ev.sm_active_p50 or 0.0
             parts.append(f"utilization {util:.0%} but SM active {sm:.0%}")

@@ -78,7 +78,8 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
     if ev.samples < s.min_samples or ev.history_seconds < s.min_history_seconds:
         return Assessment(
             "insufficient_data",
-            f"{ev.samples} samples over {duration(ev.history_seconds)}; needs {s.min_samples} samples "
+            f"{ev.samples} sample{'s' if ev.samples != 1 else ''} over {duration(ev.history_seconds)}; "
+            f"needs {s.min_samples} samples "
             f"over {duration(s.min_history_seconds)} before judging",
             (),
             "none",
@@ -153,7 +154,7 @@ def _sized(
             return Assessment(
                 "underprovisioned",
                 f"{cause}; no single catalog GPU holds {gib(d.memory_bytes)} and carries the work at "
-                f"≤ {_pct(s.target_activity_ratio)}: split it across GPUs (tensor parallel).{why}",
+                f"<= {_pct(s.target_activity_ratio)}: split it across GPUs (tensor parallel).{why}",
                 bottlenecks,
                 "none",
                 current.key,
@@ -204,11 +205,18 @@ def _sized(
                 summary=f"a cheaper option carries the work ({d.binding}-bound)",
             )
     if fit is None:
-        detail = f"no catalog option carries {load} at ≤ {_pct(s.target_activity_ratio)} activity"
+        detail = f"no catalog option carries {load} at <= {_pct(s.target_activity_ratio)} activity"
         score = None
     elif fit.candidate.key == current.key:
-        detail = f"{load}: no cheaper option holds them at ≤ {_pct(s.target_activity_ratio)} activity"
+        detail = f"{load}: no cheaper option holds them at <= {_pct(s.target_activity_ratio)} activity"
         score = 1.0
+    elif fit.candidate.hourly_price_dollars > current.hourly_price_dollars:
+        detail = (
+            f"{load}: only dearer options such as {fit.candidate.key} hold them at "
+            f"<= {_pct(s.target_activity_ratio)} activity, and nothing shows unmet demand "
+            f"(memory under {_pct(s.memory_full_ratio)}, no growing queue at saturation)"
+        )
+        score = None
     else:
         detail = f"{load}: {fit.candidate.key} would save under {s.min_savings_ratio:.0%}"
         score = _ratio(fit.candidate.hourly_price_dollars, current.hourly_price_dollars)

@@ -1,0 +1,90 @@
+"""The scenario suite: every GPU of every scenario earns the verdict, bottlenecks and recommendation
+written in its scenario file.
+
+``tests/scenarios/`` holds one scenario per verdict and per bottleneck plus mixed fleets; the
+built-in ``default`` and ``golden`` scenarios are held to their expectations too. Each scenario runs
+through the real simulated source and the real right-sizing extension: the past is replayed into
+the windows at start, one live cycle follows, and the conclusions are read from what the
+extension publishes (rows and the /api/v1/gpus additions).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.api import gpus_json
+from exporter.rightsizing.bottlenecks import BOTTLENECKS
+from exporter.rightsizing.catalog import load_catalog
+from exporter.rightsizing.extension import RightsizingExtension
+from exporter.rightsizing.settings import RightsizingSettings
+from exporter.rightsizing.verdicts import VERDICTS
+from exporter.snapshot import Snapshot
+from exporter.sources.sim_scenario import SCENARIO_DIR
+from exporter.sources.simulated import SimulatedSource, load_scenario
+
+SUITE = sorted((Path(__file__).parent / "scenarios").glob("*.yaml"))
+BUILTIN = [SCENARIO_DIR / "default.yaml", SCENARIO_DIR / "golden.yaml"]
+
+
+async def conclusions(path: Path) -> dict[str, dict]:
+    scenario = load_scenario(str(path))
+    source = SimulatedSource(scenario)
+    ext = RightsizingExtension(RightsizingSettings(), load_catalog(), 1.0, source)
+    await ext.start()
+    try:
+        reading = await source.collect()
+        contribution = ext.contribute(reading, reading.gpus)
+    finally:
+        await ext.stop()
+    snap = Snapshot(reading.timestamp, "node", reading.gpus, (), contribution.rows, contribution.api)
+    api = {g["uuid"]: g["rightsizing"] for g in gpus_json(snap)["gpus"]}
+    verdict_rows = {
+        (r.gpu.identity.uuid, dict(r.labels)["verdict"]): r.value
+        for r in contribution.rows["rightsizer_gpu_verdict"]
+        if r.gpu is not None
+    }
+    out = {}
+    for sim in scenario.gpus:
+        got = api[sim.uuid]
+        # The published series say the same as the API: exactly one verdict series is 1.
+        assert [v for v in VERDICTS if verdict_rows[(sim.uuid, v)] == 1.0] == [got["verdict"]]
+        out[sim.name] = {**got, "expect": sim.expect}
+    return out
+
+
+@pytest.mark.parametrize("path", SUITE + BUILTIN, ids=lambda p: p.stem)
+async def test_every_gpu_earns_what_its_scenario_expects(path: Path) -> None:
+    results = await conclusions(path)
+    wrong = []
+    for name, got in results.items():
+        expect = got["expect"]
+        assert expect is not None, f"{path.name}: {name} states no expectation"
+        checks = [
+            ("verdict", expect.verdict, got["verdict"]),
+            ("bottlenecks", list(expect.bottlenecks), got["bottlenecks"]),
+            ("recommended", expect.recommended, got["recommended"]),
+        ]
+        for what, want, have in checks:
+            if want is not None and want != have and not (what == "bottlenecks" and expect.verdict is None):
+                wrong.append(f"{name}: {what} {have!r}, expected {want!r} ({got['reason']})")
+        assert got["reason"], f"{name}: no reason given"
+    assert not wrong, f"{path.name}:\n" + "\n".join(wrong)
+
+
+def test_the_suite_covers_every_verdict_and_bottleneck_and_mixed_fleets() -> None:
+    verdicts, bottlenecks, mixed = set(), set(), 0
+    for path in SUITE:
+        scenario = load_scenario(str(path))
+        assert all(
+            g.expect is not None and g.expect.verdict and g.expect.recommended for g in scenario.gpus
+        ), path
+        verdicts |= {g.expect.verdict for g in scenario.gpus if g.expect}
+        bottlenecks |= {b for g in scenario.gpus if g.expect for b in g.expect.bottlenecks}
+        mixed += len({g.expect.verdict for g in scenario.gpus if g.expect}) >= 2 and len(scenario.gpus) >= 5
+    assert verdicts == set(VERDICTS)
+    assert bottlenecks == set(BOTTLENECKS)
+    assert mixed >= 2
+    for name in [*VERDICTS, *BOTTLENECKS]:
+        assert any(name in p.stem for p in SUITE), f"no scenario file named for {name}"

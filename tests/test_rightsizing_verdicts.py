@@ -1,0 +1,169 @@
+"""Verdicts, bottlenecks and recommendations from hand-built evidence, against the real catalog."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exporter.config import CatalogSettings
+from exporter.rightsizing.bottlenecks import find_bottlenecks
+from exporter.rightsizing.catalog import load_catalog
+from exporter.rightsizing.evidence import Evidence, QueueEvidence
+from exporter.rightsizing.settings import RightsizingSettings
+from exporter.rightsizing.verdicts import assess, decision_inputs
+
+GIB = 2**30
+CATALOG = load_catalog()
+S = RightsizingSettings()
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def ev(**kw: object) -> Evidence:
+    base: dict[str, object] = dict(
+        samples=3600, history_seconds=3599.0, window_seconds=3600.0, model=H100, mig_profile=None,
+        memory_total_bytes=80 * GIB, memory_peak_bytes=18.5 * GIB, memory_p95_bytes=18 * GIB,
+        activity_source="sm_active", activity_p50=0.05, activity_p95=0.07, activity_p99=0.08,
+        activity_recent_max=0.08, utilization_p50=0.3, sm_active_p50=0.05, sm_active_high=0.07,
+        dram_active_high=0.05, dram_active_p95=0.05,
+    )  # fmt: skip
+    base.update(kw)
+    return Evidence(**base)  # type: ignore[arg-type]
+
+
+def test_idle_rests_on_activity_never_on_memory() -> None:
+    reserved = assess(ev(memory_peak_bytes=72 * GIB, activity_recent_max=0.0, activity_p95=0.0), S, CATALOG)
+    assert reserved.verdict == "idle" and reserved.recommended == "release"
+    assert reserved.hourly_savings_dollars == CATALOG.lookup(H100).hourly_price_dollars  # type: ignore[union-attr]
+    assert reserved.fit_score == 0.0
+    busy_small = assess(ev(memory_peak_bytes=1 * GIB, activity_recent_max=0.5, activity_p95=0.5), S, CATALOG)
+    assert busy_small.verdict != "idle"
+    # Idle needs idle_after_seconds of history, whatever the activity.
+    young = ev(activity_recent_max=0.0, history_seconds=S.idle_after_seconds - 1)
+    assert assess(young, S, CATALOG).verdict != "idle"
+
+
+@pytest.mark.parametrize(
+    ("samples", "history", "judged"),
+    [(59, 3000.0, False), (60, 599.0, False), (60, 600.0, True), (3600, 3599.0, True)],
+)
+def test_insufficient_data_until_enough_samples_and_history(
+    samples: int, history: float, judged: bool
+) -> None:
+    a = assess(ev(samples=samples, history_seconds=history), S, CATALOG)
+    assert (a.verdict != "insufficient_data") == judged
+    if not judged:
+        assert a.recommended == "none" and a.hourly_savings_dollars is None and a.fit_score is None
+        assert "needs 60 samples over 10 min" in a.reason
+
+
+def test_a_model_outside_the_catalog_is_not_judged_on_price() -> None:
+    a = assess(ev(model="NVIDIA Imaginary 9000"), S, CATALOG)
+    assert a.verdict == "insufficient_data" and "not in the catalog" in a.reason
+
+
+def test_overprovisioned_names_the_cheapest_option_and_the_saving() -> None:
+    a = assess(ev(), S, CATALOG)
+    h100, l4 = CATALOG.candidate("H100-SXM-80GB"), CATALOG.candidate("L4-24GB")
+    assert a.verdict == "overprovisioned" and a.recommended == "L4-24GB"
+    assert a.hourly_savings_dollars == pytest.approx(h100.hourly_price_dollars - l4.hourly_price_dollars)  # type: ignore[union-attr]
+    assert a.fit_score == pytest.approx(l4.hourly_price_dollars / h100.hourly_price_dollars)  # type: ignore[union-attr]
+    # 0.07 x 989 / 121 TFLOPS = 0.57 projected on the L4, under the 0.70 target.
+    assert a.projected_activity == pytest.approx(0.07 * 989 / 121, rel=0.01)
+    assert a.memory_need_bytes == pytest.approx(18.5 * GIB * 1.15)
+
+
+def test_short_history_widens_the_bounds() -> None:
+    full = assess(ev(), S, CATALOG)
+    short = assess(ev(history_seconds=900.0, samples=900), S, CATALOG)
+    # 900 s of a 3600 s window: x(1 + 0.5 x (1 - 900/3528)) = 1.37: 18.5 GiB x 1.15 x 1.37 = 29 GiB.
+    assert short.memory_need_bytes is not None and full.memory_need_bytes is not None
+    assert short.memory_need_bytes == pytest.approx(full.memory_need_bytes * (1 + 0.5 * (1 - 900 / 3528)))
+    assert short.recommended != "L4-24GB"  # 24 GiB no longer holds it
+    assert CATALOG.candidate(short.recommended).memory_bytes >= short.memory_need_bytes  # type: ignore[union-attr]
+
+
+def test_saving_below_the_minimum_keeps_the_gpu() -> None:
+    strict = dataclasses.replace(S, min_savings_ratio=0.9 + 0.05)  # the L4 saves 93 %
+    a = assess(ev(), strict, CATALOG)
+    assert a.verdict == "rightsized" and a.recommended == "H100-SXM-80GB" and a.hourly_savings_dollars == 0
+
+
+def test_mig_profiles_are_options_unless_turned_off() -> None:
+    a100 = ev(model="NVIDIA A100-SXM4-80GB", memory_peak_bytes=15 * GIB, activity_source="gpu_utilization",
+              activity_p95=0.08, sm_active_high=None, sm_active_p50=None)  # fmt: skip
+    assert assess(a100, S, CATALOG).recommended == "A100-SXM-80GB/1g.20gb"
+    whole = assess(a100, dataclasses.replace(S, recommend_mig=False), CATALOG).recommended
+    assert "/" not in whole and whole == "L4-24GB"
+
+
+def test_memory_full_recommends_an_upgrade_with_negative_savings() -> None:
+    a = assess(ev(memory_peak_bytes=78 * GIB, activity_p95=0.5, sm_active_high=0.5), S, CATALOG)
+    assert a.verdict == "underprovisioned" and "memory_capacity" in a.bottlenecks
+    up = CATALOG.candidate(a.recommended)
+    assert up is not None and up.memory_bytes >= 80 * GIB * 1.15
+    assert a.hourly_savings_dollars is not None and a.hourly_savings_dollars < 0
+    assert a.fit_score is not None and 0 < a.fit_score < 1
+
+
+def test_nothing_big_enough_says_so() -> None:
+    b200 = ev(model="NVIDIA B200", memory_total_bytes=180 * GIB, memory_peak_bytes=175 * GIB)
+    a = assess(b200, S, CATALOG)
+    assert a.verdict == "underprovisioned" and a.recommended == "none" and "tensor parallel" in a.reason
+
+
+def test_saturation_is_underprovisioned_only_while_a_queue_grows() -> None:
+    hot = dict(activity_p50=0.95, activity_p95=0.99, sm_active_high=0.99, memory_peak_bytes=40 * GIB)
+    steady = assess(ev(**hot, queues=(QueueEvidence("q", 10, 12, 1.0),)), S, CATALOG)
+    growing = assess(ev(**hot, queues=(QueueEvidence("q", 200, 200, 150.0),)), S, CATALOG)
+    assert steady.verdict == "rightsized"
+    assert growing.verdict == "underprovisioned" and "grew by 150" in growing.reason
+    assert growing.hourly_savings_dollars is not None and growing.hourly_savings_dollars < 0
+
+
+def test_bottlenecks() -> None:
+    b = S.bottlenecks
+    assert find_bottlenecks(ev(), b) == ()
+    assert find_bottlenecks(ev(sm_active_high=0.85), b) == ("compute",)
+    # Without SM active (no GPM), the activity signal stands in for compute.
+    assert find_bottlenecks(
+        ev(activity_source="gpu_utilization", sm_active_high=None, activity_p95=0.9), b
+    ) == ("compute",)
+    assert find_bottlenecks(ev(utilization_p50=0.93, sm_active_p50=0.12), b) == ("launch_overhead",)
+    # SMs waiting on DRAM are memory-bandwidth-bound, not launch-bound.
+    assert find_bottlenecks(ev(utilization_p50=0.9, sm_active_p50=0.3, dram_active_high=0.8), b) == (
+        "memory_bandwidth",
+    )
+    assert find_bottlenecks(ev(pcie_link_high=0.8), b) == ("data_loading",)
+    assert find_bottlenecks(ev(starved_share=0.3), b) == ("data_loading",)
+    assert find_bottlenecks(ev(host_cpu_high=0.95, starved_share=0.01), b) == ("host_cpu",)
+    assert find_bottlenecks(ev(memory_peak_bytes=77 * GIB), b) == ("memory_capacity",)
+
+
+def test_configured_prices_change_the_money() -> None:
+    cheap_h100 = load_catalog(CatalogSettings(prices={"H100-SXM-80GB": 1.0}))
+    a = assess(ev(), S, cheap_h100)
+    # At $1/h the H100's own MIG profiles cost 1/7 per compute slice: 18.5 GiB x 1.15 needs the
+    # 3g.40gb profile (2g.20gb holds 20 GiB), at $3/7 per hour, cheaper than an L4.
+    assert a.verdict == "overprovisioned" and a.recommended == "H100-SXM-80GB/3g.40gb"
+    assert a.hourly_savings_dollars == pytest.approx(1.0 - 3 / 7, abs=1e-5)
+
+
+ratios = st.floats(0, 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ratios, ratios, st.floats(1, 79), st.integers(60, 100000), st.floats(3530, 3600), st.floats(0, 500))
+def test_assessment_depends_only_on_its_decision_inputs(p50, p95, peak_gib, samples, history, depth) -> None:
+    """The live engine reuses an assessment while decision_inputs are unchanged: that is only right
+    if nothing else the evidence holds changes it."""
+    a = ev(activity_p50=min(p50, p95), activity_p95=p95, activity_recent_max=p95, sm_active_high=p95,
+           memory_peak_bytes=peak_gib * GIB, queues=(QueueEvidence("q", depth, depth, 0.0),))  # fmt: skip
+    later = (QueueEvidence("q", depth + 7, depth + 9, 0.0),)
+    b = dataclasses.replace(
+        a, samples=samples, history_seconds=history, activity_p99=0.99, memory_p95_bytes=1.0, queues=later
+    )
+    assert decision_inputs(a, S) == decision_inputs(b, S)
+    assert assess(a, S, CATALOG) == assess(b, S, CATALOG)
