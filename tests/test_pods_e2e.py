@@ -1,6 +1,6 @@
 """Pod attribution end to end: the exporter as a real subprocess on NVML (nvidia-ml-py against the
-C double), a fake kubelet in its own process on a unix socket; the kubelet is killed mid-run and
-comes back while a scraper keeps scraping."""
+C double), a fake kubelet in its own process on a unix socket. Labels and per-pod memory through
+the real NVML path; the kubelet is killed mid-run and comes back while a scraper keeps scraping."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from nvmldouble import NvmlDouble, Sample, gpu_values, scrape, scrape_until, val
 from pods_fake_kubelet import kubelet_process, short_socket_dir, write_answer
 from pods_rig import checkpoint, pods_answer
 from servers import exporter
-
-from exporter.sources.nvml import NvmlSource
 
 PROC = Path(__file__).parent / "fixtures" / "proc"
 GIB = 2**30
@@ -98,10 +96,6 @@ def test_kubelet_killed_mid_run_scrape_undisturbed_then_recovery(
     assert "Traceback" not in log
 
 
-@pytest.mark.skipif(
-    not hasattr(NvmlSource, "running_processes"),
-    reason="NvmlSource does not offer running_processes() yet (the per-process hook of pods/attribution.py)",
-)
 def test_per_pod_memory_through_nvml(node: tuple[Path, list[str], NvmlDouble]) -> None:
     d, _, double = node
     with (
