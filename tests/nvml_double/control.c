@@ -13,7 +13,16 @@
  *                               enumerated; nvmlDeviceGetHandleByIndex_v2 answers GPU_IS_LOST)
  *   gpu.<slot>.present=0        the GPU is gone from the bus: not enumerated at all
  *   gpu.<slot>.processes=PID:BYTES,...   compute processes and their memory
- * <fn> may also be `field.<id>` to fail one field id of nvmlDeviceGetFieldValues.
+ *   gpu.<slot>.gpm.supported=1  nvmlGpmQueryDeviceSupport says supported (default 0, as on A100)
+ *   gpu.<slot>.gpm.<id>=V       whole-GPU value of GPM metric <id> (percent or MiB/s; ids in gpm.c)
+ *   gpu.<slot>.mig.mode=M       current MIG mode (0 off, 1 on; -1: MIG not supported)
+ *   gpu.<slot>.mig.<k>.<key>=V  MIG device <k> (0..7): uuid (empty = none), gi_id, ci_id, profile_id
+ *                               (see the profile table in mig.c), memory.total, memory.used,
+ *                               memory.free (default total - used), gpm.<id>
+ *   gpu.<slot>.xids=X[@GI],...  XID events that happened on the GPU, oldest first; each is
+ *                               delivered once to the event sets registered for the GPU
+ * <fn> may also be `field.<id>` to fail one field id of nvmlDeviceGetFieldValues, or `gpm.<id>`
+ * to fail one metric of nvmlGpmMetricsGet.
  *
  * The file is re-read whenever its mtime, size or inode changes; every call stat()s it once.
  */
@@ -31,6 +40,7 @@ dbl_state_t dbl_state;
 pthread_mutex_t dbl_lock = PTHREAD_MUTEX_INITIALIZER;
 int dbl_init_count;
 struct nvmlDevice_st dbl_devices[DBL_MAX_GPUS];
+struct nvmlDevice_st dbl_mig_devices[DBL_MAX_GPUS][DBL_MAX_MIG];
 
 static struct stat loaded_stat;
 static int loaded_once;
@@ -78,6 +88,24 @@ static const struct {
     GPU_KEY("ecc.mode", ecc_mode, T_U32),
     GPU_KEY("ecc.corrected", ecc_corrected, T_U64),
     GPU_KEY("ecc.uncorrected", ecc_uncorrected, T_U64),
+    GPU_KEY("gpm.supported", gpm_supported, T_U32),
+    GPU_KEY("mig.mode", mig_mode, T_U32),
+};
+
+#define MIG_KEY(k, member, type) {k, offsetof(dbl_mig_t, member), type, sizeof(((dbl_mig_t *)0)->member)}
+static const struct {
+    const char *key;
+    size_t offset;
+    dbl_type_t type;
+    size_t size;
+} mig_keys[] = {
+    MIG_KEY("uuid", uuid, T_STR),
+    MIG_KEY("gi_id", gi_id, T_U32),
+    MIG_KEY("ci_id", ci_id, T_U32),
+    MIG_KEY("profile_id", profile_id, T_U32),
+    MIG_KEY("memory.total", memory_total, T_U64),
+    MIG_KEY("memory.used", memory_used, T_U64),
+    MIG_KEY("memory.free", memory_free, T_U64),
 };
 
 #define FREE_UNSET (~0ULL)
@@ -89,6 +117,12 @@ static void set_defaults(void) {
     for (unsigned int i = 0; i < DBL_MAX_GPUS; i++) {
         dbl_gpu_t *g = &dbl_state.gpu[i];
         dbl_devices[i].slot = i;
+        dbl_devices[i].mig = -1;
+        for (int k = 0; k < DBL_MAX_MIG; k++) {
+            dbl_mig_devices[i][k].slot = i;
+            dbl_mig_devices[i][k].mig = k;
+            g->mig[k].memory_free = FREE_UNSET;
+        }
         g->present = 1;
         snprintf(g->name, sizeof g->name, "NVIDIA A100-SXM4-80GB");
         snprintf(g->uuid, sizeof g->uuid, "GPU-00000000-0000-0000-0000-0000000000%02u", i);
@@ -184,31 +218,101 @@ static int parse_processes(dbl_gpu_t *g, const char *value) {
     return 0;
 }
 
+/* Store `value` in the member at `offset` of `base`: 0, or -1 when it does not parse. */
+static int set_member(char *base, size_t offset, dbl_type_t type, size_t size, const char *value) {
+    char *field = base + offset;
+    if (type == T_STR) {
+        snprintf(field, size, "%s", value);
+        return 0;
+    }
+    unsigned long long number;
+    if (parse_number(value, &number) != 0)
+        return -1;
+    if (type == T_U64)
+        *(unsigned long long *)field = number;
+    else if (type == T_U32)
+        *(unsigned int *)field = (unsigned int)number;
+    else
+        *(int *)field = (int)(long long)number;
+    return 0;
+}
+
+/* `gpm.<id>=V` into values[] (indexed as dbl_gpm_ids): 1 handled, 0 not a GPM key, -1 bad. */
+static int parse_gpm_value(double *values, const char *key, const char *value) {
+    if (strncmp(key, "gpm.", 4) != 0 || strcmp(key, "gpm.supported") == 0)
+        return 0;
+    char *end;
+    unsigned long id = strtoul(key + 4, &end, 10);
+    int index = dbl_gpm_index((unsigned int)id);
+    if (end == key + 4 || *end != '\0' || index < 0)
+        return -1;
+    errno = 0;
+    double number = strtod(value, &end);
+    if (errno || end == value || *end != '\0')
+        return -1;
+    values[index] = number;
+    return 1;
+}
+
+/* `xids=79,13@1`: the GPU's XID events, oldest first. */
+static int parse_xids(dbl_gpu_t *g, const char *value) {
+    g->nxids = 0;
+    const char *p = value;
+    while (*p && g->nxids < DBL_MAX_XIDS) {
+        unsigned int xid, gi = 0xFFFFFFFFu;
+        int used = 0;
+        if (sscanf(p, "%u%n", &xid, &used) != 1)
+            return -1;
+        p += used;
+        if (*p == '@') {
+            if (sscanf(p + 1, "%u%n", &gi, &used) != 1)
+                return -1;
+            p += 1 + used;
+        }
+        g->xids[g->nxids].xid = xid;
+        g->xids[g->nxids].gi_id = gi;
+        g->nxids++;
+        if (*p == ',')
+            p++;
+        else if (*p != '\0')
+            return -1;
+    }
+    return 0;
+}
+
+/* `mig.<k>.<key>=V`. */
+static int parse_mig_key(dbl_gpu_t *g, const char *key, const char *value) {
+    char *end;
+    unsigned long k = strtoul(key, &end, 10);
+    if (end == key || *end != '.' || k >= DBL_MAX_MIG)
+        return -1;
+    dbl_mig_t *m = &g->mig[k];
+    key = end + 1;
+    int gpm = parse_gpm_value(m->gpm, key, value);
+    if (gpm != 0)
+        return gpm > 0 ? 0 : -1;
+    for (size_t i = 0; i < sizeof mig_keys / sizeof mig_keys[0]; i++)
+        if (strcmp(key, mig_keys[i].key) == 0)
+            return set_member((char *)m, mig_keys[i].offset, mig_keys[i].type, mig_keys[i].size, value);
+    return -1;
+}
+
 static int parse_gpu_key(dbl_gpu_t *g, const char *key, const char *value) {
     int handled = parse_rule(g->rules, &g->nrules, key, value);
     if (handled != 0)
         return handled > 0 ? 0 : -1;
     if (strcmp(key, "processes") == 0)
         return parse_processes(g, value);
-    for (size_t i = 0; i < sizeof gpu_keys / sizeof gpu_keys[0]; i++) {
-        if (strcmp(key, gpu_keys[i].key) != 0)
-            continue;
-        char *field = (char *)g + gpu_keys[i].offset;
-        if (gpu_keys[i].type == T_STR) {
-            snprintf(field, gpu_keys[i].size, "%s", value);
-            return 0;
-        }
-        unsigned long long number;
-        if (parse_number(value, &number) != 0)
-            return -1;
-        if (gpu_keys[i].type == T_U64)
-            *(unsigned long long *)field = number;
-        else if (gpu_keys[i].type == T_U32)
-            *(unsigned int *)field = (unsigned int)number;
-        else
-            *(int *)field = (int)(long long)number;
-        return 0;
-    }
+    if (strcmp(key, "xids") == 0)
+        return parse_xids(g, value);
+    if (strncmp(key, "mig.", 4) == 0 && strcmp(key, "mig.mode") != 0)
+        return parse_mig_key(g, key + 4, value);
+    handled = parse_gpm_value(g->gpm, key, value);
+    if (handled != 0)
+        return handled > 0 ? 0 : -1;
+    for (size_t i = 0; i < sizeof gpu_keys / sizeof gpu_keys[0]; i++)
+        if (strcmp(key, gpu_keys[i].key) == 0)
+            return set_member((char *)g, gpu_keys[i].offset, gpu_keys[i].type, gpu_keys[i].size, value);
     return -1;
 }
 
@@ -268,6 +372,11 @@ static void load(const char *path) {
         if (g->memory_free == FREE_UNSET) {
             unsigned long long taken = g->memory_used + g->memory_reserved;
             g->memory_free = taken < g->memory_total ? g->memory_total - taken : 0;
+        }
+        for (int k = 0; k < DBL_MAX_MIG; k++) {
+            dbl_mig_t *m = &g->mig[k];
+            if (m->memory_free == FREE_UNSET)
+                m->memory_free = m->memory_used < m->memory_total ? m->memory_total - m->memory_used : 0;
         }
     }
 }

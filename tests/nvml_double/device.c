@@ -47,7 +47,8 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int len
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
     ENTER(device);
-    ret = dbl_copy_string(uuid, length, g->uuid);
+    dbl_mig_t *m = dbl_mig_of(device, g);
+    ret = dbl_copy_string(uuid, length, m ? m->uuid : g->uuid);
     LEAVE();
 }
 
@@ -88,7 +89,13 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
         ret = NVML_ERROR_INVALID_ARGUMENT;
     else if (memory->version != nvmlMemory_v2)
         ret = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    else {
+    else if (dbl_mig_of(device, g) != NULL) { /* a MIG device: its GPU instance's memory */
+        const dbl_mig_t *m = dbl_mig_of(device, g);
+        memory->total = m->memory_total;
+        memory->reserved = 0;
+        memory->free = m->memory_free;
+        memory->used = m->memory_used;
+    } else {
         memory->total = g->memory_total;
         memory->reserved = g->memory_reserved;
         memory->free = g->memory_free;
@@ -99,7 +106,9 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization) {
     ENTER(device);
-    if (utilization == NULL)
+    if (dbl_mig_of(device, g) != NULL || g->mig_mode == 1) /* no utilization in MIG mode */
+        ret = NVML_ERROR_NOT_SUPPORTED;
+    else if (utilization == NULL)
         ret = NVML_ERROR_INVALID_ARGUMENT;
     else {
         utilization->gpu = g->util_gpu;

@@ -7,7 +7,8 @@
  *
  * Layout: control.c parses the file into `dbl_state`; entry.c holds dbl_enter(), the checks and
  * fault rules every call goes through; system.c implements init/shutdown and enumeration;
- * device.c the per-device queries. A new family of calls (GPM, MIG, events) goes in its own file:
+ * device.c the per-device queries; gpm.c GPM samples and metrics; mig.c MIG devices and GPU
+ * instances; events.c the XID event sets. A new family of calls (GPM, MIG, events) goes in its own file:
  * its functions start with dbl_enter(), read their values from dbl_gpu_t (add members there and
  * a line to gpu_keys in control.c), and get error/hang/delay rules by symbol name for free.
  */
@@ -24,6 +25,9 @@
 #define DBL_MAX_PROCS 64
 #define DBL_MAX_RULES 64
 #define DBL_NAME_LEN 96
+#define DBL_MAX_MIG 8   /* MIG devices per GPU */
+#define DBL_MAX_XIDS 64 /* XID events per GPU in the control file */
+#define DBL_GPM_IDS 9   /* GPM metric ids the double models (see dbl_gpm_ids in gpm.c) */
 
 /* A fault rule: `error.<fn>=<code>`, `hang.<fn>=1` or `delay_ms.<fn>=<ms>`, globally or per GPU.
  * `fn` is an NVML symbol name (e.g. nvmlDeviceGetPowerUsage) or `field.<id>` for one field of
@@ -39,6 +43,20 @@ typedef struct {
     unsigned int pid;
     unsigned long long used_bytes;
 } dbl_proc_t;
+
+/* One MIG device (one compute instance of one GPU instance) of a MIG-enabled GPU. */
+typedef struct {
+    char uuid[DBL_NAME_LEN]; /* "" = no MIG device at this index */
+    unsigned int gi_id, ci_id, profile_id;
+    unsigned long long memory_total, memory_used, memory_free; /* bytes */
+    double gpm[DBL_GPM_IDS];                                   /* per dbl_gpm_ids; percent or MiB/s */
+} dbl_mig_t;
+
+/* One XID event in the control file: `xids=79,13@1` (XID, optionally @GPU instance id). */
+typedef struct {
+    unsigned int xid;
+    unsigned int gi_id; /* 0xFFFFFFFF: not attributable to a GPU instance */
+} dbl_xid_t;
 
 typedef struct {
     int lost;    /* every call on it answers NVML_ERROR_GPU_IS_LOST */
@@ -63,6 +81,12 @@ typedef struct {
     unsigned long long ecc_corrected, ecc_uncorrected;
     unsigned int nprocs;
     dbl_proc_t procs[DBL_MAX_PROCS];
+    unsigned int gpm_supported;                  /* nvmlGpmQueryDeviceSupport's isSupportedDevice */
+    double gpm[DBL_GPM_IDS];                     /* whole-GPU GPM values per dbl_gpm_ids */
+    unsigned int mig_mode;                       /* -1 (0xFFFFFFFF) = MIG not supported */
+    dbl_mig_t mig[DBL_MAX_MIG];
+    unsigned int nxids;
+    dbl_xid_t xids[DBL_MAX_XIDS];
     unsigned int nrules;
     dbl_rule_t rules[DBL_MAX_RULES];
 } dbl_gpu_t;
@@ -79,12 +103,22 @@ typedef struct {
  * (as real NVML's do) and name the slot, not the enumeration index. */
 struct nvmlDevice_st {
     unsigned int slot;
+    int mig; /* -1: the GPU itself; else the index of one of its MIG devices */
 };
 
 DBL_INTERNAL extern dbl_state_t dbl_state;
 DBL_INTERNAL extern pthread_mutex_t dbl_lock;
 DBL_INTERNAL extern int dbl_init_count;
 DBL_INTERNAL extern struct nvmlDevice_st dbl_devices[DBL_MAX_GPUS];
+DBL_INTERNAL extern struct nvmlDevice_st dbl_mig_devices[DBL_MAX_GPUS][DBL_MAX_MIG];
+
+/* GPM metric ids the double models, in the order of dbl_gpu_t.gpm (gpm.c). */
+DBL_INTERNAL extern const unsigned int dbl_gpm_ids[DBL_GPM_IDS];
+/* Index of a GPM metric id in dbl_gpm_ids, or -1. */
+DBL_INTERNAL int dbl_gpm_index(unsigned int metric_id);
+
+/* The MIG device a handle names (NULL for a whole GPU). State locked; dbl_enter has checked it. */
+DBL_INTERNAL dbl_mig_t *dbl_mig_of(nvmlDevice_t device, dbl_gpu_t *gpu);
 
 /* Lock the state and re-read the control file if it changed. */
 DBL_INTERNAL void dbl_lock_state(void);

@@ -58,7 +58,10 @@ nvmlReturn_t dbl_enter_ex(const char *fn, nvmlDevice_t device, dbl_gpu_t **gpu, 
     dbl_lock_state();
     dbl_gpu_t *g = NULL;
     if (device != NULL) {
-        if (device < dbl_devices || device >= dbl_devices + DBL_MAX_GPUS) {
+        const struct nvmlDevice_st *migs = &dbl_mig_devices[0][0];
+        int whole = device >= dbl_devices && device < dbl_devices + DBL_MAX_GPUS;
+        int mig = device >= migs && device < migs + DBL_MAX_GPUS * DBL_MAX_MIG;
+        if (!whole && !mig) {
             trace(fn, NULL);
             dbl_unlock_state();
             return NVML_ERROR_INVALID_ARGUMENT;
@@ -86,6 +89,10 @@ nvmlReturn_t dbl_enter_ex(const char *fn, nvmlDevice_t device, dbl_gpu_t **gpu, 
         dbl_unlock_state();
         return NVML_ERROR_GPU_IS_LOST;
     }
+    if (device != NULL && device->mig >= 0 && (g->mig_mode != 1 || g->mig[device->mig].uuid[0] == '\0')) {
+        dbl_unlock_state(); /* the MIG device was destroyed (or MIG turned off) since the handle was made */
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
     nvmlReturn_t injected = dbl_rule_error(fn, g);
     if (injected != NVML_SUCCESS) {
         dbl_unlock_state();
@@ -94,6 +101,10 @@ nvmlReturn_t dbl_enter_ex(const char *fn, nvmlDevice_t device, dbl_gpu_t **gpu, 
     if (gpu != NULL)
         *gpu = g;
     return NVML_SUCCESS;
+}
+
+dbl_mig_t *dbl_mig_of(nvmlDevice_t device, dbl_gpu_t *gpu) {
+    return device != NULL && device->mig >= 0 ? &gpu->mig[device->mig] : NULL;
 }
 
 nvmlReturn_t dbl_enter(const char *fn, nvmlDevice_t device, dbl_gpu_t **gpu) {
