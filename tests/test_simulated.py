@@ -170,6 +170,34 @@ def test_queue_grows_and_host_cpu_follows_workloads() -> None:
     assert all(0.5 <= c <= 1 for c in cpu) and len(set(cpu)) > 1
 
 
+def test_mig_instances_report_their_own_memory_ratios_and_pods() -> None:
+    src = SimulatedSource(load_scenario("mig"))
+    gpus = src.reading_at(src.now()).gpus
+    parent, instances = gpus[0], gpus[1:5]
+    assert parent.identity.mig_profile is None and "gpu_utilization_ratio" in parent.unsupported
+    assert "gpu_utilization_ratio" not in parent.fields and parent.fields["power_usage_watts"] > 0
+    assert [i.identity.mig_profile for i in instances] == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+    assert [i.identity.mig_instance_id for i in instances] == [1, 2, 3, 4]
+    for inst in instances:
+        ident, f = inst.identity, inst.fields
+        assert ident.parent_uuid == parent.identity.uuid and ident.uuid.startswith("MIG-")
+        assert ident.index == parent.identity.index and ident.pci_bus_id == parent.identity.pci_bus_id
+        assert f["memory_used_bytes"] + f["memory_free_bytes"] == f["memory_total_bytes"]
+        assert f["memory_total_bytes"] == ident.memory_total_bytes
+        assert f["sm_occupancy_ratio"] <= f["sm_active_ratio"] <= f["gr_engine_active_ratio"] <= 1
+        assert "gpu_utilization_ratio" not in f and "power_usage_watts" in inst.unsupported
+        assert inst.pod is not None
+    assert parent.fields["memory_used_bytes"] == sum(i.fields["memory_used_bytes"] for i in instances)
+    weighted = sum(i.fields["sm_active_ratio"] * int(i.identity.mig_profile[0]) / 7 for i in instances)  # type: ignore[index]
+    assert parent.fields["sm_active_ratio"] == pytest.approx(weighted, abs=1e-3)
+    assert instances[2].fields["sm_active_ratio"] == 0 and instances[3].fields["sm_active_ratio"] > 0.5
+    queues = {q.name: q.gpus for q in src.queue_samples()}
+    assert queues == {
+        "chat-13b-requests": (instances[0].identity.uuid,),
+        "embed-requests": (instances[1].identity.uuid,),
+    }
+
+
 # --- time ---------------------------------------------------------------------------------------------
 class FakeClock:
     def __init__(self) -> None:

@@ -79,6 +79,7 @@ def test_count_replicates_with_own_identity_pod_and_queue(tmp_path: Path) -> Non
     assert queues[0].labels == {"a": "b"} and queues[0].gpu_uuid == gpus[0].identity.uuid
 
 
+TRAIN_20GIB = {"kind": "training", "memory_gib": 20}
 BAD = [
     ({"gpus": [{"model": "L4", "workload": {"kind": "idle"}}], "sed": 1}, "unknown key 'sed'"),
     (
@@ -120,6 +121,26 @@ BAD = [
         "start: must be an RFC 3339",
     ),
     ({"gpus": []}, "gpus: at least one GPU is required"),
+    (
+        {"gpus": [{"model": "L4", "mig": [{"profile": "1g.10gb", "workload": {"kind": "idle"}}]}]},
+        "gpus[0] (L4).mig[0].profile: '1g.10gb' is not a MIG profile of L4-24GB (none: it has no MIG)",
+    ),
+    (
+        {
+            "gpus": [
+                {"model": "H100-SXM-80GB", "mig": [{"profile": "4g.40gb", "workload": {"kind": "idle"}}] * 2}
+            ]
+        },
+        "gpus[0] (H100-SXM-80GB).mig[1]: the instances do not fit one H100-SXM-80GB",
+    ),
+    (
+        {"gpus": [{"model": "H100-SXM-80GB", "mig": [{"profile": "1g.10gb", "workload": TRAIN_20GIB}]}]},
+        "gpus[0] (H100-SXM-80GB).mig[0].workload.memory_gib: 20 GiB is more than the H100-SXM-80GB/1g.10gb's",
+    ),
+    (
+        {"gpus": [{"model": "H100-SXM-80GB", "workload": {"kind": "idle"}, "mig": [{"profile": "1g.10gb"}]}]},
+        "gpus[0] (H100-SXM-80GB): in MIG mode the workloads belong to the instances",
+    ),
     (
         {
             "gpus": [

@@ -19,9 +19,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from ..snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+from .sim_mig import INSTANCE_FIELDS, PARENT_UNSUPPORTED, Instance, combined
 from .sim_physics import Board, fields_of, nvlink_bytes_per_second, power_watts
 from .sim_scenario import Scenario, SimGpu, builtin_names, load_scenario
-from .sim_workloads import Activity, Noise, evaluate
+from .sim_schema import QueueEntry
+from .sim_workloads import Activity, Noise, Workload, evaluate
 
 __all__ = ["QueueSample", "Scenario", "SimulatedSource", "builtin_names", "load_scenario"]
 
@@ -59,6 +61,7 @@ class _Device:
         "energy",
         "gpu",
         "identity",
+        "instances",
         "keep",
         "last",
         "last_t",
@@ -68,6 +71,7 @@ class _Device:
         "pod",
         "rate",
         "rate_bucket",
+        "unsupported",
         "uptime0",
     )
 
@@ -86,9 +90,12 @@ class _Device:
         )
         self.pod = PodRef(gpu.pod.pod, gpu.pod.namespace, gpu.pod.container) if gpu.pod else None
         origin = start - scenario.history_seconds - ENERGY_BUCKET_SECONDS
-        # The workload runs from start_after_seconds after the start, or since before the replayable past.
-        after = gpu.workload.params["start_after_seconds"]
-        self.began = start + after if after > 0 else start - scenario.history_seconds
+        self.instances = [
+            Instance(gpu, m, self.identity, scenario.seed, gpu.spec.gpm_supported) for m in gpu.mig
+        ]
+        self.unsupported = self.board.unsupported | (PARENT_UNSUPPORTED if gpu.mig else frozenset())
+        # A workload runs from start_after_seconds after the start, or since before the replayable past.
+        self.began = [began(w.params["start_after_seconds"], start, scenario) for w in self._workloads()]
         self.origin_bucket = math.floor(origin / ENERGY_BUCKET_SECONDS)
         # Booted between 1 and 30 days before the origin; the counters start from that uptime.
         self.uptime0 = 86400.0 * (1 + 29 * self.noise.fixed("phase", 7))
@@ -102,6 +109,16 @@ class _Device:
         self.last: Activity | None = None
         self.rate_bucket: int | None = None
         self.rate = (0.0, 0.0)
+
+
+    def _workloads(self) -> list[Workload]:
+        if self.gpu.workload is not None:
+            return [self.gpu.workload]
+        return [m.workload for m in self.gpu.mig]
+
+
+def began(after: float, start: float, scenario: Scenario) -> float:
+    return start + after if after > 0 else start - scenario.history_seconds
 
 
 class SimulatedSource:
@@ -127,7 +144,7 @@ class SimulatedSource:
     async def collect(self) -> GpuReading:
         began = time.perf_counter()
         t = self.now()
-        gpus = tuple(self._sample(d, t) for d in self.devices)
+        gpus = tuple(s for d in self.devices for s in self._samples(d, t))
         return GpuReading(t, gpus, CollectorStatus(self.name, True, time.perf_counter() - began))
 
     async def stop(self) -> None:
@@ -145,9 +162,7 @@ class SimulatedSource:
         ``history``)."""
         began = time.perf_counter()
         gpus = tuple(
-            self._sample(d, t)
-            for d in self.devices
-            if not history or self._present(d, t)
+            s for d in self.devices if not history or self._present(d, t) for s in self._samples(d, t)
         )
         return GpuReading(t, gpus, CollectorStatus(self.name, True, time.perf_counter() - began))
 
@@ -178,11 +193,18 @@ class SimulatedSource:
         t = self.now() if t is None else t
         out = []
         for d in self.devices:
-            q = d.gpu.queue
-            if q is not None and self._present(d, t):
-                a = self._activity(d, t)
-                depth, in_flight = float(round(a.queue_depth)), float(round(a.in_flight))
-                out.append(QueueSample(q.name, dict(q.labels), depth, in_flight, (d.gpu.uuid,)))
+            if not self._present(d, t):
+                continue
+            feeds: list[tuple[QueueEntry | None, str, Activity]] = []
+            if d.gpu.queue is not None:
+                feeds.append((d.gpu.queue, d.gpu.uuid, self._activity(d, t)))
+            if d.instances:
+                acts = self._instance_activities(d, t)
+                feeds += [(i.mig.queue, i.mig.uuid, a) for i, a in zip(d.instances, acts, strict=True)]
+            for q, uuid, a in feeds:
+                if q is not None:
+                    depth, in_flight = float(round(a.queue_depth)), float(round(a.in_flight))
+                    out.append(QueueSample(q.name, dict(q.labels), depth, in_flight, (uuid,)))
         return out
 
     # -- internals ----------------------------------------------------------------------------------
@@ -190,18 +212,35 @@ class SimulatedSource:
         """Whether the GPU existed at ``t`` (GPUs with a short ``history_seconds`` appeared lately)."""
         return t >= self.start_time - d.gpu.history_seconds
 
+    def _instance_activities(self, d: _Device, t: float) -> list[Activity]:
+        return [i.activity(t, b) for i, b in zip(d.instances, d.began, strict=True)]
+
     def _activity(self, d: _Device, t: float) -> Activity:
+        """The whole GPU's activity (in MIG mode, its instances' combined)."""
         if d.last_t == t and d.last is not None:  # collect, host CPU and queues ask the same t
             return d.last
-        d.last_t, d.last = t, evaluate(d.gpu.workload, d.noise, t, t - d.began)
-        return d.last
+        if d.gpu.workload is not None:
+            a = evaluate(d.gpu.workload, d.noise, t, t - d.began[0])
+        else:
+            a = combined(d.instances, self._instance_activities(d, t), d.board.total)
+        d.last_t, d.last = t, a
+        return a
 
-    def _sample(self, d: _Device, t: float) -> GpuSample:
+    def _samples(self, d: _Device, t: float) -> list[GpuSample]:
         a = self._activity(d, t)
         joules, nvlink = self._integrals(d, t)
         uptime = d.uptime0 + (t - d.origin_bucket * ENERGY_BUCKET_SECONDS)
         fields, reasons = fields_of(d.board, a, d.noise, t, joules, nvlink, uptime)
-        return GpuSample(d.identity, True, fields, d.board.unsupported, None, d.pod, reasons)
+        if not d.instances:
+            return [GpuSample(d.identity, True, fields, d.unsupported, None, d.pod, reasons)]
+        for name in PARENT_UNSUPPORTED:
+            del fields[name]
+        out = [GpuSample(d.identity, True, fields, d.unsupported, None, d.pod, reasons)]
+        for inst, ia in zip(d.instances, self._instance_activities(d, t), strict=True):
+            if inst.unsupported is None:  # what NVML answers NOT_SUPPORTED for on an instance
+                inst.unsupported = inst.missing | (frozenset(fields) | PARENT_UNSUPPORTED) - INSTANCE_FIELDS
+            out.append(GpuSample(inst.identity, True, inst.fields(ia), inst.unsupported, None, inst.pod))
+        return out
 
     def _integrals(self, d: _Device, t: float) -> tuple[float, float]:
         """Energy (J since boot) and NVLink data (MiB) at ``t``: whole buckets from the cache plus
