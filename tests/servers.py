@@ -146,8 +146,11 @@ def prometheus(
     scrape_interval: str = "1s",
     extra_config: str = "",
     args: Sequence[str] = (),
+    data_dir: Path | None = None,
 ) -> Iterator[Process]:
-    """A real Prometheus scraping ``{job: [host:port, ...]}``; yields it with ``.url`` set."""
+    """A real Prometheus scraping ``{job: [host:port, ...]}``; yields it with ``.url`` set.
+    ``data_dir``: a TSDB directory to start from (e.g. blocks written by ``promtool tsdb
+    create-blocks-from``) instead of an empty one; the caller removes it."""
     binary = require_binary("prometheus")
     workdir = Path(tempfile.mkdtemp(prefix="prometheus-"))
     jobs = "\n".join(
@@ -165,7 +168,7 @@ def prometheus(
             [
                 binary,
                 f"--config.file={workdir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--storage.tsdb.path={data_dir or workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",
                 "--web.enable-lifecycle",
                 *args,
