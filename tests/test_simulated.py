@@ -198,6 +198,24 @@ def test_mig_instances_report_their_own_memory_ratios_and_pods() -> None:
     }
 
 
+def test_injected_xids_set_the_last_xid_and_are_delivered_as_events() -> None:
+    src = SimulatedSource(
+        _scenario(
+            [
+                {"model": "L4", "workload": {"kind": "idle"}, "xids": [{"after_seconds": 120, "xid": 79}]},
+                {"model": "T4", "workload": {"kind": "idle"}, "xids": [{"after_seconds": -60, "xid": 48}]},
+            ]
+        )
+    )
+    l4, t4 = (g.identity.uuid for g in src.reading_at(T0).gpus)
+    assert [fields(src, T0 + dt, 0)["xid_last"] for dt in (-61, 0, 119, 120, 500)] == [0, 0, 0, 79, 79]
+    assert fields(src, T0 - 61, 1)["xid_last"] == 0 and fields(src, T0, 1)["xid_last"] == 48
+    events = src.xid_events(T0 - 3600, T0 + 3600)
+    assert [(e.timestamp - T0, e.gpu_uuid, e.xid) for e in events] == [(-60, t4, 48), (120, l4, 79)]
+    assert src.xid_events(T0 + 120, T0 + 3600) == []  # since is exclusive, until inclusive
+    assert [e.xid for e in src.xid_events(T0, T0 + 120)] == [79]
+
+
 # --- time ---------------------------------------------------------------------------------------------
 class FakeClock:
     def __init__(self) -> None:

@@ -181,6 +181,7 @@ def _expand(e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Ca
     history = top.history_seconds
     if e.history_seconds is not None:
         history = min(e.history_seconds, history)
+    xids = tuple(sorted((x.after_seconds, x.xid) for x in e.xids))
     out = []
     for n in range(e.count):
         index = first + n
@@ -199,7 +200,7 @@ def _expand(e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Ca
         queue = dataclasses.replace(e.queue, name=e.queue.name + suffix) if e.queue else None
         out.append(SimGpu(
             index, (e.name or spec.key) + suffix, spec, uuid, e.pci_bus_id or _bus_id(index), work,
-            history, pod, queue, expect, instances,
+            history, pod, queue, expect, instances, xids,
         ))  # fmt: skip
     return out
 

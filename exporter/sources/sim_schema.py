@@ -74,6 +74,14 @@ class ExpectEntry:
 
 
 @dataclass(frozen=True)
+class XidEntry:
+    after_seconds: float = setting(0.0, "When, in seconds after the scenario start (may be negative).")
+    xid: int = setting(
+        0, "The XID error number, e.g. 79 (fallen off the bus) or 48 (double-bit ECC).", minimum=1
+    )
+
+
+@dataclass(frozen=True)
 class MigEntry:
     profile: str = setting("", "MIG profile of the GPU's catalog entry, e.g. 1g.10gb (required).")
     name: str | None = setting(None, "A short name for messages and docs.")
@@ -98,6 +106,7 @@ class GpuEntry:
     queue: QueueEntry | None = setting(None, "Queue feeding this GPU's workload.")
     expect: ExpectEntry | None = setting(None, "What the right-sizing engine should conclude.")
     mig: list[MigEntry] = setting([], "MIG mode: the GPU's instances, each with its own workload.")
+    xids: list[XidEntry] = setting([], "XID errors to inject: [{after_seconds, xid}].")
 
 
 @dataclass(frozen=True)
@@ -149,6 +158,7 @@ class SimGpu:
     queue: QueueEntry | None
     expect: Expectation | None
     mig: tuple[SimMig, ...] = ()
+    xids: tuple[tuple[float, int], ...] = ()  # (seconds after start, XID), in time order
 
 
 @dataclass(frozen=True, slots=True)

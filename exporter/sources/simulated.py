@@ -25,11 +25,20 @@ from .sim_scenario import Scenario, SimGpu, builtin_names, load_scenario
 from .sim_schema import QueueEntry
 from .sim_workloads import Activity, Noise, Workload, evaluate
 
-__all__ = ["QueueSample", "Scenario", "SimulatedSource", "builtin_names", "load_scenario"]
+__all__ = ["QueueSample", "Scenario", "SimulatedSource", "XidEvent", "builtin_names", "load_scenario"]
 
 ENERGY_BUCKET_SECONDS = 10.0
 KEEP_EXTRA_BUCKETS = 720  # integrals cached beyond the replayable history: 2 h of 10 s buckets
 MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    """An injected XID error, as NVML's event set would deliver it."""
+
+    timestamp: float
+    gpu_uuid: str
+    xid: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +118,6 @@ class _Device:
         self.last: Activity | None = None
         self.rate_bucket: int | None = None
         self.rate = (0.0, 0.0)
-
 
     def _workloads(self) -> list[Workload]:
         if self.gpu.workload is not None:
@@ -207,6 +215,16 @@ class SimulatedSource:
                     out.append(QueueSample(q.name, dict(q.labels), depth, in_flight, (uuid,)))
         return out
 
+    def xid_events(self, since: float, until: float) -> list[XidEvent]:
+        """The injected XID errors with ``since < timestamp <= until``, in time order."""
+        events = [
+            XidEvent(self.start_time + after, d.gpu.uuid, xid)
+            for d in self.devices
+            for after, xid in d.gpu.xids
+            if since < self.start_time + after <= until
+        ]
+        return sorted(events, key=lambda e: (e.timestamp, e.gpu_uuid))
+
     # -- internals ----------------------------------------------------------------------------------
     def _present(self, d: _Device, t: float) -> bool:
         """Whether the GPU existed at ``t`` (GPUs with a short ``history_seconds`` appeared lately)."""
@@ -231,6 +249,10 @@ class SimulatedSource:
         joules, nvlink = self._integrals(d, t)
         uptime = d.uptime0 + (t - d.origin_bucket * ENERGY_BUCKET_SECONDS)
         fields, reasons = fields_of(d.board, a, d.noise, t, joules, nvlink, uptime)
+        if d.gpu.xids:
+            fields["xid_last"] = float(
+                next((x for after, x in reversed(d.gpu.xids) if after <= t - self.start_time), 0)
+            )
         if not d.instances:
             return [GpuSample(d.identity, True, fields, d.unsupported, None, d.pod, reasons)]
         for name in PARENT_UNSUPPORTED:
