@@ -48,8 +48,8 @@ def objects_of(source: str) -> list[dict[str, Any]]:
 
 
 def test_there_is_something_to_test() -> None:
-    assert {"base", "monitoring", "examples/demo", "examples/keda-cluster", "examples/cert-manager"} <= set(
-        KUSTOMIZATIONS)
+    assert {"base", "monitoring", "examples/demo", "examples/demo-keda", "examples/keda-cluster",
+            "examples/cert-manager"} <= set(KUSTOMIZATIONS)
     assert len(EXAMPLE_FILES) >= 4
     assert supported_versions()[0] == "1.29" and len(supported_versions()) >= 5
 
@@ -144,11 +144,14 @@ def test_cert_manager_overlay_wires_certificate_secret_and_ca_injection() -> Non
     assert f"--tls-private-key-file={mount['mountPath']}/tls.key" in args
 
 
-def test_keda_cluster_overlay_leaves_external_metrics_to_keda() -> None:
-    names = {o["metadata"]["name"] for o in rendered("examples/keda-cluster") if o["kind"] == "APIService"}
+@pytest.mark.parametrize(("overlay", "of"),
+                         [("examples/keda-cluster", "base"), ("examples/demo-keda", "examples/demo")])
+def test_keda_overlays_leave_external_metrics_to_keda(overlay: str, of: str) -> None:
+    names = {o["metadata"]["name"] for o in rendered(overlay) if o["kind"] == "APIService"}
     assert names == {"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io"}
-    base = {o["metadata"]["name"] for o in rendered("base") if o["kind"] == "APIService"}
-    assert base == names | {"v1beta1.external.metrics.k8s.io"}
+    original = {o["metadata"]["name"] for o in rendered(of) if o["kind"] == "APIService"}
+    assert original == names | {"v1beta1.external.metrics.k8s.io"}
+    assert len(rendered(overlay)) == len(rendered(of)) - 1
 
 
 def test_files_are_small_and_parse(tmp_path: Path) -> None:

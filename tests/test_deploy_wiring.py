@@ -127,6 +127,33 @@ def test_adapter_answers_probes_and_scrapes_without_a_client_certificate(tmp_pat
         assert get(adp.url + external)[0] == 401
 
 
+# ConfigMaps and Secrets a user creates by hand (README "Deploy"), with the keys they must hold.
+CREATED_BY_HAND = {"rightsizer-adapter-front-proxy-ca": {"requestheader-client-ca-file"},
+                   "rightsizer-adapter-tls": {"tls.crt", "tls.key"}}
+
+
+@pytest.mark.parametrize("overlay", ["base", "examples/demo", "examples/cert-manager"])
+def test_every_file_argument_lies_in_a_mounted_volume_holding_it(overlay: str) -> None:
+    objs = objects(overlay)
+    for workload in (o for o in objs if o["kind"] in ("Deployment", "DaemonSet")):
+        pod = workload["spec"]["template"]["spec"]
+        if "volumes" not in pod:
+            continue
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = pod["containers"][0]["volumeMounts"]
+        paths = [m["mountPath"] for m in mounts]
+        assert not [a for a in paths for b in paths if a != b and a.startswith(b + "/")], "nested mounts"
+        args = " ".join(pod["containers"][0]["args"]).replace("=", " ").split()
+        for path in (a for a in args if a.startswith("/etc/rightsizer/")):
+            (mount,) = [m for m in mounts if path.startswith(m["mountPath"] + "/")]
+            volume = volumes[mount["name"]]
+            source = volume.get("configMap") or volume["secret"]
+            name = source.get("name") or source.get("secretName")
+            rendered = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == name]
+            keys = set(rendered[0]["data"]) if rendered else CREATED_BY_HAND[name]
+            assert path.removeprefix(mount["mountPath"] + "/") in keys, (workload["metadata"]["name"], path)
+
+
 def test_selectors_select_and_names_resolve() -> None:
     objs = objects("base") + objects("monitoring")
     by_kind: dict[str, list[dict[str, Any]]] = {}
