@@ -245,3 +245,12 @@ def test_plain_scrape_configs_keep_our_targets_with_their_gpu_labels(tmp_path: P
             assert scraped == exposed and len(exposed - {None}) >= 1
     monitor = named(objects("monitoring"), "ServiceMonitor", "rightsizer-exporter")
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+
+
+def test_only_the_mig_overlay_gives_the_exporter_a_capability() -> None:
+    base = container(objects("base"), "DaemonSet", "rightsizer-exporter")["securityContext"]
+    assert base["capabilities"] == {"drop": ["ALL"]} and base["allowPrivilegeEscalation"] is False
+    assert base["readOnlyRootFilesystem"] is True and base["privileged"] is False
+    mig = container(objects("examples/mig-monitor"), "DaemonSet", "rightsizer-exporter")
+    assert mig["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    assert {"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"} in mig["env"]
