@@ -142,7 +142,9 @@ def collect(
         )
     }
     queues = _queues(c)
-    settings = dataclasses.replace(s, window_seconds=window, idle_after_seconds=min(idle_after, window))
+    # A full window's samples span a little less than its length (as in Evidence.confidence).
+    idle_after = min(idle_after, 0.98 * window)
+    settings = dataclasses.replace(s, window_seconds=window, idle_after_seconds=idle_after)
     units = []
     for sample in ident:
         labels = {k: v for k, v in sample.labels.items() if k in IDENTITY}

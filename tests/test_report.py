@@ -1,0 +1,206 @@
+"""``rightsizer report`` against a real Prometheus holding an hour of the exporter's history.
+
+The history is what the exporter itself renders for a simulated fleet (the scenario suite's mixed
+inference fleet), one exposition every 15 s over the past hour, written as OpenMetrics with
+timestamps and turned into TSDB blocks by ``promtool tsdb create-blocks-from openmetrics`` before
+Prometheus starts. The report must then reach the same verdicts as the live engine and as the
+scenario file says, per GPU and per workload, sorted by money.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import pty
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from servers import free_port, prometheus, require_binary
+
+from exporter.render import Renderer
+from exporter.rightsizing.catalog import load_catalog
+from exporter.rightsizing.extension import RightsizingExtension
+from exporter.rightsizing.settings import RightsizingSettings
+from exporter.snapshot import Row, Snapshot
+from exporter.sources.simulated import SimulatedSource, load_scenario
+
+SCENARIO = Path(__file__).parent / "scenarios" / "mixed_inference_fleet.yaml"
+STEP = 15.0
+HOUR = 3600.0
+_NAME = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)")
+
+
+def exporter_history(path: Path, seconds: float, step: float) -> tuple[str, float, SimulatedSource]:
+    """OpenMetrics text of what the exporter would have published every ``step`` seconds."""
+    source = SimulatedSource(load_scenario(str(path)))
+    ext = RightsizingExtension(RightsizingSettings(), load_catalog(), step, source)
+    renderer = Renderer("Hostname")
+    families: dict[str, list[str]] = {}
+    last = 0.0
+    for reading in source.history(seconds, step):
+        contribution = ext.contribute(reading, reading.gpus)
+        rows = dict(contribution.rows)
+        # What the queue extension publishes for a configured queue with these static labels.
+        rows["rightsizer_queue_depth"] = tuple(
+            Row(q.depth, (("queue", q.name), ("kind", "vllm"), *sorted(q.labels.items())))
+            for q in source.queue_samples(reading.timestamp)
+        )
+        snap = Snapshot(reading.timestamp, "sim-node", reading.gpus, (reading.status,), rows, {})
+        for line in renderer.render(snap).text.decode().splitlines():
+            if line and not line.startswith("#"):
+                m = _NAME.match(line)
+                assert m is not None
+                families.setdefault(m.group(1), []).append(f"{line} {reading.timestamp:.3f}")
+        last = reading.timestamp
+    out = [f"# TYPE {name} unknown\n" + "\n".join(lines) for name, lines in families.items()]
+    return "\n".join(out) + "\n# EOF\n", last, source
+
+
+@contextlib.contextmanager
+def prometheus_with_history() -> Iterator[tuple[str, float, SimulatedSource]]:
+    promtool = require_binary("promtool")
+    text, last, source = exporter_history(SCENARIO, HOUR, STEP)
+    tsdb = Path(tempfile.mkdtemp(prefix="report-tsdb-"))
+    try:
+        (tsdb / "history.om").write_text(text)
+        create = [promtool, "tsdb", "create-blocks-from", "openmetrics", str(tsdb / "history.om")]
+        done = subprocess.run([*create, str(tsdb / "data")], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        (tsdb / "history.om").unlink()
+        with prometheus({}, data_dir=tsdb / "data") as prom:
+            yield prom.url, last, source
+    finally:
+        shutil.rmtree(tsdb, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def history() -> Iterator[tuple[str, float, SimulatedSource]]:
+    with prometheus_with_history() as h:
+        yield h
+
+
+def report(url: str, at: float, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "exporter.rightsizing.cli",
+        "report",
+        "--prometheus-url",
+        url,
+        "--window",
+        "1h",
+    ]
+    return subprocess.run([*cmd, "--at", f"{at + 1:.3f}", *args], capture_output=True, text=True, timeout=180)
+
+
+def test_report_reaches_the_scenario_verdicts_from_prometheus_history(history) -> None:
+    url, at, source = history
+    out = report(url, at, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    by_uuid = {g["uuid"]: g for g in data["gpus"]}
+    assert len(by_uuid) == len(source.scenario.gpus)
+    for sim in source.scenario.gpus:
+        got = by_uuid[sim.uuid]
+        assert sim.expect is not None
+        assert (got["verdict"], got["bottlenecks"], got["recommended"]) == (
+            sim.expect.verdict, list(sim.expect.bottlenecks), sim.expect.recommended,
+        ), f"{sim.name}: {got['reason']}"  # fmt: skip
+        assert got["samples"] >= HOUR / STEP - 2 and got["history_seconds"] >= HOUR - 2 * STEP
+        if sim.pod is not None:
+            assert got["pod"] == sim.pod.pod and got["namespace"] == sim.pod.namespace
+    savings = [g["hourly_savings_dollars"] for g in data["gpus"]]
+    assert savings == sorted(savings, reverse=True), "sorted by money"
+    totals = data["totals"]
+    assert totals["hourly_savings_dollars"] == pytest.approx(sum(s for s in savings if s > 0), abs=1e-3)
+    assert totals["hourly_upgrade_cost_dollars"] > 0  # the full L40S needs a bigger GPU
+    # Per workload: the two summarizer replicas (pods summarizer-0 and summarizer-1) are one workload.
+    workloads = {(w["namespace"], w["workload"]): w for w in data["workloads"]}
+    summarizer = workloads[("llm", "summarizer")]
+    assert summarizer["gpus"] == 2 and summarizer["verdicts"] == "2 overprovisioned"
+    assert summarizer["hourly_savings_dollars"] == pytest.approx(
+        sum(g["hourly_savings_dollars"] for g in data["gpus"] if (g["pod"] or "").startswith("summarizer"))
+    )
+
+
+def test_report_as_a_table_and_as_csv(history) -> None:
+    url, at, source = history
+    table = report(url, at)
+    assert table.returncode == 0, table.stderr
+    assert "Right-sizing saves" in table.stdout and "overprovisioned" in table.stdout
+    assert "llm/summarizer-0" in table.stdout and "Reasons:" in table.stdout
+    assert "\r" not in table.stderr  # no progress line when stderr is not a terminal
+    rows = list(csv.DictReader(io.StringIO(report(url, at, "--format", "csv").stdout)))
+    assert len(rows) == len(source.scenario.gpus) and {
+        "verdict",
+        "recommended",
+        "hourly_savings_dollars",
+    } <= set(rows[0])
+    wl = list(csv.DictReader(io.StringIO(report(url, at, "--format", "csv", "--view", "workloads").stdout)))
+    assert {r["workload"] for r in wl} >= {"summarizer", "chat-13b", "chat-small", "pretrain", "(no pod)"}
+
+
+def test_progress_is_shown_on_a_terminal(history) -> None:
+    url, at, _ = history
+    controller, terminal = pty.openpty()
+    try:
+        cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+               "--window", "1h", "--at", f"{at + 1:.3f}", "--format", "json"]  # fmt: skip
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=terminal, timeout=180)
+        os.close(terminal)
+        terminal = -1
+        seen = b""
+        with contextlib.suppress(OSError):
+            while chunk := os.read(controller, 65536):
+                seen += chunk
+    finally:
+        os.close(controller)
+        if terminal >= 0:
+            os.close(terminal)
+    assert proc.returncode == 0
+    assert b"querying Prometheus [1/" in seen and b"\r" in seen
+    json.loads(proc.stdout)  # stdout stays clean JSON
+
+
+def test_unreachable_prometheus_is_one_clear_line() -> None:
+    port = free_port()  # nothing listens there
+    out = subprocess.run(
+        [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", f"http://127.0.0.1:{port}"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert (
+        out.stderr.strip()
+        == f"rightsizer: cannot reach Prometheus at http://127.0.0.1:{port}: Connection refused"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--window", "a week"], "--window 'a week' is not a duration"),
+        (["--at", "yesterday"], "--at 'yesterday' is neither Unix seconds nor an RFC 3339 time"),
+        (["--header", "no-colon"], "--header 'no-colon' must be NAME:VALUE"),
+    ],
+)
+def test_bad_arguments_are_one_clear_line(args: list[str], message: str) -> None:
+    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", "http://127.0.0.1:1"]
+    out = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_not_a_prometheus_and_no_gpu_data(history) -> None:
+    url, at, _ = history
+    empty = report(url, at - 10 * HOUR)  # before the history: no series
+    assert empty.returncode == 2 and "no GPU series (DCGM_FI_DEV_FB_USED)" in empty.stderr
+    wrong = report(url + "/not-prometheus", at)
+    assert wrong.returncode == 2 and "answered 404" in wrong.stderr and "Traceback" not in wrong.stderr
