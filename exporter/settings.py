@@ -114,10 +114,11 @@ def build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
     """Build dataclass ``cls`` from a mapping, rejecting unknown keys."""
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    prefix = f"{where}: " if where else ""  # the caller names the file for the top level
     unknown = [k for k in data if k not in fields]
     if unknown:
         known = ", ".join(sorted(fields))
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known keys: {known})")
+        raise ConfigError(f"{prefix}unknown key {unknown[0]!r} (known keys: {known})")
     kwargs = {
         name: _convert(hints[name], value, f"{where}.{name}" if where else name, fields[name].metadata)
         for name, value in data.items()
@@ -125,13 +126,13 @@ def build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
     try:
         obj = cls(**kwargs)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where or 'config'}: {exc}") from None
+        raise ConfigError(f"{prefix}{exc}") from None
     check = getattr(obj, "validate", None)
     if check is not None:
         try:
             check()
         except ValueError as exc:
-            raise ConfigError(f"{where or 'config'}: {exc}") from None
+            raise ConfigError(f"{prefix}{exc}") from None
     return obj
 
 
