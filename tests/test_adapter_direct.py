@@ -8,12 +8,17 @@ from typing import Any
 
 import pytest
 from adapter_support import ExpositionServer, exposition
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+from servers import ROOT
 
 from adapter.cache import Cache
 from adapter.config import load_config
-from adapter.rules import RuleConfig
+from adapter.rules import BUILTIN_RULES, RuleConfig
 from adapter.selfmetrics import AdapterMetrics
-from adapter.sources.scrape import ScrapeSource, evaluate, parse_samples
+from adapter.sources.exposition import SampleReader
+from adapter.sources.scrape import ScrapeSource, evaluate
 from adapter.vectors import Series
 from exporter.settings import build
 
@@ -53,17 +58,79 @@ def test_evaluate_groups_scales_and_renames() -> None:
     assert [s.value for s in matched] == [30.0]
 
 
-def test_only_wanted_families_are_parsed_with_the_instance_label() -> None:
+def test_only_wanted_families_are_read_with_the_instance_label() -> None:
     text = NODE_A + 'other_family{x="1"} 3\n'
-    parsed = parse_samples(text, frozenset({"rightsizer_queue_depth"}), "node-a:9430")
+    parsed = SampleReader("node-a:9430").read(text, ["rightsizer_queue_depth"])
     assert list(parsed) == ["rightsizer_queue_depth"]
-    assert dict(parsed["rightsizer_queue_depth"][0].labels) == {
-        "queue": "jobs",
-        "namespace": "prod",
-        "instance": "node-a:9430",
-    }
-    with pytest.raises(ValueError):
-        parse_samples('rightsizer_queue_depth{queue="a} 1\n', frozenset({"rightsizer_queue_depth"}), "n")
+    [sample] = parsed["rightsizer_queue_depth"]
+    assert dict(sample.labels) == {"queue": "jobs", "namespace": "prod", "instance": "node-a:9430"}
+    for bad in (
+        'rightsizer_queue_depth{queue="a} 1\n',
+        "rightsizer_queue_depth{} one\n",
+        "rightsizer_queue_depth{}\n",
+    ):
+        with pytest.raises(ValueError):
+            SampleReader("n").read(bad, ["rightsizer_queue_depth"])
+
+
+def reference(text: str, families: list[str], instance: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """What prometheus-client's parser reads from the whole text."""
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in families:
+                out.setdefault(sample.name, []).append(
+                    ({**sample.labels, "instance": instance}, sample.value)
+                )
+    return out
+
+
+def plain(parsed: dict[str, list[Series]]) -> dict[str, list[tuple[dict[str, str], float]]]:
+    return {k: [(dict(s.labels), s.value) for s in v] for k, v in parsed.items()}
+
+
+def test_reader_agrees_with_the_parser_on_a_real_exposition() -> None:
+    text = (ROOT / "tests/golden/simulated.prom").read_text()
+    families = [r.direct.family for r in BUILTIN_RULES if r.direct] + [
+        "DCGM_FI_DEV_FB_USED",
+        "rightsizer_gpu_up",
+    ]
+    reader = SampleReader("node:9430")
+    first = plain(reader.read(text, families))
+    assert first == reference(text, families, "node:9430") and first
+    assert plain(reader.read(text, families)) == first  # from the label cache this time
+
+
+label_value = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\r"), max_size=8)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["fam", "fam_total", "other", "fam_x"]),
+            st.dictionaries(st.sampled_from(["a", "b", "le"]), label_value, max_size=2),
+            st.floats(allow_nan=False),
+            st.booleans(),
+        ),
+        max_size=12,
+    )
+)
+def test_reader_agrees_with_the_parser_on_any_layout(
+    rows: list[tuple[str, dict[str, str], float, bool]],
+) -> None:
+    def line(name: str, labels: dict[str, str], value: float, ts: bool) -> str:
+        pairs = ",".join(
+            k + '="' + v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') + '"'
+            for k, v in labels.items()
+        )
+        return f"{name}{{{pairs}}} {value!r}" + (" 1000" if ts else "")
+
+    lines = [line(*row) for row in rows]
+    text = "\n".join(lines) + "\n"
+    seen = {(n, tuple(sorted(lbl.items()))) for n, lbl, _, _ in rows}
+    if len(seen) != len(rows):
+        return  # duplicate series: not valid exposition
+    assert plain(SampleReader("i").read(text, ["fam", "other"])) == reference(text, ["fam", "other"], "i")
 
 
 async def two_nodes(stale_after: float) -> tuple[Cache, ScrapeSource, ExpositionServer, ExpositionServer]:

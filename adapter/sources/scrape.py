@@ -2,8 +2,9 @@
 
 All exporters are scraped concurrently, each with its own deadline, on the adapter's cadence
 (every 0.5 s by default, so a change the exporter publishes reaches the cache within about one
-exporter interval plus half a second). Only the lines of the families the rules read are parsed,
-with prometheus-client's parser, and an unchanged body is not parsed again.
+exporter interval plus half a second). Only the lines of the families the rules read are read
+(``exposition.py``, labels parsed by prometheus-client once per series), and an unchanged body is
+not read again.
 
 An exporter that fails keeps its last good samples for ``stale_after_seconds``; after that every
 rule fed by a family it used to publish fails (503) instead of silently dropping its series, so
@@ -21,7 +22,6 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.logs import event
 
@@ -30,6 +30,7 @@ from ..rules import DirectRule, RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series, aggregate
 from . import RuleResult
+from .exposition import SampleReader
 
 log = logging.getLogger("rightsizer.adapter.scrape")
 
@@ -43,24 +44,11 @@ def metrics_url(url: str) -> str:
 class Exporter:
     url: str
     instance: str
+    reader: SampleReader
     body: bytes = b""
     samples: dict[str, list[Series]] = field(default_factory=dict)
     last_success: float | None = None
     error: str | None = None
-
-
-def parse_samples(text: str, families: frozenset[str], instance: str) -> dict[str, list[Series]]:
-    """Samples of ``families`` in exposition ``text``; raises ValueError if those lines do not parse."""
-    prefixes = tuple(f"{name}{sep}" for name in families for sep in ("{", " "))
-    lines = [line for line in text.split("\n") if line.startswith(prefixes)]
-    out: dict[str, list[Series]] = {}
-    for family in text_string_to_metric_families("\n".join(lines) + "\n"):
-        for sample in family.samples:
-            if sample.name in families:
-                out.setdefault(sample.name, []).append(
-                    Series({**sample.labels, "instance": instance}, sample.value)
-                )
-    return out
 
 
 def evaluate(rule: RuleConfig, samples: Sequence[Series]) -> list[Series]:
@@ -96,7 +84,10 @@ class ScrapeSource:
         self.cfg = cfg
         self.interval = cfg.scrape_interval_seconds
         self.metrics = metrics
-        self.exporters = [Exporter(metrics_url(u), urlsplit(u).netloc) for u in cfg.exporters]
+        self.exporters = [
+            Exporter(metrics_url(u), urlsplit(u).netloc, SampleReader(urlsplit(u).netloc))
+            for u in cfg.exporters
+        ]
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -130,7 +121,7 @@ class ScrapeSource:
         try:
             body = await self._fetch(exporter)
             if body != exporter.body or families - exporter.samples.keys():
-                exporter.samples = parse_samples(body.decode("utf-8", "replace"), families, exporter.instance)
+                exporter.samples = exporter.reader.read(body.decode("utf-8", "replace"), families)
                 exporter.body = body
         except ValueError as exc:
             self.metrics.upstream(self.name, time.perf_counter() - started, False)
