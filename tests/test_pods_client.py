@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import time
@@ -12,7 +13,12 @@ import pytest
 from pods_fake_kubelet import FakeKubelet, set_mode, short_socket_dir, write_answer
 
 from exporter.snapshot import PodRef
-from exporter.sources.pods.client import ContainerDevices, PodResourcesError, list_pod_resources
+from exporter.sources.pods.client import (
+    ContainerDevices,
+    KubeletAnswer,
+    PodResourcesClient,
+    PodResourcesError,
+)
 
 GPUS = frozenset({"nvidia.com/gpu", "nvidia.com/gpu.shared"})
 
@@ -47,6 +53,11 @@ PODS = [
     },
     {"name": "web", "namespace": "default", "containers": [{"name": "nginx"}]},
 ]
+
+
+async def list_pod_resources(socket: str, timeout: float, resources: frozenset[str]) -> KubeletAnswer:
+    async with PodResourcesClient(socket) as client:
+        return await client.list(timeout, resources)
 
 
 @pytest.fixture
@@ -171,3 +182,24 @@ async def test_incomplete_entries_are_skipped_with_a_reason(where: tuple[Path, P
         "ml/?/c: pod, namespace or container name is empty",
         "ml/p/c: nvidia.com/gpu lists no device ids",
     )
+
+
+async def test_one_client_follows_a_kubelet_restart(where: tuple[Path, Path]) -> None:
+    sock, answer = where
+    async with PodResourcesClient(str(sock)) as client:
+        async with FakeKubelet(sock, answer):
+            assert (await client.list(2.0, GPUS)).pods == 3
+        with pytest.raises(PodResourcesError, match="does not exist"):
+            await client.list(2.0, GPUS)
+        write_answer(answer, PODS[:1])
+        async with FakeKubelet(sock, answer):  # a new socket at the same path
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    got = await client.list(2.0, GPUS)
+                    break
+                except PodResourcesError:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.1)
+            assert got.pods == 1

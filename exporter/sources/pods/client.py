@@ -1,9 +1,10 @@
 """The kubelet pod-resources v1 ``List`` call over its unix socket, with a deadline.
 
-One short-lived channel per call (the exporter calls every ``pods.refresh_interval_seconds``): a
-kubelet restart recreates the socket, and a fresh channel connects to the new one at once instead
-of waiting out a long-lived channel's reconnect backoff. Every failure becomes one
-``PodResourcesError`` whose message says what went wrong in a single line.
+One long-lived channel (the exporter calls every ``pods.refresh_interval_seconds``), so a refresh
+does not pay for a new HTTP/2 connection and the process does not churn gRPC state. Its reconnect
+backoff is capped at one second: a restarted kubelet (a new socket at the same path) is reached
+again by the next refresh. Every failure becomes one ``PodResourcesError`` whose message says what
+went wrong in a single line.
 """
 
 from __future__ import annotations
@@ -87,38 +88,62 @@ def _describe(exc: grpc.aio.AioRpcError, socket: str, timeout: float) -> str:
     return f"kubelet pod-resources List failed: {code.name}: {detail}"
 
 
-async def list_pod_resources(socket: str, timeout: float, resource_names: frozenset[str]) -> KubeletAnswer:
-    """Ask the kubelet which devices each container holds. Raises ``PodResourcesError``."""
-    try:
-        mode = os.stat(socket).st_mode
-    except FileNotFoundError:
-        raise PodResourcesError(f"kubelet pod-resources socket {socket} does not exist") from None
-    except OSError as exc:
-        raise PodResourcesError(f"cannot reach {socket}: {exc.strerror or exc}") from None
-    if not stat.S_ISSOCK(mode):
-        raise PodResourcesError(f"{socket} is not a unix socket")
-    options = [
-        ("grpc.max_receive_message_length", MAX_ANSWER_BYTES),
-        ("grpc.enable_http_proxy", 0),
-        ("grpc.initial_reconnect_backoff_ms", 200),
-    ]
-    channel = grpc.aio.insecure_channel(f"unix:{socket}", options=options)
-    try:
-        call = channel.unary_unary(
-            LIST_METHOD,
-            request_serializer=podresources_pb2.ListPodResourcesRequest.SerializeToString,
-            response_deserializer=_decode,
-        )
-        answer = await call(podresources_pb2.ListPodResourcesRequest(), timeout=timeout)
-    except grpc.aio.AioRpcError as exc:
-        raise PodResourcesError(_describe(exc, socket, timeout)) from None
-    finally:
-        await channel.close(grace=None)
-    if isinstance(answer, _Malformed):
-        raise PodResourcesError(f"malformed answer from the kubelet pod-resources List: {answer.error}")
-    if not isinstance(answer, podresources_pb2.ListPodResourcesResponse):
-        raise PodResourcesError("malformed answer from the kubelet pod-resources List: no message")
-    return parse_answer(answer, resource_names)
+class PodResourcesClient:
+    """``List`` over one channel to the kubelet's socket; ``close()`` when done."""
+
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+        self._channel: grpc.aio.Channel | None = None
+        self._list: grpc.aio.UnaryUnaryMultiCallable | None = None
+
+    def _call(self) -> grpc.aio.UnaryUnaryMultiCallable:
+        if self._list is None:
+            options = [
+                ("grpc.max_receive_message_length", MAX_ANSWER_BYTES),
+                ("grpc.enable_http_proxy", 0),
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1000),
+            ]
+            self._channel = grpc.aio.insecure_channel(f"unix:{self.socket}", options=options)
+            self._list = self._channel.unary_unary(
+                LIST_METHOD,
+                request_serializer=podresources_pb2.ListPodResourcesRequest.SerializeToString,
+                response_deserializer=_decode,
+            )
+        return self._list
+
+    async def list(self, timeout: float, resource_names: frozenset[str]) -> KubeletAnswer:
+        """Ask the kubelet which devices each container holds. Raises ``PodResourcesError``."""
+        socket = self.socket
+        try:
+            mode = os.stat(socket).st_mode
+        except FileNotFoundError:
+            raise PodResourcesError(f"kubelet pod-resources socket {socket} does not exist") from None
+        except OSError as exc:
+            raise PodResourcesError(f"cannot reach {socket}: {exc.strerror or exc}") from None
+        if not stat.S_ISSOCK(mode):
+            raise PodResourcesError(f"{socket} is not a unix socket")
+        try:
+            answer = await self._call()(podresources_pb2.ListPodResourcesRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise PodResourcesError(_describe(exc, socket, timeout)) from None
+        if isinstance(answer, _Malformed):
+            raise PodResourcesError(f"malformed answer from the kubelet pod-resources List: {answer.error}")
+        if not isinstance(answer, podresources_pb2.ListPodResourcesResponse):
+            raise PodResourcesError("malformed answer from the kubelet pod-resources List: no message")
+        return parse_answer(answer, resource_names)
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close(grace=None)
+            self._channel = self._list = None
+
+    async def __aenter__(self) -> PodResourcesClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 @dataclass(frozen=True, slots=True)

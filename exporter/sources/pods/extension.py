@@ -40,7 +40,7 @@ from .attribution import (
 )
 from .cgroup import CgroupRef, read_cgroup
 from .checkpoint import CheckpointError, read_checkpoint, uid_index
-from .client import KubeletAnswer, PodResourcesError, list_pod_resources
+from .client import KubeletAnswer, PodResourcesClient, PodResourcesError
 from .settings import PodSettings
 
 log = logging.getLogger("rightsizer.pods")
@@ -73,6 +73,7 @@ class PodAttribution:
         self.settings = settings
         self._processes = processes
         self._resources = frozenset(settings.resource_names)
+        self._client = PodResourcesClient(settings.socket)
         self._state: _Attribution | None = None
         self._status = CollectorStatus(self.name, False, 0.0, "not refreshed yet")
         self._api: dict[str, Any] = {"enabled": True, "ok": False, "error": "not refreshed yet"}
@@ -96,6 +97,7 @@ class PodAttribution:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        await self._client.close()
 
     async def _run(self) -> None:
         interval = self.settings.refresh_interval_seconds
@@ -119,9 +121,7 @@ class PodAttribution:
         answer: KubeletAnswer | None = None
         listed_at = now
         try:
-            answer = await list_pod_resources(
-                self.settings.socket, self.settings.timeout_seconds, self._resources
-            )
+            answer = await self._client.list(self.settings.timeout_seconds, self._resources)
         except PodResourcesError as exc:
             error = str(exc)
         except Exception as exc:  # anything else from the gRPC stack: same outcome, say what it was
