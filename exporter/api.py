@@ -27,6 +27,7 @@ def gpu_json(g: GpuSample) -> dict[str, Any]:
         "fields": {k: _clean(v) for k, v in sorted(g.fields.items())},
         "supported": sorted(g.fields),
         "unsupported": sorted(g.unsupported),
+        "unsupported_reasons": dict(sorted(g.unsupported_reasons.items())),
         "clock_event_reasons": g.clock_event_reasons,
         "pod": None
         if g.pod is None

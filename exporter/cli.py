@@ -70,6 +70,11 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
 
         # Per-process attribution needs the source's running processes (see sources/pods/attribution.py).
         extensions.append(PodAttribution(cfg.pods, getattr(source, "running_processes", None)))
+    xid_report = getattr(source, "xid_report", None)
+    if xid_report is not None:  # after pod attribution, so XID rows carry the pod labels
+        from .sources.nvml_events import XidExtension
+
+        extensions.append(XidExtension(xid_report))
     if cfg.queues:
         from .sources.queues.manager import QueueExtension
 

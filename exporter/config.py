@@ -41,6 +41,28 @@ class NvmlSettings:
     reinit_backoff_max_seconds: float = setting(
         30.0, "Longest wait between NVML re-initialisation attempts.", minimum=0.1, maximum=3600
     )
+    gpm_sample_spacing_seconds: float = setting(
+        0.1,
+        "Least time between two GPM samples of a GPU (NVML needs 100 ms); the profiling ratios cover "
+        "the time between consecutive samples, so one cycle's interval at the default.",
+        minimum=0.1,
+        maximum=60,
+    )
+    mig_scan_interval_seconds: float = setting(
+        10.0,
+        "How often a GPU's MIG layout is scanned again; a MIG device that stops answering triggers a "
+        "scan at once.",
+        minimum=0.1,
+        maximum=3600,
+    )
+    xid_events: bool = setting(True, "Watch XID errors through NVML events on a thread of their own.")
+    event_wait_seconds: float = setting(
+        1.0,
+        "Timeout of one NVML event wait (nvmlEventSetWait_v2) of the XID thread; a wait that runs "
+        "past it by call_timeout_seconds is reported hung.",
+        minimum=0.05,
+        maximum=60,
+    )
 
 
 @dataclass(frozen=True)

@@ -267,6 +267,35 @@ FAMILIES: tuple[Family, ...] = (
         "GPU memory used by the compute processes running on the GPU.",
         "compute_processes_memory_bytes",
     ),
+    _gpu(
+        "rightsizer_gpu_nvlink_rx_bytes_per_second",
+        "B/s",
+        "NVLink receive rate over all links (NVML GPM, Hopper and newer), averaged over the cycle.",
+        "nvlink_rx_bytes_per_second",
+    ),
+    _gpu(
+        "rightsizer_gpu_nvlink_tx_bytes_per_second",
+        "B/s",
+        "NVLink transmit rate over all links (NVML GPM, Hopper and newer), averaged over the cycle.",
+        "nvlink_tx_bytes_per_second",
+    ),
+    # --- XID errors (exporter/sources/nvml_events); rows come from the XID extension ---
+    Family(
+        "rightsizer_xid_errors_total",
+        "counter",
+        "errors",
+        "XID errors reported by NVML events for the GPU since the exporter started, per XID.",
+        "extension",
+        extra_labels=("gpu", "xid"),
+    ),
+    Family(
+        "rightsizer_xid_last_seen_timestamp_seconds",
+        "gauge",
+        "seconds",
+        "Unix time of the last XID error reported for the GPU.",
+        "extension",
+        extra_labels=("gpu",),
+    ),
     # --- pod attribution (exporter/sources/pods); rows come from the pods extension ---
     Family(
         "rightsizer_pod_gpu_memory_used_bytes",

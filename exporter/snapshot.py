@@ -60,6 +60,8 @@ class GpuSample:
     pod: PodRef | None = None
     # Bitmask of active clock-event (throttle) reasons, NVML's nvmlClocksEventReason* bits.
     clock_event_reasons: int | None = None
+    # Why a group of fields is missing, for /api/v1/gpus (e.g. {"gpm": "GPM needs Hopper or newer"}).
+    unsupported_reasons: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,14 @@ from nvmldouble import (
 )
 from servers import exporter, wait_for
 
+from exporter.sources.nvml_gpm import GPM_FIELDS
+
 # The double's fixtures, used by name.
 
 MIB = 2**20
+# Fields a GPU without GPM lacks (GPM is off in the double unless a test turns it on); PCIe rates
+# then come from nvmlDeviceGetPcieThroughput.
+NO_GPM = GPM_FIELDS - {"pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second"}
 DRIVER = "555.42.06"
 
 
@@ -97,7 +102,10 @@ def test_values_are_published_in_dcgm_units_with_identity_labels(
             assert {r for r, v in reasons.items() if v == 1} == {"sw_power_cap", "hw_thermal_slowdown"}
 
             entry = api[uuid]
-            assert entry["up"] is True and entry["unsupported"] == []
+            # GPM is off in the double unless a test turns it on (tests/test_nvml_gpm.py): its fields
+            # are the only ones missing, and the API says why.
+            assert entry["up"] is True and set(entry["unsupported"]) == NO_GPM
+            assert set(entry["unsupported_reasons"]) == {"gpm"}
             assert (
                 entry["index"] == slot and entry["model"] == g["name"] and entry["driver_version"] == DRIVER
             )
@@ -155,7 +163,7 @@ def test_not_supported_is_probed_once_left_out_and_listed(nvml_double: NvmlDoubl
         assert value(samples, "rightsizer_gpu_up", UUID=uuid1) == 1
         assert value(samples, "DCGM_FI_DEV_GPU_TEMP", UUID=uuid1) == gpus[1]["temp.gpu"]
 
-        assert api[uuid1]["unsupported"] == sorted(
+        assert sorted(set(api[uuid1]["unsupported"]) - NO_GPM) == sorted(
             [
                 "power_usage_watts",
                 "memory_temperature_celsius",
@@ -165,7 +173,10 @@ def test_not_supported_is_probed_once_left_out_and_listed(nvml_double: NvmlDoubl
                 "ecc_uncorrected_count",
             ]
         )
-        assert api[uuid0]["unsupported"] == ["ecc_corrected_count", "ecc_uncorrected_count"]
+        assert sorted(set(api[uuid0]["unsupported"]) - NO_GPM) == [
+            "ecc_corrected_count",
+            "ecc_uncorrected_count",
+        ]
         assert "power_usage_watts" not in api[uuid1]["supported"]
 
         # Probed once: the calls that answered NOT_SUPPORTED were never made again.
@@ -209,7 +220,8 @@ def test_error_injected_per_function_and_device_drops_that_field_only(
         error = api["collector"]["error"]
         assert "nvmlDeviceGetPowerUsage: Unknown Error (NVML error 999)" in error
         assert "nvmlDeviceGetTemperatureV: Insufficient Permissions (NVML error 4)" in error
-        assert api[uuid1]["unsupported"] == []  # an error is not NOT_SUPPORTED: it is tried again
+        # An error is not NOT_SUPPORTED: it is tried again (GPM is off in the double by default).
+        assert set(api[uuid1]["unsupported"]) == NO_GPM
 
         # Logged once per change, not every cycle.
         calls = nvml_double.call_count("nvmlDeviceGetPowerUsage", 1)

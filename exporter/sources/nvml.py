@@ -10,6 +10,9 @@
   with its identity, and NVML is shut down and initialised again with exponential backoff; GPUs
   are matched again by UUID and come back as soon as they answer.
 - Other errors leave that call's fields out for the cycle and are logged when they change.
+- Each job also reads the GPU's MIG devices (``nvml_mig``; one sample per GPU instance, with its
+  MIG identity) and GPM profiling ratios (``nvml_gpm``); XID errors arrive on a thread of their
+  own (``nvml_events``) and are merged into the samples without waiting for it.
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ from ..config import NvmlSettings
 from ..logs import event
 from ..snapshot import CollectorStatus, GpuReading, GpuSample
 from .base import SourceUnavailable
-from .nvml_calls import DeviceResult, RunningProcess, describe, sample_device
-from .nvml_device import Device
+from .nvml_calls import DeviceResult, RunningProcess, describe
+from .nvml_device import Device, JobSettings, run_job
+from .nvml_events import XidReport, XidWatcher
+from .nvml_gpm import GpmState
 from .nvml_lifecycle import Enumeration, initialise, shutdown
 from .nvml_worker import HungError, NvmlWorker, wait_all
 
@@ -48,6 +53,12 @@ class NvmlSource:
         self._backoff = settings.reinit_backoff_initial_seconds
         self._enumeration_failures: list[str] = []  # GPUs NVML counts but could not identify
         self._last_reinit_outcome: object = None  # to log re-initialisations only when they change
+        self._job = JobSettings(settings.gpm_sample_spacing_seconds, settings.mig_scan_interval_seconds)
+        self._xid = (
+            XidWatcher(settings.event_wait_seconds, settings.call_timeout_seconds)
+            if settings.xid_events
+            else None
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -64,11 +75,15 @@ class NvmlSource:
             raise SourceUnavailable(f"NVML initialisation hung: {exc}; {SIMULATE_HINT}") from None
         self._initialised = True
         self._apply_enumeration(found, time.monotonic())
+        if self._xid is not None:
+            self._xid.start()
         event(log, logging.INFO, "NVML initialised", driver=found.driver_version, gpus=len(found.devices))
         if not found.devices and not found.failures:
             event(log, logging.WARNING, "NVML found no GPUs")
 
     async def stop(self) -> None:
+        if self._xid is not None:
+            self._xid.stop()
         for dev in self._devices.values():
             dev.worker.close()
         if self._initialised and not self._control.busy:
@@ -79,6 +94,10 @@ class NvmlSource:
     def running_processes(self) -> dict[str, list[RunningProcess]]:
         """Compute processes per GPU UUID as of the last cycle (for pod attribution; no NVML call)."""
         return {uuid: list(dev.processes) for uuid, dev in self._devices.items() if dev.handle is not None}
+
+    def xid_report(self, _t: float = 0.0) -> XidReport:
+        """XID errors seen so far, per GPU UUID (no NVML call: the event thread's tally)."""
+        return self._xid.report() if self._xid is not None else XidReport()
 
     # -- sampling -------------------------------------------------------------------------------
     async def collect(self) -> GpuReading:
@@ -93,26 +112,37 @@ class NvmlSource:
                 continue
             slow = now - dev.slow_at >= self.settings.slow_interval_seconds
             jobs[uuid] = dev.worker.submit(
-                sample_device, dev.handle, frozenset(dev.unsupported), dev.ecc_enabled, slow
+                run_job,
+                dev.handle,
+                frozenset(dev.unsupported),
+                dev.ecc_enabled,
+                slow,
+                dev.gpm,
+                dev.mig,
+                self._job,
+                now,
             )
         if jobs:
             await wait_all(list(jobs.values()), self.settings.call_timeout_seconds)
         ordered = sorted(self._devices.items(), key=lambda kv: kv[1].identity.index)
-        samples = tuple(self._sample(dev, jobs.get(uuid), problems, now) for uuid, dev in ordered)
+        xid = self.xid_report()
+        samples = tuple(
+            s for uuid, dev in ordered for s in self._samples(dev, jobs.get(uuid), problems, now, xid)
+        )
         problems.extend(self._enumeration_failures)
         status = CollectorStatus(
             self.name, not problems, time.perf_counter() - started, "; ".join(problems) or None
         )
         return GpuReading(time.time(), samples, status)
 
-    def _sample(
-        self, dev: Device, job: Future[DeviceResult] | None, problems: list[str], now: float
-    ) -> GpuSample:
+    def _samples(
+        self, dev: Device, job: Future[DeviceResult] | None, problems: list[str], now: float, xid: XidReport
+    ) -> list[GpuSample]:
         if dev.handle is None:
-            return dev.down_sample(dev.down or "down", problems)
+            return dev.down_samples(dev.down or "down", problems)
         if job is None or not job.done():
             call = dev.worker.current_call or "an NVML call"
-            return dev.down_sample(
+            return dev.down_samples(
                 f"GPU is hung: {call} has not returned for {dev.worker.hung_for():.1f} s", problems
             )
         exc = job.exception()
@@ -126,13 +156,13 @@ class NvmlSource:
                 uuid=ident.uuid,
                 error=describe(exc),
             )
-            return dev.down_sample(f"sampling failed: {describe(exc)}", problems)
+            return dev.down_samples(f"sampling failed: {describe(exc)}", problems)
         result = job.result()
         if result.lifecycle is not None:
             dev.handle, dev.down = None, result.lifecycle
             self._schedule_reinit(now)
-            return dev.down_sample(result.lifecycle, problems)
-        return dev.sample(result, now, problems)
+            return dev.down_samples(result.lifecycle, problems)
+        return dev.samples(result, now, problems, xid)
 
     # -- re-initialisation ------------------------------------------------------------------------
     def _schedule_reinit(self, now: float) -> None:
@@ -189,7 +219,11 @@ class NvmlSource:
             seen.add(ident.uuid)
             dev = self._devices.get(ident.uuid)
             if dev is None:
-                dev = self._devices[ident.uuid] = Device(ident, NvmlWorker(f"gpu{ident.index}"))
+                dev = self._devices[ident.uuid] = Device(
+                    ident,
+                    NvmlWorker(f"gpu{ident.index}"),
+                    gpm=GpmState(self.settings.gpm_sample_spacing_seconds),
+                )
                 event(log, logging.INFO, "GPU found", gpu=ident.index, uuid=ident.uuid, model=ident.model)
             elif dev.handle is None:
                 dev.forget_probe()
@@ -202,6 +236,8 @@ class NvmlSource:
             for failure in found.failures:
                 event(log, logging.WARNING, "GPU did not answer enumeration", error=failure)
         self._enumeration_failures = found.failures
+        if self._xid is not None:
+            self._xid.attach([(uuid, d.handle) for uuid, d in self._devices.items() if d.handle is not None])
         if found.failures or any(d.handle is None for d in self._devices.values()):
             if self._reinit_needed:
                 self._retry_later()

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pynvml
+
+if TYPE_CHECKING:
+    from .nvml_gpm import GpmReading
+    from .nvml_mig import MigReading
 
 Handle = Any  # pynvml's c_nvmlDevice_t
 
@@ -257,6 +261,8 @@ class DeviceResult:
     processes: tuple[RunningProcess, ...] | None = None  # None: not read this cycle
     ecc_enabled: bool | None = None
     slow_read: bool = False
+    gpm: GpmReading | None = None  # filled by nvml_device.run_job
+    mig: MigReading | None = None
 
 
 def sample_device(
