@@ -92,7 +92,7 @@ class RightsizingExtension:
     def _replay(self, readings: Iterable[GpuReading]) -> int:
         count = 0
         for reading in readings:
-            self.feed(reading.timestamp, reading.gpus)
+            self.feed(reading.timestamp, reading.gpus, live=False)
             count += 1
         return count
 
@@ -102,12 +102,15 @@ class RightsizingExtension:
             return float(self._sim_cpu(t))
         return None if self.host_cpu is None else self.host_cpu.latest
 
-    def _queue_readings(self, t: float) -> list[QueueReading]:
+    def _queue_readings(self, t: float, live: bool) -> list[QueueReading]:
+        """The configured queues' latest depths (live cycles only: they have no past), and the
+        simulated fleet's queues at ``t``."""
+        out = self.queue_feed.queue_readings() if self.queue_feed is not None and live else []
         if self._sim_queues is not None:
-            return [QueueReading(q.name, q.depth, dict(q.labels), tuple(q.gpus)) for q in self._sim_queues(t)]
-        return self.queue_feed.queue_readings() if self.queue_feed is not None else []
+            out += [QueueReading(q.name, q.depth, dict(q.labels), tuple(q.gpus)) for q in self._sim_queues(t)]
+        return out
 
-    def feed(self, t: float, gpus: Sequence[GpuSample]) -> None:
+    def feed(self, t: float, gpus: Sequence[GpuSample], live: bool = True) -> None:
         cpu = self._host_cpu(t)
         for sample in gpus:
             if not sample.up:
@@ -127,7 +130,7 @@ class RightsizingExtension:
             if pod is not None:
                 self.pods[key] = pod
             tracker.add(t, sample, cpu)
-        for q in self._queue_readings(t):
+        for q in self._queue_readings(t, live):
             trend = self.queues.get(q.name)
             if trend is None:
                 trend = self.queues[q.name] = QueueTrend(
