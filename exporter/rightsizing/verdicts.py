@@ -234,7 +234,7 @@ def _sized(
         d.memory_bytes,
         summary="no cheaper option carries the work"
         if fit is not None
-        else "no catalog option carries the work",
+        else "no catalog option has headroom for it",
     )
 
 
