@@ -24,8 +24,8 @@ from .nvml_calls import (
     sample_device,
 )
 from .nvml_events import XidReport
-from .nvml_gpm import GPM_FIELDS, GpmReading, GpmState, read_gpm
-from .nvml_mig import MIG_UNSUPPORTED_FIELDS, MigDevice, MigReading, MigState, read_mig
+from .nvml_gpm import GPM_CALLS, GPM_FIELDS, GpmReading, GpmState, read_gpm
+from .nvml_mig import MIG_CALLS, MIG_UNSUPPORTED_FIELDS, MigDevice, MigReading, MigState, read_mig
 from .nvml_worker import NvmlWorker
 
 log = logging.getLogger("rightsizer.nvml")
@@ -77,6 +77,7 @@ def run_job(
     result.lifecycle = result.gpm.lifecycle
     result.errors.update(result.mig.errors)
     result.errors.update(result.gpm.errors)
+    result.succeeded |= (GPM_CALLS | MIG_CALLS) - result.errors.keys()  # so their errors log recovery
     tracker.mark("")
     return result
 

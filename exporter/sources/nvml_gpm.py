@@ -28,6 +28,9 @@ from .nvml_calls import LIFECYCLE_ERRORS, CallTracker, Handle, describe
 
 MIB = 1024 * 1024
 SUPPORT_CALL = "nvmlGpmQueryDeviceSupport"
+GPM_CALLS = frozenset(
+    {SUPPORT_CALL, "nvmlGpmSampleAlloc", "nvmlGpmSampleGet", "nvmlGpmMigSampleGet", "nvmlGpmMetricsGet"}
+)
 NVLINK_COUNT = "nvlink_bandwidth_count"
 
 
@@ -97,6 +100,7 @@ class GpmState:
         self.supported: bool | None = None  # None until probed
         self.reason: str | None = None  # why GPM is not available
         self.series: dict[int | None, GpmSeries] = {}
+        self.call = ""  # the GPM call running now, for error messages
         self._retired = retired or []  # buffers of a previous NVML initialisation, freed on first use
 
     def retire(self) -> GpmState:
@@ -142,11 +146,11 @@ class GpmState:
             out.unsupported[target] = GPM_FIELDS
             return
         except pynvml.NVMLError as exc:
-            message = f"{tracker_call(target)}: {describe(exc)}"
+            message = f"{self.call}: {describe(exc)}"
             if exc.value in LIFECYCLE_ERRORS:
                 out.lifecycle = message
             else:
-                out.errors[tracker_call(target)] = message
+                out.errors[self.call] = message
                 series.previous_at = None  # start a fresh pair
             return
         out.fields[target] = dict(series.values)
@@ -158,10 +162,10 @@ class GpmState:
         if s.previous_at is not None and now - s.previous_at < self.spacing:
             return  # too soon for a new pair: the last values stand
         if s.previous is None:
-            tracker.mark("nvmlGpmSampleAlloc")
+            self._mark(tracker, "nvmlGpmSampleAlloc")
             s.previous, s.current = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
         call = tracker_call(target)
-        tracker.mark(call)
+        self._mark(tracker, call)
         try:
             if target is None:
                 pynvml.nvmlGpmSampleGet(handle, s.current)
@@ -184,7 +188,7 @@ class GpmState:
                 s.request.metrics[i].metricId = m.metric_id
         req = s.request
         req.sample1, req.sample2 = s.previous, s.current
-        tracker.mark("nvmlGpmMetricsGet")
+        self._mark(tracker, "nvmlGpmMetricsGet")
         pynvml.nvmlGpmMetricsGet(req)
         values: dict[str, float] = {}
         for i, m in enumerate(wanted):
@@ -199,6 +203,10 @@ class GpmState:
         if all(k in s.unsupported for k in _NVLINK):
             s.unsupported.add(NVLINK_COUNT)
         s.values = values
+
+    def _mark(self, tracker: CallTracker, call: str) -> None:
+        self.call = call
+        tracker.mark(call)
 
     def _free_retired(self) -> None:
         while self._retired:

@@ -26,6 +26,18 @@ from .nvml_calls import LIFECYCLE_ERRORS, CallTracker, Handle, describe, memory_
 T = TypeVar("T")
 MODE_CALL = "nvmlDeviceGetMigMode"
 MIG_UNSUPPORTED_FIELDS = frozenset({"gpu_utilization_ratio", "memory_copy_utilization_ratio"})
+MIG_CALLS = frozenset(
+    {
+        MODE_CALL,
+        "nvmlDeviceGetMaxMigDeviceCount",
+        "nvmlDeviceGetMigDeviceHandleByIndex",
+        "nvmlDeviceGetUUID(MIG)",
+        "nvmlDeviceGetGpuInstanceId",
+        "nvmlDeviceGetComputeInstanceId",
+        "nvmlDeviceGetMemoryInfo_v2(MIG)",
+        "nvmlDeviceGetAttributes_v2",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +97,9 @@ def read_mig(
             out.scanned = True
             out.enabled = state.enabled
             out.instances = _memory(tracker, state)
+        for reading in out.instances:
+            if reading.error is not None:  # still failing after a fresh scan
+                out.errors["nvmlDeviceGetMemoryInfo_v2(MIG)"] = f"{reading.device.uuid}: {reading.error}"
     except pynvml.NVMLError as exc:
         call = getattr(exc, "call", MODE_CALL)
         message = f"{call}: {describe(exc)}"
