@@ -122,7 +122,7 @@ def test_container_reference_preferred_over_pod_level_line() -> None:
     [
         "/kubepods/burstable",  # QoS level, no pod
         "/kubepods/podnotauid/" + "a" * 64,  # "pod" followed by something that is not a UID
-        "/user.slice/user-1000.slice/session-2.scope",
+        "/user.slice/user-1000.slice/user@1000.service/app.slice",
         "/kubepods/burstable/pod11111111-2222-4333-8444-55555555555",  # one digit short
     ],
 )
