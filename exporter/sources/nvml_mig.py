@@ -2,9 +2,10 @@
 
 The layout (which MIG devices exist, their UUIDs, GPU instance ids and profiles) is scanned when
 the GPU is first sampled, then every ``scan_interval`` seconds, and at once when a MIG device
-stops answering (it was destroyed): a changed layout is picked up without a restart. Each cycle
-reads every MIG device's memory; GPM ratios per GPU instance come from ``nvml_gpm``. NVML has no
-utilization for MIG devices, so instances publish no GPU_UTIL.
+stops answering or answers with another UUID (it was destroyed): a changed layout is picked up
+without a restart. Each cycle reads every MIG device's UUID and memory; GPM ratios per GPU
+instance come from ``nvml_gpm``. NVML has no utilization for MIG devices, so instances publish no
+GPU_UTIL.
 
 Profile names (``GPU_I_PROFILE``, e.g. ``1g.10gb``) are NVML's GPU instance profile names without
 their "MIG " prefix, found through the GPU instance's profile id (a privileged call); where that
@@ -113,16 +114,25 @@ def read_mig(
 
 
 def _memory(tracker: CallTracker, state: MigState) -> list[InstanceReading]:
+    """Each MIG device's memory; a device that no longer answers, or answers with another UUID
+    (destroyed, and its index reused), asks for a new scan."""
     readings = []
     for dev in state.devices:
-        tracker.mark("nvmlDeviceGetMemoryInfo_v2(MIG)")
+        call = "nvmlDeviceGetUUID(MIG)"
         try:
+            tracker.mark(call)
+            if str(pynvml.nvmlDeviceGetUUID(dev.handle)) != dev.uuid:
+                state.rescan = True
+                readings.append(InstanceReading(dev, {}, "the MIG device was replaced"))
+                continue
+            call = "nvmlDeviceGetMemoryInfo_v2(MIG)"
+            tracker.mark(call)
             total, used, free, _reserved = memory_info(dev.handle)
         except pynvml.NVMLError as exc:
             if exc.value in LIFECYCLE_ERRORS:
                 raise
             state.rescan = True
-            readings.append(InstanceReading(dev, {}, f"nvmlDeviceGetMemoryInfo_v2(MIG): {describe(exc)}"))
+            readings.append(InstanceReading(dev, {}, f"{call}: {describe(exc)}"))
             continue
         fields = {
             "memory_total_bytes": float(total),
