@@ -43,6 +43,14 @@ async def test_per_pod_memory_on_a_shared_gpu(rig: Rig, kubelet: FakeKubelet) ->
             ("0", g[0], "serving", "chat-b", "vllm"): GIB,
             ("1", g[1], "ml", "train", "trainer"): 7 * GIB,
         }
+        order = [
+            (lbl["gpu"], lbl["pod"]) for _, lbl, _ in series(sampler, "rightsizer_pod_gpu_memory_used_bytes")
+        ]
+        assert order == [
+            ("0", "chat-a"),
+            ("0", "chat-b"),
+            ("1", "train"),
+        ]  # GPU order from the first cycle on
         api: Any = sampler.current.snapshot.api["pods"]  # type: ignore[union-attr]
         host = next(p for p in api["processes"] if p["pid"] == 1010)
         assert host["owner"] is None and "not in a pod" in host["reason"]

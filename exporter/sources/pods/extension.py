@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...logs import event
@@ -41,6 +41,7 @@ from .attribution import (
 from .cgroup import CgroupRef, read_cgroup
 from .checkpoint import CheckpointError, read_checkpoint, uid_index
 from .client import KubeletAnswer, PodResourcesClient, PodResourcesError
+from .report import api_view
 from .settings import PodSettings
 
 log = logging.getLogger("rightsizer.pods")
@@ -53,6 +54,7 @@ class _Attribution:
     listed_at: float  # monotonic time of the kubelet answer in use
     holders: Holders
     owners: Owners
+    owner_refs: Mapping[tuple[str, int], PodRef]  # (device UUID, PID) -> container
 
 
 @dataclass(frozen=True)
@@ -60,10 +62,6 @@ class _HostReading:
     cgroups: dict[int, CgroupRef | None]
     uid_pods: dict[str, tuple[PodRef, ...]] | None
     problem: str | None  # /proc or checkpoint trouble: per-process attribution degraded
-
-
-def _ref_json(ref: PodRef) -> dict[str, str]:
-    return {"pod": ref.pod, "namespace": ref.namespace, "container": ref.container}
 
 
 class PodAttribution:
@@ -144,8 +142,8 @@ class PodAttribution:
             host = _HostReading(host.cgroups, host.uid_pods, lister_problem)
         holders = holders_from(answer)
         verdicts = attribute_processes(holders, self._identities, processes, host.cgroups, host.uid_pods)
-        owners = owners_from({(v.device_uuid, v.pid): v.pod for v in verdicts if v.pod}, self._identities)
-        self._state = _Attribution(answer, listed_at, holders, owners)
+        refs = {(v.device_uuid, v.pid): v.pod for v in verdicts if v.pod}
+        self._state = _Attribution(answer, listed_at, holders, owners_from(refs, self._identities), refs)
         self._known = frozenset((v.device_uuid, v.pid) for v in verdicts)
         self._finish(started, error, (answer, holders, verdicts, host), "on" if error is None else "keeping")
 
@@ -197,42 +195,14 @@ class PodAttribution:
         phase: str,
     ) -> None:
         self._status = CollectorStatus(self.name, error is None, time.perf_counter() - started, error)
-        api: dict[str, Any] = {
-            "enabled": True,
-            "ok": error is None,
-            "error": error,
-            "phase": phase,
-            "socket": self.settings.socket,
-            "refreshed_at": time.time(),
-        }
-        if result is not None:
+        if result is None:
+            self._api = api_view(self.settings.socket, error, phase)
+        else:
             answer, holders, verdicts, host = result
-            api["answer_age_seconds"] = (
-                round(time.monotonic() - self._state.listed_at, 3) if self._state else None
-            )
-            api["pods"] = answer.pods
-            api["skipped"] = list(answer.skipped)
-            by_device = {
-                **holders.by_id,
-                **{f"MIG-{parent}/{gi}": refs for (parent, gi), refs in holders.by_mig_instance.items()},
-            }
-            api["devices"] = {
-                device: {"containers": [_ref_json(r) for r in refs], "labelled": len(refs) == 1}
-                for device, refs in sorted(by_device.items())
-            }
-            api["processes"] = [
-                {
-                    "gpu_uuid": v.device_uuid,
-                    "pid": v.pid,
-                    "pod_uid": v.pod_uid,
-                    "owner": None if v.pod is None else _ref_json(v.pod),
-                    "reason": v.reason,
-                }
-                for v in verdicts
-            ]
-            api["process_problem"] = host.problem
+            age = time.monotonic() - self._state.listed_at if self._state else None
+            socket = self.settings.socket
+            self._api = api_view(socket, error, phase, age, answer, holders, verdicts, host.problem)
             self._note_problem(host.problem)
-        self._api = api
         self._log_phase(phase, error, result[0] if result else None)
 
     def _log_phase(self, phase: str, error: str | None, answer: KubeletAnswer | None) -> None:
@@ -273,10 +243,12 @@ class PodAttribution:
     # -- per cycle (cheap, no I/O) ------------------------------------------------------------
     def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
         identities = tuple(g.identity for g in gpus)
+        state = self._state
         if identities != self._identity_order:  # devices came, went or changed (e.g. a new MIG layout)
             self._identity_order = identities
             self._identities = {i.uuid: i for i in identities}
-        state = self._state
+            if state is not None:  # rows follow GPU order: re-sort them for the new devices
+                state = self._state = replace(state, owners=owners_from(state.owner_refs, self._identities))
         api = {"pods": self._api}
         if state is None:
             return Contribution(api=api, collectors=(self._status,))
