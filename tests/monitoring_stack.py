@@ -1,6 +1,6 @@
 """A Prometheus configured by deploy/prometheus/scrape-configs.yaml, with deploy/monitoring's rules,
-scraping the simulated exporter (with real queue sources) and the adapter: what the dashboards,
-rules and scrape configuration are tested against.
+scraping the simulated exporter (the default fleet plus one injected XID, with real queue sources)
+and the adapter: what the dashboards, rules and scrape configuration are tested against.
 
 Only the discovery mechanism is swapped: Kubernetes endpoints discovery (which Debian's Prometheus
 is built without) becomes file discovery of targets carrying the same ``__meta_kubernetes_*``
@@ -76,6 +76,15 @@ class Stack:
     redis_port: int
 
 
+def scenario_with_an_xid(workdir: Path) -> Path:
+    """The built-in default fleet, with one XID on one GPU, so the XID panels have data."""
+    scenario = yaml.safe_load((ROOT / "exporter" / "scenarios" / "default.yaml").read_text())
+    scenario["gpus"][2]["xids"] = [{"after_seconds": 1, "xid": 13}]
+    path = workdir / "default-with-xid.yaml"
+    path.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    return path
+
+
 def exporter_config(redis_url: str, vllm_url: str, workdir: Path) -> Path:
     """Two real queue sources beside the simulated fleet: a Redis list and a vLLM server."""
     config = {"queues": [
@@ -124,7 +133,7 @@ def monitoring_stack() -> Iterator[Stack]:
         http.route("/metrics", body=vllm.render, content_type=TEXT)
         redis_push(redis.extra["port"], "jobs", 12)
         config = exporter_config(redis.url, http.url("/metrics"), workdir)
-        with exporter(["--simulate", "--config", str(config)]) as exp:
+        with exporter(["--simulate", str(scenario_with_an_xid(workdir)), "--config", str(config)]) as exp:
             exporter_address = exp.url.removeprefix("http://")
             # The adapter's address is only known once it runs, after Prometheus: it is added to
             # the discovery file then (file discovery picks changes up by itself).

@@ -75,6 +75,16 @@ def substitute(expr: str, values: dict[str, str] | None = None) -> str:
     return re.sub(r"\$(\w+)|\$\{(\w+)\}", lambda m: (values or {}).get(m.group(1) or m.group(2), ".*"), expr)
 
 
+def not_published_yet(expr: str) -> list[str]:
+    """What keeps the simulated fleet from publishing an expression's series, if anything."""
+    from exporter.sources.simulated import SimulatedSource
+
+    reasons = pending_in(expr)
+    if "rightsizer_xid_errors_total" in names_in(expr) and not hasattr(SimulatedSource, "xid_report"):
+        reasons.append("XID events from the simulated fleet (SimulatedSource.xid_report, issue 3)")
+    return reasons
+
+
 def ours(expr: str) -> bool:
     return bool(names_in(expr)) or "$exporter_job" in expr or "$adapter_job" in expr
 
@@ -207,11 +217,36 @@ def label_values(prom_url: str, selector: str, label: str) -> set[str]:
 @pytest.mark.parametrize(("where", "expr"), [t for t in targets() if ours(t[1])],
                          ids=[t[0] for t in targets() if ours(t[1])])
 def test_query_returns_data_from_the_simulated_fleet(stack: Stack, where: str, expr: str) -> None:
-    if pending_in(expr):
-        pytest.skip(f"not landed yet: {', '.join(pending_in(expr))}")
+    if not_published_yet(expr):
+        pytest.skip(f"not landed yet: {', '.join(not_published_yet(expr))}")
     query = substitute(expr, JOBS)
     wait_for(lambda: has_data(stack.prometheus.url, query), 90, interval=0.5,
              what=f"data for {where}: {query}")
+
+
+SELECTOR = re.compile(r"([a-zA-Z_:][\w:]*)\{([^}]*)\}")
+MATCHER = re.compile(r'(\w+)\s*(?:=~|!~|!=|=)\s*"')
+
+
+def filtered_labels() -> list[tuple[str, str]]:
+    """(metric, label) for every label a query or variable filters our series on, but cluster
+    (absent on a single Prometheus, matched by the variables' "All")."""
+    exprs = [e for _, e in targets()] + [s for _, s, _ in variable_selectors()]
+    pairs = {(metric, label) for e in exprs for metric, body in SELECTOR.findall(e)
+             for label in MATCHER.findall(body) if label != "cluster"}
+    return sorted((m, lbl) for m, lbl in pairs if ours(f"{m}{{{lbl}}}") or ":" in m or m in (
+        "up", "scrape_duration_seconds"))
+
+
+@pytest.mark.parametrize(("metric", "label"), filtered_labels(),
+                         ids=[f"{m}:{lbl}" for m, lbl in filtered_labels()])
+def test_every_filter_label_exists_on_its_series(stack: Stack, metric: str, label: str) -> None:
+    """An "All" variable substitutes ``.*``, which also matches series without the label: a
+    misspelt label name (modelName on a rightsizer_* family) would go unnoticed above."""
+    if not_published_yet(metric):
+        pytest.skip(f"not landed yet: {', '.join(not_published_yet(metric))}")
+    query = f'count({metric}{{{label}!=""}})'
+    wait_for(lambda: has_data(stack.prometheus.url, query), 90, interval=0.5, what=query)
 
 
 @pytest.mark.parametrize(("where", "selector", "label"), variable_selectors(),
