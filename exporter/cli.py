@@ -70,11 +70,12 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
 
         # Per-process attribution needs the source's running processes (see sources/pods/attribution.py).
         extensions.append(PodAttribution(cfg.pods, getattr(source, "running_processes", None)))
-    xid_report = getattr(source, "xid_report", None)
-    if xid_report is not None:  # after pod attribution, so XID rows carry the pod labels
-        from .sources.nvml_events import XidExtension
+    from .sources.nvml_events import XidExtension, xid_reporter
 
-        extensions.append(XidExtension(xid_report))
+    xid_report = xid_reporter(source)
+    if xid_report is not None:  # after pod attribution, so XID rows carry the pod labels
+        # A live NVML event watch reports its health; injected (simulated) XIDs have none to report.
+        extensions.append(XidExtension(xid_report, collector=hasattr(source, "xid_report")))
     if cfg.queues:
         from .sources.queues.manager import QueueExtension
 

@@ -8,8 +8,8 @@ source hands the thread the new handles (``attach``) and it registers them in a 
 A wait that does not return within its timeout plus ``hung_after`` seconds is reported as hung
 (``rightsizer_collector_success{collector="xid"} 0``); sampling goes on.
 
-``XidExtension`` publishes the tally of any source that has ``xid_report(t)`` (NVML, or the
-simulated fleet): ``rightsizer_xid_errors_total{xid}`` and
+``XidExtension`` publishes the tally of any source that has ``xid_report(t)`` (NVML) or
+``xid_events(since, until)`` (the simulated fleet's injected XIDs): ``rightsizer_xid_errors_total{xid}`` and
 ``rightsizer_xid_last_seen_timestamp_seconds`` per GPU, and ``/api/v1/xid``.
 """
 
@@ -20,7 +20,7 @@ import ctypes
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,8 +185,9 @@ class XidExtension:
 
     name = "xid"
 
-    def __init__(self, report: Callable[[float], XidReport]) -> None:
+    def __init__(self, report: Callable[[float], XidReport], collector: bool = True) -> None:
         self._report = report
+        self._collector = collector  # publish rightsizer_collector_success{collector="xid"} (a live watch)
 
     async def start(self) -> None:
         return None
@@ -220,5 +221,31 @@ class XidExtension:
                 "rightsizer_xid_last_seen_timestamp_seconds": tuple(seen),
             },
             api={"xid": {"gpus": api, "unwatched": dict(rep.unsupported), "problem": rep.problem}},
-            collectors=(status,),
+            collectors=(status,) if self._collector else (),
         )
+
+
+def events_report(xid_events: Callable[[float, float], Sequence[Any]]) -> Callable[[float], XidReport]:
+    """An ``xid_report`` for a source that lists its XID events (the simulated fleet's
+    ``xid_events(since, until)``, each event with ``timestamp``, ``gpu_uuid`` and ``xid``): the
+    tally of every event up to the reading's time."""
+
+    def report(t: float) -> XidReport:
+        tallies: dict[str, XidTally] = {}
+        for e in xid_events(float("-inf"), t):
+            old = tallies.get(e.gpu_uuid)
+            counts = dict(old.counts) if old else {}
+            counts[e.xid] = counts.get(e.xid, 0) + 1
+            tallies[e.gpu_uuid] = XidTally(counts, int(e.xid), float(e.timestamp))
+        return XidReport(tallies)
+
+    return report
+
+
+def xid_reporter(source: object) -> Callable[[float], XidReport] | None:
+    """How to read ``source``'s XID errors, or None if it has none to report."""
+    report: Callable[[float], XidReport] | None = getattr(source, "xid_report", None)
+    if report is not None:
+        return report
+    events = getattr(source, "xid_events", None)
+    return events_report(events) if events is not None else None
