@@ -49,6 +49,7 @@ class Cache:
         self.answers: dict[tuple[Any, ...], Any] = {}
         self.refreshed = asyncio.Event()  # replaced by a fresh event after every refresh
         self.deadline = max(30.0, source.interval * 4)
+        self._previous: dict[str, RuleResult] | None = None
         metrics.attach_cache(self._rows, lambda: len(self.answers))
 
     def _rows(self) -> list[tuple[str, bool, int, float | None]]:
@@ -72,13 +73,22 @@ class Cache:
                 self.answers[key] = found
         return found
 
-    async def refresh_once(self) -> None:
+    async def refresh_once(self, everything: bool = True) -> None:
+        """Bring the cache up to date: from every upstream, or (``everything`` False) from those due."""
         rules = list(self.rules.values())
         try:
-            results = await asyncio.wait_for(self.source.collect(rules), self.deadline)
+            results = await asyncio.wait_for(self.source.collect(rules, everything), self.deadline)
         except TimeoutError:
             results = {r.name: RuleResult(error=f"refresh took longer than {self.deadline}s") for r in rules}
         now = time.monotonic()
+        if results is self._previous:  # the source saw no change: keep answers memoized, note the check
+            self.states = {
+                n: RuleState(s.rule, s.vector, None, now) if s.error is None else s
+                for n, s in self.states.items()
+            }
+            self.metrics.refreshed()
+            return
+        self._previous = results
         states = {}
         failing: dict[str, list[str]] = {}  # new reason → rules that now fail for it
         recovered: list[str] = []
@@ -109,14 +119,14 @@ class Cache:
         done.set()
 
     async def run(self) -> None:
-        """Refresh forever on the source's cadence (a slow refresh delays the next, never overlaps)."""
+        """Refresh forever when the source says (a slow refresh delays the next, never overlaps)."""
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()
             try:
-                await self.refresh_once()
+                await self.refresh_once(everything=False)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug in a rule must not stop the refreshes of the others
                 log.exception("refresh failed unexpectedly")
-            await asyncio.sleep(max(0.0, self.source.interval - (loop.time() - started)))
+            await asyncio.sleep(self.source.next_delay(loop.time() - started))

@@ -18,6 +18,7 @@ from adapter.config import load_config
 from adapter.rules import BUILTIN_RULES, RuleConfig
 from adapter.selfmetrics import AdapterMetrics
 from adapter.sources.exposition import SampleReader
+from adapter.sources.pace import MARGIN, Pace
 from adapter.sources.scrape import ScrapeSource, evaluate
 from adapter.vectors import Series
 from exporter.settings import build
@@ -186,3 +187,23 @@ async def test_a_blip_within_stale_after_keeps_the_last_good_values() -> None:
     await source.close()
     for srv in (a, b):
         await srv.__aexit__()
+
+
+def test_pace_scrapes_just_after_each_publication() -> None:
+    pace = Pace(fallback=0.5)
+    pace.scraped(None, now=10.0, wall=1000.0)
+    assert pace.due == pytest.approx(10.5)  # no timestamp published: fixed cadence
+    pace.scraped(100.0, now=20.0, wall=100.02)  # first sample seen, period unknown yet
+    assert 20.0 < pace.due <= 20.5
+    pace.scraped(100.0, now=20.2, wall=100.22)  # too early: chase shortly after
+    assert pace.due == pytest.approx(20.25)
+    pace.scraped(101.0, now=21.0, wall=101.01)  # new sample: the period is 1 s
+    assert pace.period == 1.0
+    assert pace.due == pytest.approx(21.0 + (101.0 + 1.0 - 101.01 + MARGIN))  # just after 102.0
+    pace.scraped(102.0, now=22.0, wall=102.0 + 30)  # clocks 30 s apart: fall back to the cadence
+    assert pace.due == pytest.approx(22.5)
+    pace.failed(now=23.0)
+    assert pace.due == pytest.approx(23.5)
+    for _ in range(1, 8):  # a stalled exporter: chases, then the fixed cadence
+        pace.scraped(102.0, now=30.0, wall=200.0)
+    assert pace.due == pytest.approx(30.5)

@@ -30,7 +30,13 @@ class Source(Protocol):
 
     async def close(self) -> None: ...
 
-    async def collect(self, rules: Sequence[RuleConfig]) -> dict[str, RuleResult]: ...
+    async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
+        """Values of ``rules``; ``everything`` False lets the source skip upstreams not due yet."""
+        ...
+
+    def next_delay(self, elapsed: float) -> float:
+        """Seconds to wait before the next ``collect``, given that the last one took ``elapsed``."""
+        ...
 
 
 __all__ = ["RuleResult", "Series", "Source"]

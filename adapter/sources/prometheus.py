@@ -162,6 +162,9 @@ class PrometheusSource:
             event(log, logging.WARNING, "NaN or infinite samples left out", rule=rule.name, count=dropped)
         return RuleResult(tuple(series), stamp)
 
-    async def collect(self, rules: Sequence[RuleConfig]) -> dict[str, RuleResult]:
+    def next_delay(self, elapsed: float) -> float:
+        return max(0.0, self.interval - elapsed)
+
+    async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
         results = await asyncio.gather(*(self._collect_rule(r) for r in rules))
         return {rule.name: result for rule, result in zip(rules, results, strict=True)}

@@ -1,10 +1,10 @@
 """Direct mode: scrape the exporters' /metrics and compute every rule from the samples.
 
-All exporters are scraped concurrently, each with its own deadline, on the adapter's cadence
-(every 0.5 s by default, so a change the exporter publishes reaches the cache within about one
-exporter interval plus half a second). Only the lines of the families the rules read are read
-(``exposition.py``, labels parsed by prometheus-client once per series), and an unchanged body is
-not read again.
+Exporters are scraped concurrently, each with its own deadline, each just after it publishes a
+new snapshot (``pace.py``; every ``scrape_interval_seconds`` for exporters that do not say when
+they sampled), so a published change reaches the cache within a few tens of milliseconds. Only
+the lines of the families the rules read are read (``exposition.py``, labels parsed by
+prometheus-client once per series), and an unchanged body is not read again.
 
 An exporter that fails keeps its last good samples for ``stale_after_seconds``; after that every
 rule fed by a family it used to publish fails (503) instead of silently dropping its series, so
@@ -31,8 +31,10 @@ from ..selfmetrics import AdapterMetrics
 from ..vectors import Series, aggregate
 from . import RuleResult
 from .exposition import SampleReader
+from .pace import STAMP_FAMILY, Pace
 
 log = logging.getLogger("rightsizer.adapter.scrape")
+MIN_ROUND_GAP = 0.05  # rounds for exporters due close together are merged
 
 
 def metrics_url(url: str) -> str:
@@ -45,7 +47,10 @@ class Exporter:
     url: str
     instance: str
     reader: SampleReader
+    pace: Pace
     body: bytes = b""
+    read_families: frozenset[str] = frozenset()
+    version: int = 0  # bumped whenever ``samples`` is replaced
     samples: dict[str, list[Series]] = field(default_factory=dict)
     last_success: float | None = None
     error: str | None = None
@@ -85,10 +90,13 @@ class ScrapeSource:
         self.interval = cfg.scrape_interval_seconds
         self.metrics = metrics
         self.exporters = [
-            Exporter(metrics_url(u), urlsplit(u).netloc, SampleReader(urlsplit(u).netloc))
+            Exporter(
+                metrics_url(u), urlsplit(u).netloc, SampleReader(urlsplit(u).netloc), Pace(self.interval)
+            )
             for u in cfg.exporters
         ]
         self._session: aiohttp.ClientSession | None = None
+        self._last: tuple[object, dict[str, RuleResult]] | None = None  # (what it was computed from, results)
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit_per_host=2)
@@ -120,11 +128,13 @@ class ScrapeSource:
         started = time.perf_counter()
         try:
             body = await self._fetch(exporter)
-            if body != exporter.body or families - exporter.samples.keys():
+            if body != exporter.body or families != exporter.read_families:
                 exporter.samples = exporter.reader.read(body.decode("utf-8", "replace"), families)
-                exporter.body = body
+                exporter.body, exporter.read_families = body, families
+                exporter.version += 1
         except ValueError as exc:
             self.metrics.upstream(self.name, time.perf_counter() - started, False)
+            exporter.pace.failed(time.monotonic())
             reason = str(exc).splitlines()[0][:200] or type(exc).__name__
             if exporter.error != reason:
                 event(log, logging.WARNING, "exporter scrape failed", exporter=exporter.url, reason=reason)
@@ -135,24 +145,54 @@ class ScrapeSource:
             event(log, logging.INFO, "exporter answers again", exporter=exporter.url)
         exporter.error = None
         exporter.last_success = time.monotonic()
+        stamps = exporter.samples.get(STAMP_FAMILY)
+        exporter.pace.scraped(stamps[0].value if stamps else None, exporter.last_success, time.time())
 
-    async def collect(self, rules: Sequence[RuleConfig]) -> dict[str, RuleResult]:
-        families = frozenset(r.direct.family for r in rules if r.direct is not None)
-        await asyncio.gather(*(self._scrape(e, families) for e in self.exporters))
+    def next_delay(self, elapsed: float) -> float:
+        """Until the next exporter is due (each is scraped just after it publishes), at least 50 ms."""
+        now = time.monotonic()
+        return max(
+            MIN_ROUND_GAP, min((e.pace.due for e in self.exporters), default=now + self.interval) - now
+        )
+
+    async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
+        families = frozenset({STAMP_FAMILY, *(r.direct.family for r in rules if r.direct is not None)})
+        due = math.inf if everything else time.monotonic() + 0.005
+        await asyncio.gather(*(self._scrape(e, families) for e in self.exporters if e.pace.due <= due))
         now, stamp = time.monotonic(), time.time()
+        fresh = [
+            e.last_success is not None
+            and (e.error is None or now - e.last_success <= self.cfg.stale_after_seconds)
+            for e in self.exporters
+        ]
+        basis = (
+            tuple(rules),
+            tuple((e.version, ok, ok or e.error) for e, ok in zip(self.exporters, fresh, strict=True)),
+        )
+        if self._last is not None and self._last[0] == basis:
+            return self._last[1]  # nothing changed: the same results, so answers stay memoized
         by_family: dict[str, list[Series]] = {}
         failed: dict[str, str] = {}  # family → why its rules cannot be answered
-        fresh_count = 0
-        for e in self.exporters:
-            recent = e.last_success is not None and now - e.last_success <= self.cfg.stale_after_seconds
-            if e.last_success is not None and (e.error is None or recent):
-                fresh_count += 1
+        for e, ok in zip(self.exporters, fresh, strict=True):
+            if ok:
                 for family, samples in e.samples.items():
                     by_family.setdefault(family, []).extend(samples)
             elif e.last_success is not None:
                 for family in e.samples:
                     failed.setdefault(family, f"exporter {e.url} is not answering: {e.error}")
-        if not fresh_count:
+        out = self._evaluate(rules, by_family, failed, stamp, any(fresh))
+        self._last = (basis, out)
+        return out
+
+    def _evaluate(
+        self,
+        rules: Sequence[RuleConfig],
+        by_family: dict[str, list[Series]],
+        failed: dict[str, str],
+        stamp: float,
+        anyone: bool,
+    ) -> dict[str, RuleResult]:
+        if not anyone:
             reasons = "; ".join(f"{e.url}: {e.error}" for e in self.exporters if e.error)
             return {r.name: RuleResult(error=f"no exporter answered ({reasons})"[:500]) for r in rules}
         out: dict[str, RuleResult] = {}
