@@ -125,7 +125,8 @@ def test_configured_queues_link_to_the_gpus_they_feed(tmp_path: Path) -> None:
             # next to the simulated queue the simulator links by UUID.
             wait_for(lambda: queues_of("full-l4").get("chat") == 7.0, 30, what="the vLLM queue on full-l4")
             assert "chat-requests" in queues_of("full-l4")
-            assert queues_of("idle-h100") == {"chat": 7.0}  # linked by index in rightsizing.queue_links
+            # Linked by index in rightsizing.queue_links.
+            wait_for(lambda: queues_of("idle-h100") == {"chat": 7.0}, 30, what="the vLLM queue on idle-h100")
             assert "chat" not in queues_of("rightsized-l40s")
             vllm.set([11.0], [3.0])
             wait_for(lambda: queues_of("full-l4").get("chat") == 11.0, 30, what="the new depth")

@@ -161,7 +161,7 @@ class RightsizingExtension:
             cached = self._links.get(key)
             if cached is None or cached[0] != link_key:
                 cached = self._links[key] = (link_key, linked(sample, metas, s.queue_links))
-            ev = tracker.evidence([queues[n] for n in cached[1] if n in queues])
+            ev = tracker.evidence([queues[n] for n in cached[1] if n in queues], details=False)
             inputs = decision_inputs(ev, s)
             previous = self._decided.get(key)
             if inputs is not None and previous is not None and previous[0] == inputs:
@@ -190,7 +190,11 @@ class RightsizingExtension:
         for g in gpus:
             key = g.identity.key
             if key in self.assessments:
-                entries[g.identity.uuid] = (self.assessments[key], self._evidence[key])
+                entries[g.identity.uuid] = (
+                    self.assessments[key],
+                    self._evidence[key],
+                    self.trackers.get(key),
+                )
         api = {"gpus": entries, "rightsizing": summary(self.assessments.values(), self.settings)}
         status = CollectorStatus(self.name, True, time.perf_counter() - started)
         return Contribution(rows=rows, api=api, collectors=(status,))

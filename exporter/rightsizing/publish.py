@@ -101,10 +101,13 @@ class RowMaker:
 class LazyApiEntries(dict[str, Any]):
     """``api["gpus"]``: UUID -> this GPU's right-sizing object, built only when /api/v1/gpus asks.
 
-    Holds (assessment, evidence) pairs; item access (what ``exporter.api`` uses) builds the object."""
+    Holds (assessment, evidence, tracker) triples; item access (what ``exporter.api`` uses) builds
+    the object, adding the informational percentiles scoring leaves out from the tracker's window."""
 
     def __getitem__(self, uuid: str) -> dict[str, Any]:
-        a, ev = super().__getitem__(uuid)
+        a, ev, tracker = super().__getitem__(uuid)
+        if tracker is not None and ev.activity_p99 is None:
+            ev = tracker.with_details(ev)
         return api_entry(a, ev)
 
     def get(self, uuid: str, default: Any = None) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from ..snapshot import GpuSample
@@ -106,20 +107,18 @@ class GpuTracker:
             ),
         )
 
-    def evidence(self, queues: Sequence[QueueEvidence] = ()) -> Evidence:
+    def evidence(self, queues: Sequence[QueueEvidence] = (), details: bool = True) -> Evidence:
+        """What the window says. Without ``details`` the percentiles no decision reads (memory p95,
+        activity p99, occupancy, tensor, DRAM p95) are left out: scoring skips them, the API adds
+        them when asked (``with_details``)."""
         w, s = self.window, self.settings
         high = s.bottlenecks.percentile
         total = float(self.identity.memory_total_bytes)
         peak = w.maximum(MEMORY)
-        p95_memory = w.percentile(MEMORY, 0.95)
-        a99, a95, a50 = w.percentiles(ACTIVITY, (0.99, 0.95, 0.5))
+        a95, a50 = w.percentiles(ACTIVITY, (0.95, 0.5))
         sm_high, sm50 = w.percentiles(SM_ACTIVE, (high, 0.5))
-        if high <= 0.95:
-            dram95, dram_high = w.percentiles(DRAM, (0.95, high))
-        else:
-            dram_high, dram95 = w.percentiles(DRAM, (high, 0.95))
         ident = self.identity
-        return Evidence(
+        ev = Evidence(
             samples=w.samples,
             history_seconds=w.history_seconds,
             window_seconds=w.length_seconds,
@@ -127,21 +126,32 @@ class GpuTracker:
             mig_profile=ident.mig_profile,
             memory_total_bytes=total,
             memory_peak_bytes=None if peak is None else peak * total,
-            memory_p95_bytes=None if p95_memory is None else p95_memory * total,
+            memory_p95_bytes=None,
             activity_source=self.activity_source,
             activity_p50=a50,
             activity_p95=a95,
-            activity_p99=a99,
+            activity_p99=None,
             activity_recent_max=w.maximum(ACTIVITY, s.idle_after_seconds),
             utilization_p50=w.percentile(UTILIZATION, 0.5),
             sm_active_p50=sm50,
             sm_active_high=sm_high,
-            sm_occupancy_p50=w.percentile(OCCUPANCY, 0.5),
-            tensor_active_p95=w.percentile(TENSOR, 0.95),
-            dram_active_p95=dram95,
-            dram_active_high=dram_high,
+            dram_active_high=w.percentile(DRAM, high),
             pcie_link_high=w.percentile(PCIE, high),
             host_cpu_high=w.percentile(HOST_CPU, high),
             starved_share=w.fraction_at_least(STARVED, 1.0),
             queues=tuple(queues),
+        )
+        return self.with_details(ev) if details else ev
+
+    def with_details(self, ev: Evidence) -> Evidence:
+        """``ev`` with the informational percentiles read from the window now."""
+        w = self.window
+        memory = w.percentile(MEMORY, 0.95)
+        return dataclasses.replace(
+            ev,
+            memory_p95_bytes=None if memory is None else memory * ev.memory_total_bytes,
+            activity_p99=w.percentile(ACTIVITY, 0.99),
+            sm_occupancy_p50=w.percentile(OCCUPANCY, 0.5),
+            tensor_active_p95=w.percentile(TENSOR, 0.95),
+            dram_active_p95=w.percentile(DRAM, 0.95),
         )
