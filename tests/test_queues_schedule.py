@@ -32,13 +32,16 @@ def test_polls_fire_lead_seconds_before_each_render() -> None:
     assert next_fire(clock, 0.05, now=10.97, last_fire=9.95, wait=1.0) == pytest.approx(11.95)
 
 
-def test_lead_follows_recent_poll_durations_within_bounds() -> None:
+def test_lead_follows_recent_poll_durations_in_whole_steps_within_bounds() -> None:
     lead = Lead(1.0)
-    assert lead.seconds == pytest.approx(0.010)
+    assert lead.seconds == pytest.approx(0.020)  # one step before any poll
     lead.record(0.004)
-    assert lead.seconds == pytest.approx(0.011)
-    lead.record(0.040)
-    assert lead.seconds == pytest.approx(0.065)
+    assert lead.seconds == pytest.approx(0.020)  # 4 ms + 10 ms margin, rounded up to 20 ms
+    lead.record(0.043)
+    assert lead.seconds == pytest.approx(0.060)  # the slowest recent poll counts
+    for _ in range(8):
+        lead.record(0.001)
+    assert lead.seconds == pytest.approx(0.020)  # ... for the last 8 polls only
     lead.record(2.0)
     assert lead.seconds == 0.25  # a quarter of the render interval at most
 

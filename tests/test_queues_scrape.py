@@ -19,6 +19,8 @@ from queue_fakes import (
 )
 from servers import free_port
 
+from exporter.sources.queues.scrape import sample_lines
+
 LABELS = {"namespace": "prod", "workload": "chat"}
 
 
@@ -234,3 +236,23 @@ async def test_connection_refused_is_reported_without_delaying_the_sampler() -> 
         assert h.value("rightsizer_queue_last_success_timestamp_seconds", "gone") is None
         cycles = h.sampler.cycles
         await eventually(lambda: h.sampler.cycles >= cycles + 3, what="sampler to keep rendering")
+
+
+def test_only_sample_lines_of_the_wanted_names_reach_the_parser() -> None:
+    text = (
+        "# HELP vllm:num_requests_waiting Number of requests waiting.\n"
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{model_name="m"} 3\r\n'
+        "vllm:num_requests_waiting_by_reason 9\n"
+        'other{query="vllm:num_requests_waiting"} 1\n'
+        "vllm:num_requests_waiting\t4\n"
+        "vllm:num_requests_waiting 5"
+    )
+    assert sample_lines(text, ["vllm:num_requests_waiting"]) == [
+        'vllm:num_requests_waiting{model_name="m"} 3',
+        "vllm:num_requests_waiting\t4",
+        "vllm:num_requests_waiting 5",
+    ]
+    assert sample_lines("tgi_queue_size 2\n", ["tgi_queue_size", "tgi_batch_current_size"]) == [
+        "tgi_queue_size 2"
+    ]

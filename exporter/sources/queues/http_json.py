@@ -11,8 +11,6 @@ import json
 import re
 from typing import Any
 
-import aiohttp
-
 from .base import QueueSourceError, QueueValue, finite, shorten
 from .http_client import HttpGetter
 from .settings import QueueSettings
@@ -69,9 +67,9 @@ def lookup(doc: Any, path: tuple[str, ...], text: str) -> Any:
 
 
 class HttpJsonSource:
-    def __init__(self, session: aiohttp.ClientSession, cfg: QueueSettings) -> None:
+    def __init__(self, cfg: QueueSettings) -> None:
         assert cfg.path is not None  # checked by the configuration schema
-        self.http = HttpGetter(session, cfg, ACCEPT)
+        self.http = HttpGetter(cfg, ACCEPT)
         self.path_text = cfg.path
         self.path = split_path(cfg.path)
         self.in_flight_text = cfg.in_flight_path
@@ -90,4 +88,4 @@ class HttpJsonSource:
         return QueueValue(depth, in_flight)
 
     async def close(self) -> None:
-        """The shared session is closed by the extension."""
+        self.http.close()

@@ -1,5 +1,9 @@
 """The queue extension: starts one poller per configured source and publishes their latest values.
 
+The pollers run on their own event loop in their own thread, so a burst of 200 polls (HTTP
+requests, parsing) never holds up a scrape or the sampler on the main loop; they share nothing
+with it but the immutable ``Outcome`` each poller replaces after each poll.
+
 ``contribute`` runs in every sampling cycle and only reads the pollers' latest outcomes (no I/O):
 the depth and in-flight of sources whose latest poll succeeded, and for every source whether it
 is up, how long its latest poll took and when it last succeeded. A source that is down keeps
@@ -11,16 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import aiohttp
-
 from ...sampler import Contribution
 from ...snapshot import CollectorStatus, GpuReading, GpuSample, Row
 from .base import QueueSource
-from .http_client import make_session
 from .http_json import HttpJsonSource
 from .poller import Poller
 from .redis import RedisPools, RedisSource
@@ -45,15 +47,13 @@ class QueueExtension:
         self.entries = list(entries)
         self.clock = RenderClock(interval)
         self.pollers: list[Poller] = []
-        self._session: aiohttp.ClientSession | None = None
         self._redis = RedisPools()
         self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._labels: dict[str, tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]] = {}
 
     async def start(self) -> None:
-        http_sources = sum(1 for e in self.entries if e.kind != "redis")
-        if http_sources:
-            self._session = make_session(http_sources)
         interval = self.clock.interval
         for cfg in self.entries:
             timeout = cfg.effective_timeout(interval)
@@ -61,21 +61,29 @@ class QueueExtension:
             self.pollers.append(Poller(cfg, self._factory(cfg, timeout), self.clock, multiple, timeout))
             queue = (("queue", cfg.name),)
             self._labels[cfg.name] = (queue, (*queue, ("kind", cfg.kind), *cfg.labels.items()))
+        if not self.pollers:
+            return
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="queue-pollers", daemon=True)
+        self._thread.start()
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._start_pollers(), self._loop))
+
+    async def _start_pollers(self) -> None:
+        """In the pollers' thread: start one task per source, and wait (at most FIRST_ROUND_WAIT) for
+        the first polls so that the first snapshot carries the queues."""
         self._tasks = [asyncio.create_task(p.run(), name=f"queue {p.name}") for p in self.pollers]
-        if self.pollers:  # let the first snapshot carry the queues, without waiting on a dead source
-            waits = [asyncio.create_task(p.first_done.wait()) for p in self.pollers]
-            _, pending = await asyncio.wait(waits, timeout=FIRST_ROUND_WAIT)
-            for task in pending:
-                task.cancel()
+        waits = [asyncio.create_task(p.first_done.wait()) for p in self.pollers]
+        _, pending = await asyncio.wait(waits, timeout=FIRST_ROUND_WAIT)
+        for task in pending:
+            task.cancel()
 
     def _factory(self, cfg: QueueSettings, timeout: float) -> Any:
         def make() -> QueueSource:
             if cfg.kind == "redis":
                 return RedisSource(self._redis, cfg, timeout)
-            assert self._session is not None
             if cfg.kind in SCRAPE_KINDS:
-                return ScrapeSource(self._session, cfg)
-            return HttpJsonSource(self._session, cfg)
+                return ScrapeSource(cfg)
+            return HttpJsonSource(cfg)
 
         return make
 
@@ -136,6 +144,19 @@ class QueueExtension:
         return Contribution(rows=rows, api={"queues": api}, collectors=(status,))
 
     async def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        stopping = asyncio.run_coroutine_threadsafe(self._stop_pollers(), loop)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.wrap_future(stopping), STOP_WAIT * 2)
+        loop.call_soon_threadsafe(loop.stop)
+        await asyncio.to_thread(thread.join, STOP_WAIT)
+        if not thread.is_alive():
+            loop.close()
+        self._loop = self._thread = None
+
+    async def _stop_pollers(self) -> None:
         for task in self._tasks:
             task.cancel()
         if self._tasks:
@@ -145,6 +166,4 @@ class QueueExtension:
             async with asyncio.timeout(STOP_WAIT):
                 for p in self.pollers:
                     await p.close()
-                if self._session is not None:
-                    await self._session.close()
                 await self._redis.close()

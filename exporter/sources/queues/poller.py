@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import aiohttp
 import redis.exceptions
 
 from ...logs import event
@@ -38,16 +37,6 @@ def describe(exc: BaseException, timeout: float) -> tuple[str, bool]:
         return str(exc), True
     if isinstance(exc, TimeoutError | redis.exceptions.TimeoutError):
         return f"no answer within {timeout:g} s", True
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        err = exc.os_error
-        why = os.strerror(err.errno) if err.errno else (err.strerror or str(err))
-        return f"cannot connect to {exc.host}:{exc.port}: {why}", True
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "server closed the connection without answering", True
-    if isinstance(exc, aiohttp.TooManyRedirects):
-        return "too many redirects", True
-    if isinstance(exc, aiohttp.ClientError):
-        return shorten(f"HTTP client error: {type(exc).__name__}: {exc}"), True
     if isinstance(exc, redis.exceptions.AuthenticationError | redis.exceptions.AuthorizationError):
         return shorten(f"Redis refused the credentials: {exc}"), True
     if isinstance(exc, redis.exceptions.ConnectionError):
@@ -55,7 +44,8 @@ def describe(exc: BaseException, timeout: float) -> tuple[str, bool]:
     if isinstance(exc, redis.exceptions.RedisError):
         return shorten(f"Redis error: {exc}"), True
     if isinstance(exc, OSError):
-        return shorten(f"{exc.strerror or exc}"), True
+        why = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or str(exc))
+        return shorten(f"connection error: {why}"), True
     return shorten(f"unexpected {type(exc).__name__}: {exc}"), False
 
 

@@ -1,14 +1,16 @@
 """Queue depth from Redis: a list (LLEN), stream (XLEN), sorted set (ZCARD) or set (SCARD), the key's
 type detected; or a stream consumer group, whose lag is the depth and pending count the in-flight.
 
-Sources on the same server share one small connection pool (``RedisPools``). A broken
-connection is dropped by redis-py and the next poll opens a new one, so a restarted Redis is
-picked up without restarting the exporter. redis-py's own retries are off: the poller's deadline
-and backoff decide.
+Sources on the same server share one small connection pool (``RedisPools``), and the commands
+they send in the same event-loop turn (polls fire together, just before a render) go out as one
+pipeline: one round trip for all the keys on a server instead of one each. A broken connection is
+dropped by redis-py and the next poll opens a new one, so a restarted Redis is picked up without
+restarting the exporter. redis-py's own retries are off: the poller's deadline and backoff decide.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -27,13 +29,61 @@ def _stream_id(text: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
+class BatchedClient:
+    """Commands issued in the same event-loop turn are sent as one pipeline (no transaction);
+    each caller gets its own command's answer or error."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.client = client
+        self._pending: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] = []
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def call(self, *command: Any) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.append((command, future))
+        if len(self._pending) == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
+        return await future
+
+    def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        task = asyncio.get_running_loop().create_task(self._send(batch))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _send(self, batch: list[tuple[tuple[Any, ...], asyncio.Future[Any]]]) -> None:
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for command, _ in batch:
+                    pipe.execute_command(*command)
+                answers = await pipe.execute(raise_on_error=False)
+        except BaseException as exc:  # connection lost, timeout, or cancelled at shutdown
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, future), answer in zip(batch, answers, strict=True):
+            if not future.done():
+                if isinstance(answer, Exception):
+                    future.set_exception(answer)
+                else:
+                    future.set_result(answer)
+
+    async def close(self) -> None:
+        for task in list(self._running):
+            task.cancel()
+        await self.client.aclose(close_connection_pool=True)
+
+
 class RedisPools:
     """One client (and connection pool) per server, URL and credentials."""
 
     def __init__(self) -> None:
-        self._clients: dict[tuple[Any, ...], aioredis.Redis] = {}
+        self._clients: dict[tuple[Any, ...], BatchedClient] = {}
 
-    def client(self, cfg: QueueSettings, timeout: float) -> aioredis.Redis:
+    def client(self, cfg: QueueSettings, timeout: float) -> BatchedClient:
         auth = cfg.basic_auth
         password: str | None = None
         if auth is not None and auth.password_file:
@@ -66,19 +116,20 @@ class RedisPools:
                 elif cfg.tls_ca_file:
                     options["ssl_ca_certs"] = cfg.tls_ca_file
             pool = aioredis.BlockingConnectionPool.from_url(cfg.url, **options)
-            client = self._clients[key] = aioredis.Redis(connection_pool=pool)
+            client = self._clients[key] = BatchedClient(aioredis.Redis(connection_pool=pool))
         return client
 
     async def close(self) -> None:
         for client in self._clients.values():
-            await client.aclose(close_connection_pool=True)
+            await client.close()
         self._clients.clear()
 
 
 class RedisSource:
     def __init__(self, pools: RedisPools, cfg: QueueSettings, timeout: float) -> None:
         assert cfg.key is not None  # checked by the configuration schema
-        self.client = pools.client(cfg, timeout)
+        self.batch = pools.client(cfg, timeout)
+        self.client = self.batch.client
         self.key = cfg.key
         self.group = cfg.group
         self._type: str | None = None  # detected once, re-detected if the key changes type
@@ -88,23 +139,23 @@ class RedisSource:
             return await self._group(self.group)
         if self._type is not None:
             try:
-                length = await self.client.execute_command(_LENGTH_COMMAND[self._type], self.key)
+                length = await self.batch.call(_LENGTH_COMMAND[self._type], self.key)
                 return QueueValue(float(length))
             except ResponseError as exc:
                 if not str(exc).startswith("WRONGTYPE"):
                     raise
                 self._type = None  # the key was re-created with another type
-        kind = str(await self.client.type(self.key))
+        kind = str(await self.batch.call("TYPE", self.key))
         if kind == "none":  # Redis deletes empty lists, sets and sorted sets
             return QueueValue(0.0)
         if kind not in _LENGTH_COMMAND:
             raise QueueSourceError(f"key {self.key} holds a {kind}, not a list, stream, sorted set or set")
         self._type = kind
-        return QueueValue(float(await self.client.execute_command(_LENGTH_COMMAND[kind], self.key)))
+        return QueueValue(float(await self.batch.call(_LENGTH_COMMAND[kind], self.key)))
 
     async def _group(self, group: str) -> QueueValue:
         try:
-            groups = await self.client.xinfo_groups(self.key)
+            groups = await self.batch.call("XINFO GROUPS", self.key)
         except ResponseError as exc:
             if "no such key" in str(exc).lower():
                 raise QueueSourceError(f"stream {self.key} does not exist") from None

@@ -12,18 +12,21 @@ from __future__ import annotations
 import math
 from collections import deque
 
-LEAD_MIN = 0.010
-LEAD_MARGIN = 0.005
+LEAD_STEP = 0.020  # leads are whole steps, so sources of similar speed fire in the same loop wakeup
+LEAD_MARGIN = 0.010
 
 
 class RenderClock:
+    """Observed from the sampler's thread, read from the pollers' thread: the recent render times
+    are an immutable tuple, replaced as a whole."""
+
     def __init__(self, interval: float) -> None:
         self.interval = interval
-        self._seen: deque[float] = deque(maxlen=4)
+        self._seen: tuple[float, ...] = ()
 
     def observe(self, now: float) -> None:
         """A render is happening now (called from ``contribute``)."""
-        self._seen.append(now)
+        self._seen = (*self._seen[-3:], now)
 
     @property
     def known(self) -> bool:
@@ -35,16 +38,19 @@ class RenderClock:
         Recent renders are projected onto the latest one's cycle and the earliest projection is the
         grid, because a render that came late (a slow GPU read delays it) must not push the polls
         late too."""
-        if not self._seen:
+        seen = self._seen
+        if not seen:
             return after
-        step, latest = self.interval, self._seen[-1]
-        base = min(t + round((latest - t) / step) * step for t in self._seen)
+        step, latest = self.interval, seen[-1]
+        base = min(t + round((latest - t) / step) * step for t in seen)
         return base + max(0, math.ceil((after - base) / step - 1e-9)) * step
 
 
 class Lead:
-    """How long before a render to fire: 1.5 times the slowest of the last few successful polls plus a
-    margin, at least 10 ms and at most a quarter of the render interval."""
+    """How long before a render to fire: the slowest of the last few successful polls plus a margin,
+    rounded up to a whole LEAD_STEP, at most a quarter of the render interval. Too short and the
+    value misses its render (a whole interval late); too long and every value is older than it
+    need be."""
 
     def __init__(self, interval: float) -> None:
         self.cap = interval / 4
@@ -56,7 +62,8 @@ class Lead:
     @property
     def seconds(self) -> float:
         slowest = max(self._durations, default=0.0)
-        return min(self.cap, max(LEAD_MIN, 1.5 * slowest + LEAD_MARGIN))
+        steps = max(1, math.ceil((slowest + LEAD_MARGIN) / LEAD_STEP - 1e-9))
+        return min(self.cap, steps * LEAD_STEP)
 
 
 def next_fire(clock: RenderClock, lead: float, now: float, last_fire: float | None, wait: float) -> float:

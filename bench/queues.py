@@ -1,0 +1,256 @@
+"""Queue-depth figures (issue 4): 200 sources of mixed kinds polled at 1 s.
+
+Prints the exporter's CPU (% of one core, from /proc/<pid>/stat) and scrape latency (wrk) on the
+simulated fleet with no queue configured and with 200 queues, then the distribution of the delay
+from a change at a source to the changed value being published by the exporter.
+
+The HTTP sources (vLLM, TGI, Triton, SGLang, custom exposition, JSON; one loopback port each, as
+separate servers would be) run in a child process, Redis is a real redis-server; neither counts
+towards the exporter's CPU.
+
+    .venv/bin/python bench/queues.py [--seconds 60] [--wrk-seconds 10] [--changes 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from common import PROMETHEUS_HEADERS, measure_cpu, wrk
+from servers import Process, exporter, http_get, redis_server, wait_for
+
+# 200 sources: (kind, how many).
+MIX = (
+    ("vllm", 40),
+    ("tgi", 25),
+    ("triton", 25),
+    ("sglang", 25),
+    ("prometheus", 25),
+    ("http_json", 20),
+    ("redis_list", 15),
+    ("redis_stream", 10),
+    ("redis_zset", 5),
+    ("redis_group", 10),
+)
+
+
+def names() -> list[tuple[str, str]]:
+    return [(kind, f"{kind}-{i}") for kind, count in MIX for i in range(count)]
+
+
+# -- the HTTP sources, in a child process -------------------------------------------------------------
+def serve_sources() -> None:
+    from queue_fakes import FakeHttpServer, SglangMetrics, VllmMetrics, json_body, tgi_metrics, triton_metrics
+
+    http = [(kind, name) for kind, name in names() if not kind.startswith("redis")]
+    values = {name: 1.0 for _, name in http}
+    vllm = {name: VllmMetrics() for kind, name in http if kind == "vllm"}
+    sglang = {name: SglangMetrics() for kind, name in http if kind == "sglang"}
+    cache: dict[str, tuple[float, bytes]] = {}
+
+    def body(kind: str, name: str) -> bytes:
+        value = values[name]
+        cached = cache.get(name)
+        if cached and cached[0] == value:
+            return cached[1]
+        if kind == "vllm":
+            vllm[name].set([value], [2])
+            out = vllm[name].render()
+        elif kind == "sglang":
+            sglang[name].set(value, 3)
+            out = sglang[name].render()
+        elif kind == "tgi":
+            out = tgi_metrics(value, 4)
+        elif kind == "triton":
+            out = triton_metrics({"resnet50": value, "bert-large": 0})
+        elif kind == "prometheus":
+            out = (
+                "# HELP jobs_waiting Jobs waiting.\n# TYPE jobs_waiting gauge\n"
+                f'jobs_waiting{{priority="high"}} {value:g}\njobs_waiting{{priority="low"}} 7\n'
+            ).encode()
+        else:
+            out = json_body({"queue": {"waiting": value, "running": 1}})
+        cache[name] = (value, out)
+        return out
+
+    with FakeHttpServer(ports=len(http) + 1) as srv:
+        urls = {}
+        for i, (kind, name) in enumerate(http, start=1):
+            ctype = "application/json" if kind == "http_json" else "text/plain; version=0.0.4; charset=utf-8"
+            srv.route(f"/{name}", body=lambda k=kind, n=name: body(k, n), content_type=ctype)
+            urls[name] = srv.url(f"/{name}", i)
+
+        def increment(name: str) -> bytes:  # GET /_inc/<name> on the control port: value + 1
+            values[name] += 1
+            return f"{values[name]:g}".encode()
+
+        for _, name in http:
+            srv.route(f"/_inc/{name}", body=lambda n=name: increment(n))
+        print(json.dumps({"urls": urls, "control": srv.url("/_inc", 0)}), flush=True)
+        sys.stdin.read()  # serve until the parent closes our stdin
+
+
+@contextlib.contextmanager
+def http_sources() -> Iterator[tuple[dict[str, str], str, subprocess.Popen[str]]]:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve-sources"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        info = json.loads(proc.stdout.readline())
+        yield info["urls"], info["control"], proc
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(10)
+
+
+# -- configuration -------------------------------------------------------------------------------------
+def queue_entries(urls: dict[str, str], redis_url: str) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = []
+    for kind, name in names():
+        entry: dict[str, Any] = {"name": name, "labels": {"namespace": "bench", "workload": name}}
+        if kind.startswith("redis"):
+            entry.update(kind="redis", url=redis_url, key=name)
+            if kind == "redis_group":
+                entry["group"] = "workers"
+        else:
+            entry.update(kind=kind, url=urls[name])
+            if kind == "prometheus":
+                entry.update(metric="jobs_waiting", match={"priority": "high"})
+            elif kind == "http_json":
+                entry.update(path="queue.waiting", in_flight_path="queue.running")
+        entries.append(entry)
+    return entries
+
+
+def fill_redis(port: int) -> None:
+    import redis
+
+    r = redis.Redis(port=port)
+    for kind, name in names():
+        if kind == "redis_list":
+            r.rpush(name, "job")
+        elif kind == "redis_zset":
+            r.zadd(name, {"job-0": 0})
+        elif kind in ("redis_stream", "redis_group"):
+            r.xadd(name, {"n": 0})
+            if kind == "redis_group":
+                r.xgroup_create(name, "workers", id="0")
+
+
+# -- measurements --------------------------------------------------------------------------------------
+def cost(p: Process, seconds: int, wrk_seconds: int) -> tuple[float, float, float, int]:
+    url = p.url + "/metrics"
+    series = sum(1 for ln in http_get(url)[2].decode().splitlines() if ln and not ln.startswith("#"))
+    time.sleep(3)
+    cpu, _ = measure_cpu(p.proc.pid, seconds, during=lambda: http_get(url, PROMETHEUS_HEADERS))
+    latency = wrk(url, 1, wrk_seconds, PROMETHEUS_HEADERS)
+    return cpu, latency.p50_ms, latency.p99_ms, series
+
+
+def change_latencies(p: Process, control: str, redis_port: int, changes: int) -> list[float]:
+    """Change one tracked source at a random moment, record when the exporter first serves the new
+    value (``/api/v1/queues`` polled every few ms over keep-alive), repeat."""
+    import redis
+
+    r = redis.Redis(port=redis_port)
+    tracked = [(kind, name) for kind, name in names() if name.endswith(("-0", "-1", "-2", "-3"))]
+    current = {name: 1.0 for _, name in tracked}
+    ctl = urlsplit(control)
+    control_conn = http.client.HTTPConnection(ctl.hostname, ctl.port, timeout=5)
+    api = urlsplit(p.url)
+    api_conn = http.client.HTTPConnection(api.hostname, api.port, timeout=5)
+    results: list[float] = []
+    for i in range(changes):
+        kind, name = tracked[i % len(tracked)]
+        time.sleep(random.uniform(0.05, 0.45))  # random phase against the 1 s render grid
+        current[name] += 1
+        started = time.time()
+        if kind == "redis_list":
+            r.rpush(name, "job")
+        elif kind == "redis_zset":
+            r.zadd(name, {f"job-{i + 1}": i + 1})
+        elif kind in ("redis_stream", "redis_group"):
+            r.xadd(name, {"n": i + 1})
+        else:
+            control_conn.request("GET", f"/_inc/{name}")
+            assert float(control_conn.getresponse().read()) == current[name]
+        deadline = started + 10
+        while time.time() < deadline:
+            api_conn.request("GET", "/api/v1/queues")
+            items = json.loads(api_conn.getresponse().read())["queues"]
+            if next(q for q in items if q["name"] == name)["depth"] == current[name]:
+                results.append(time.time() - started)
+                break
+            time.sleep(0.002)
+        else:
+            raise RuntimeError(f"{name}: change not published within 10 s")
+    return results
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=int, default=60, help="CPU measuring window per configuration")
+    ap.add_argument("--wrk-seconds", type=int, default=10)
+    ap.add_argument("--changes", type=int, default=300, help="source changes timed to publication")
+    ap.add_argument("--serve-sources", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve_sources:
+        serve_sources()
+        return
+
+    base = ["--simulate", "--interval", "1"]
+    with exporter(base) as p:
+        none = cost(p, args.seconds, args.wrk_seconds)
+    with redis_server() as rds, http_sources() as (urls, control, _), tempfile.TemporaryDirectory() as tmp:
+        fill_redis(rds.extra["port"])
+        config = Path(tmp) / "exporter.yaml"
+        config.write_text(json.dumps({"queues": queue_entries(urls, rds.url)}))
+        with exporter([*base, "--config", str(config)]) as p:
+
+            def all_up() -> bool:
+                items = json.loads(http_get(p.url + "/api/v1/queues")[2])["queues"]
+                return len(items) == 200 and all(q["up"] for q in items)
+
+            wait_for(all_up, 30, what="all 200 queue sources up")
+            with200 = cost(p, args.seconds, args.wrk_seconds)
+            delays = change_latencies(p, control, rds.extra["port"], args.changes)
+            stalled = [q for q in json.loads(http_get(p.url + "/api/v1/queues")[2])["queues"] if not q["up"]]
+
+    print(f"exporter on the simulated fleet (8 GPUs), 1 s sampling, scraped once a second, {args.seconds} s:")
+    for label, (cpu, p50, p99, series) in (("no queues", none), ("200 queues", with200)):
+        print(
+            f"  {label:>10}: CPU {cpu:5.2f}% of one core; scrape p50 {p50:.2f} ms, p99 {p99:.2f} ms "
+            f"({series} series, 1 keep-alive scraper)"
+        )
+    print(f"  200 queues add {with200[0] - none[0]:.2f}% of one core")
+    print(
+        f"change at a source -> value published, {len(delays)} changes at random moments "
+        f"(interval 1 s): p50 {percentile(delays, 50) * 1000:.0f} ms, "
+        f"p99 {percentile(delays, 99) * 1000:.0f} ms, max {max(delays) * 1000:.0f} ms"
+    )
+    print(f"  sources down at the end: {len(stalled)}")
+
+
+if __name__ == "__main__":
+    main()
