@@ -13,10 +13,9 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 from adapter_support import get, start_adapter
@@ -60,12 +59,16 @@ def rules_file(workdir: Path) -> Path:
 
 @contextlib.contextmanager
 def plain_prometheus(endpoints: Sequence[Endpoint], with_rules: bool = False) -> Iterator[Process]:
-    workdir = Path(tempfile.mkdtemp(prefix="scrape-configs-"))
-    extra = "\n".join("  " + line for line in scrape_jobs(endpoints, workdir).splitlines())
-    if with_rules:
-        extra += f"\nrule_files:\n  - {json.dumps(str(rules_file(workdir)))}\n"
-    with prometheus({}, scrape_interval="1s", extra_config=extra) as prom:
-        yield prom
+    """Prometheus with deploy/prometheus's jobs; ``.extra["discovery"]`` is the file listing the
+    endpoints (rewrite it to change them)."""
+    with tempfile.TemporaryDirectory(prefix="scrape-configs-") as tmp:
+        workdir = Path(tmp)
+        extra = "\n".join("  " + line for line in scrape_jobs(endpoints, workdir).splitlines())
+        if with_rules:
+            extra += f"\nrule_files:\n  - {json.dumps(str(rules_file(workdir)))}\n"
+        with prometheus({}, scrape_interval="1s", extra_config=extra) as prom:
+            prom.extra["discovery"] = workdir / "endpoints.json"
+            yield prom
 
 
 @dataclass
@@ -73,7 +76,6 @@ class Stack:
     prometheus: Process
     exporter: Process
     adapter: Process
-    redis_port: int
 
 
 def scenario_with_an_xid(workdir: Path) -> Path:
@@ -126,10 +128,11 @@ def exercise_adapter(adapter: Process) -> None:
 
 @contextlib.contextmanager
 def monitoring_stack() -> Iterator[Stack]:
-    workdir = Path(tempfile.mkdtemp(prefix="monitoring-stack-"))
     vllm = VllmMetrics()
     vllm.set([4.0], [2.0])
-    with redis_server() as redis, FakeHttpServer() as http:
+    with tempfile.TemporaryDirectory(prefix="monitoring-stack-") as tmp, redis_server() as redis, \
+            FakeHttpServer() as http:
+        workdir = Path(tmp)
         http.route("/metrics", body=vllm.render, content_type=TEXT)
         redis_push(redis.extra["port"], "jobs", 12)
         config = exporter_config(redis.url, http.url("/metrics"), workdir)
@@ -144,13 +147,7 @@ def monitoring_stack() -> Iterator[Stack]:
                 try:
                     adapter_address = adapter.url.removeprefix("https://")
                     adapter_endpoint = (adapter_address, "rightsizer-adapter", "https")
-                    _discovery_file(prom).write_text(discovery([exporter_endpoint, adapter_endpoint]))
-                    yield Stack(prom, exp, adapter, redis.extra["port"])
+                    prom.extra["discovery"].write_text(discovery([exporter_endpoint, adapter_endpoint]))
+                    yield Stack(prom, exp, adapter)
                 finally:
                     adapter.stop()
-
-
-def _discovery_file(prom: Process) -> Path:
-    config: Mapping[str, Any] = yaml.safe_load((Path(prom.extra["workdir"]) / "prometheus.yml").read_text())
-    (path,) = {f for job in config["scrape_configs"] for sd in job["file_sd_configs"] for f in sd["files"]}
-    return Path(path)

@@ -5,7 +5,6 @@ Kubernetes release (kubernetes-validate, strict); custom resources against the C
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -154,7 +153,7 @@ def test_keda_overlays_leave_external_metrics_to_keda(overlay: str, of: str) -> 
     assert len(rendered(overlay)) == len(rendered(of)) - 1
 
 
-def test_files_are_small_and_parse(tmp_path: Path) -> None:
+def test_files_are_small_and_parse() -> None:
     for path in DEPLOY.rglob("*.yaml"):
         assert len(path.read_text().splitlines()) <= 300, path
         list(yaml.safe_load_all(path.read_text()))
