@@ -31,6 +31,7 @@ class Window:
         "_bucket_of_slot",
         "_last_t",
         "_newest",
+        "_recent",
         "_slot_count",
         "_slot_first",
         "_slot_hist",
@@ -63,6 +64,8 @@ class Window:
         self._total_count = [0] * k
         # The window's maxima: raised by ``add``, recomputed from the buckets after one expires.
         self._window_max: list[float] | None = None
+        # Maxima of the older buckets a recent-maximum read covers, by (signal, newest, lowest bucket).
+        self._recent: dict[tuple[int, int, int], float] = {}
         self._newest: int | None = None
         self._last_t: float | None = None
 
@@ -133,6 +136,7 @@ class Window:
         self._slot_first[slot] = math.inf
         self._bucket_of_slot[slot] = None
         self._window_max = None
+        self._recent.clear()
 
     def clear(self) -> None:
         for slot in range(self.bucket_count):
@@ -227,15 +231,21 @@ class Window:
         if seconds is None:
             best = self._maxima()[signal]
         else:
-            since = self._last_t - seconds
-            best = -math.inf
-            bucket = self._newest
-            oldest = bucket - self.bucket_count
-            while bucket > oldest and (bucket + 1) * self.width > since:
-                slot = bucket % self.bucket_count
-                if self._bucket_of_slot[slot] == bucket:
-                    m = self._slot_max[slot][signal]
-                    if m > best:
-                        best = m
-                bucket -= 1
+            newest = self._newest
+            lowest = max(newest - self.bucket_count + 1, math.floor((self._last_t - seconds) / self.width))
+            # The older buckets' part changes only when the newest or the lowest bucket moves.
+            key = (signal, newest, lowest)
+            cached = self._recent.get(key)
+            if cached is None:
+                cached = -math.inf
+                for bucket in range(lowest, newest):
+                    slot = bucket % self.bucket_count
+                    if self._bucket_of_slot[slot] == bucket and self._slot_max[slot][signal] > cached:
+                        cached = self._slot_max[slot][signal]
+                if len(self._recent) > 64:
+                    self._recent.clear()
+                self._recent[key] = cached
+            slot = newest % self.bucket_count
+            newest_max = self._slot_max[slot][signal] if self._bucket_of_slot[slot] == newest else -math.inf
+            best = max(cached, newest_max)
         return None if best == -math.inf else best
