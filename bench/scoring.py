@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import os
 import statistics
 import sys
 import tempfile
@@ -121,9 +122,11 @@ def main() -> None:
     print(f"verdicts in the fleet: {', '.join(verdicts)}")
     print(
         f"CPU per scoring cycle ({args.cycles} cycles): mean {statistics.fmean(ms):.2f} ms, "
-        f"p50 {ms[len(ms) // 2]:.2f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms, max {ms[-1]:.2f} ms "
-        f"(wall mean {statistics.fmean(wall) * 1000:.2f} ms)"
+        f"min {ms[0]:.2f} ms, p50 {ms[len(ms) // 2]:.2f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms, "
+        f"max {ms[-1]:.2f} ms (wall mean {statistics.fmean(wall) * 1000:.2f} ms)"
     )
+    # CPU time per cycle grows when other processes share the cores: say how busy the machine was.
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end of the run")
     print(f"memory per GPU window (full, {WINDOW} samples): {per_window / 1024:.0f} KiB")
 
 
