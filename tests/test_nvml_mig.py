@@ -4,6 +4,10 @@ layout changed at run time picked up without a restart, profile names without pr
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +22,7 @@ from nvmldouble import (
     scrape_until,
     value,
 )
-from servers import exporter
+from servers import ROOT, exporter
 
 # The double's fixtures, used by name.
 
@@ -77,6 +81,7 @@ def test_mig_instances_carry_their_memory_ratios_and_dcgm_labels(
     nvml_double: NvmlDouble, tmp_path: Path
 ) -> None:
     start(nvml_double, **mig(0, 1, 9, 30.5, 80), **mig(1, 5, 14, 12.25, 40), **mig(2, 13, 19, 2, 5))
+    nvml_double.gpu(0, processes=f"100:{GIB}@1,101:{2 * GIB}@1,200:{3 * GIB}@5")
     with exporter(exporter_args(tmp_path), env=nvml_double.env()) as proc:
         samples = scrape_until(
             proc.url, lambda s: instance(s, "DCGM_FI_PROF_SM_ACTIVE", 13) is not None, what="instance ratios"
@@ -92,6 +97,9 @@ def test_mig_instances_carry_their_memory_ratios_and_dcgm_labels(
             assert instance(samples, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", gi) == pytest.approx(sm / 200)
             assert instance(samples, "rightsizer_gpu_up", gi) == 1
             assert instance(samples, "DCGM_FI_DEV_POWER_USAGE", gi) is None  # the GPU's, not the instance's
+        # Each instance's compute processes, as its MIG device handle lists them.
+        assert [instance(samples, "rightsizer_gpu_compute_processes", gi) for gi in (1, 5, 13)] == [2, 1, 0]
+        assert instance(samples, "rightsizer_gpu_compute_processes_memory_bytes", 1) == 3 * GIB
         # dcgm-exporter's labels: gpu = the GPU's index, UUID = the GPU's UUID, then the MIG labels.
         lbl = labels_of(samples, "DCGM_FI_DEV_FB_USED", 5)
         assert list(lbl)[:7] == [
@@ -180,3 +188,33 @@ def test_profile_names_without_a_privileged_user(nvml_double: NvmlDouble, tmp_pa
         assert layout(samples) == {"1": "3g.40gb", "13": "1g.10gb"}  # not "1g.10gb+me", same size
         assert nvml_double.call_count("nvmlDeviceGetAttributes_v2", 0) >= 2
         assert scrape(proc.url)  # still serving
+
+
+SCRIPT = """
+import asyncio, json
+from exporter.config import NvmlSettings
+from exporter.sources.nvml import NvmlSource
+
+async def main():
+    source = NvmlSource(NvmlSettings())
+    await source.start()
+    await source.collect()
+    listed = source.running_processes()
+    print(json.dumps({uuid: sorted(p.pid for p in procs) for uuid, procs in listed.items()}))
+    await source.stop()
+
+asyncio.run(main())
+"""
+
+
+def test_running_processes_of_a_mig_instance_are_listed_under_its_mig_uuid(nvml_double: NvmlDouble) -> None:
+    """Pod attribution keys MIG instances on their MIG device UUID (the kubelet's device id)."""
+    start(nvml_double, **mig(0, 1, 9, 30, 80), **mig(1, 13, 19, 2, 5))
+    nvml_double.gpu(0, processes=f"100:{GIB}@1,200:{GIB}@13,201:{GIB}@13,300:{GIB}")
+    done = subprocess.run([sys.executable, "-c", SCRIPT], env={**os.environ, **nvml_double.env()}, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    mig1, mig13 = (str(mig(k, gi, 19, 0, 0)[f"gpu.0.mig.{k}.uuid"]) for k, gi in ((0, 1), (1, 13)))
+    uuid1 = str(gpu_values(1)["gpu.1.uuid"])
+    assert listed == {PARENT: [300], mig1: [100], mig13: [200, 201], uuid1: [1001, 2001]}

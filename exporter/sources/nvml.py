@@ -92,8 +92,13 @@ class NvmlSource:
         self._control.close()
 
     def running_processes(self) -> dict[str, list[RunningProcess]]:
-        """Compute processes per GPU UUID as of the last cycle (for pod attribution; no NVML call)."""
-        return {uuid: list(dev.processes) for uuid, dev in self._devices.items() if dev.handle is not None}
+        """Compute processes per device UUID (a MIG instance's under its MIG device UUID) as of the
+        last cycle (for pod attribution; no NVML call)."""
+        out: dict[str, list[RunningProcess]] = {}
+        for dev in self._devices.values():
+            if dev.handle is not None:
+                out.update(dev.running_processes())
+        return out
 
     def xid_report(self, _t: float = 0.0) -> XidReport:
         """XID errors seen so far, per GPU UUID (no NVML call: the event thread's tally)."""

@@ -33,6 +33,8 @@ LIFECYCLE_ERRORS = frozenset(
 # nvmlDeviceGetPcieThroughput answers in KB/s with 1 KiB granularity.
 KIB = 1024
 CLOCK_EVENT_REASONS_KEY = "clock_event_reasons"
+PROCESSES_CALL = "nvmlDeviceGetComputeRunningProcesses"
+NO_INSTANCE = 0xFFFFFFFF  # NVML's "no GPU instance" id
 
 
 class CallTracker(Protocol):
@@ -102,6 +104,7 @@ class RunningProcess:
 
     pid: int
     used_memory_bytes: int | None
+    gpu_instance_id: int | None = None  # on a MIG-enabled GPU: the GPU instance it runs in
 
 
 class ProcessReading(dict[str, float]):
@@ -115,7 +118,12 @@ def _processes(h: Handle) -> dict[str, float]:
     used = sum(int(p.usedGpuMemory) for p in procs if p.usedGpuMemory is not None)
     out = ProcessReading(compute_processes=float(len(procs)), compute_processes_memory_bytes=float(used))
     out.processes = tuple(
-        RunningProcess(int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory)) for p in procs
+        RunningProcess(
+            int(p.pid),
+            None if p.usedGpuMemory is None else int(p.usedGpuMemory),
+            None if getattr(p, "gpuInstanceId", NO_INSTANCE) == NO_INSTANCE else int(p.gpuInstanceId),
+        )
+        for p in procs
     )
     return out
 

@@ -97,6 +97,15 @@ class Device:
     gpm: GpmState = field(default_factory=lambda: GpmState(0.1))
     mig: MigState = field(default_factory=MigState)
     instances: tuple[GpuIdentity, ...] = ()  # MIG instances as of the last cycle
+    instance_processes: dict[str, tuple[RunningProcess, ...]] = field(default_factory=dict)  # by MIG UUID
+
+    def running_processes(self) -> dict[str, list[RunningProcess]]:
+        """Compute processes by device UUID: each MIG instance's under its MIG device UUID, the
+        rest under the GPU's."""
+        instances = {i.mig_instance_id for i in self.instances}
+        out = {self.identity.uuid: [p for p in self.processes if p.gpu_instance_id not in instances]}
+        out.update({uuid: list(procs) for uuid, procs in self.instance_processes.items()})
+        return out
 
     def unsupported_fields(self) -> frozenset[str]:
         return frozenset(f for call in self.unsupported for f in READS_BY_CALL[call].fields)
@@ -116,6 +125,7 @@ class Device:
         MIG instances as last seen, down too."""
         problems.append(f"GPU {self.identity.index} ({self.identity.uuid}): {error}")
         self.processes = ()
+        self.instance_processes = {}
         return [GpuSample(ident, False, error=error) for ident in (self.identity, *self.instances)]
 
     def samples(
@@ -154,6 +164,7 @@ class Device:
 
     def _instance_samples(self, mig: MigReading, gpm: GpmReading, gpm_reason: str | None) -> list[GpuSample]:
         out = []
+        self.instance_processes = {}
         identities: list[GpuIdentity] = []
         for reading in sorted(mig.instances, key=lambda r: (r.device.gpu_instance_id, r.device.index)):
             ident = self._instance_identity(reading.device)
@@ -164,6 +175,8 @@ class Device:
                 out.append(GpuSample(ident, False, error=reading.error))
                 continue
             gi = reading.device.gpu_instance_id
+            if reading.processes is not None:
+                self.instance_processes[ident.uuid] = reading.processes
             why = {"utilization": MIG_UTILIZATION_REASON}
             gpm_unsupported = gpm.unsupported.get(gi, GPM_FIELDS if gpm_reason else frozenset())
             if gpm_reason and gpm_unsupported:

@@ -22,7 +22,17 @@ from typing import Any, TypeVar
 
 import pynvml
 
-from .nvml_calls import LIFECYCLE_ERRORS, CallTracker, Handle, describe, memory_info
+from .nvml_calls import (
+    LIFECYCLE_ERRORS,
+    PROCESSES_CALL,
+    READS_BY_CALL,
+    CallTracker,
+    Handle,
+    ProcessReading,
+    RunningProcess,
+    describe,
+    memory_info,
+)
 
 T = TypeVar("T")
 MODE_CALL = "nvmlDeviceGetMigMode"
@@ -62,6 +72,7 @@ class MigState:
     scanned_at: float = float("-inf")
     rescan: bool = False
     profiles: dict[int, tuple[str, int, int]] | None = None  # profile id -> (name, slices, memory MB)
+    processes_unsupported: bool = False  # MIG devices answered NOT_SUPPORTED for running processes
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +80,7 @@ class InstanceReading:
     device: MigDevice
     fields: dict[str, float]
     error: str | None = None
+    processes: tuple[RunningProcess, ...] | None = None  # None: not read
 
 
 @dataclass
@@ -139,8 +151,27 @@ def _memory(tracker: CallTracker, state: MigState) -> list[InstanceReading]:
             "memory_used_bytes": float(used),
             "memory_free_bytes": float(free),
         }
-        readings.append(InstanceReading(dev, fields))
+        processes = _processes(tracker, dev, state)
+        if processes is not None:
+            fields.update(processes)
+        readings.append(InstanceReading(dev, fields, None, processes.processes if processes else None))
     return readings
+
+
+def _processes(tracker: CallTracker, dev: MigDevice, state: MigState) -> ProcessReading | None:
+    """The MIG device's compute processes (NVML lists a MIG-enabled GPU's processes per MIG device
+    to unprivileged callers); None when not available. Only a lifecycle error is raised."""
+    if state.processes_unsupported:
+        return None
+    tracker.mark(f"{PROCESSES_CALL}(MIG)")
+    try:
+        reading = READS_BY_CALL[PROCESSES_CALL].read(dev.handle)
+    except pynvml.NVMLError as exc:
+        if exc.value in LIFECYCLE_ERRORS:
+            raise
+        state.processes_unsupported = exc.value == pynvml.NVML_ERROR_NOT_SUPPORTED
+        return None
+    return reading if isinstance(reading, ProcessReading) else None
 
 
 def _call(tracker: CallTracker, name: str, fn: Callable[..., T], *args: Any) -> T:

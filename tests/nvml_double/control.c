@@ -12,7 +12,8 @@
  *   gpu.<slot>.lost=1           every call on the GPU answers NVML_ERROR_GPU_IS_LOST (it stays
  *                               enumerated; nvmlDeviceGetHandleByIndex_v2 answers GPU_IS_LOST)
  *   gpu.<slot>.present=0        the GPU is gone from the bus: not enumerated at all
- *   gpu.<slot>.processes=PID:BYTES,...   compute processes and their memory
+ *   gpu.<slot>.processes=PID:BYTES[@GI],...   compute processes and their memory (@GI: in that
+ *                               GPU instance; a MIG device's handle lists only its instance's)
  *   gpu.<slot>.gpm.supported=1  nvmlGpmQueryDeviceSupport says supported (default 0, as on A100)
  *   gpu.<slot>.gpm.<id>=V       whole-GPU value of GPM metric <id> (percent or MiB/s; ids in gpm.c)
  *   gpu.<slot>.mig.mode=M       current MIG mode (0 off, 1 on; -1: MIG not supported)
@@ -201,15 +202,21 @@ static int parse_processes(dbl_gpu_t *g, const char *value) {
     g->nprocs = 0;
     const char *p = value;
     while (*p && g->nprocs < DBL_MAX_PROCS) {
-        unsigned int pid;
+        unsigned int pid, gi = 0xFFFFFFFFu;
         unsigned long long bytes;
         int used = 0;
         if (sscanf(p, "%u:%llu%n", &pid, &bytes, &used) != 2)
             return -1;
+        p += used;
+        if (*p == '@') {
+            if (sscanf(p + 1, "%u%n", &gi, &used) != 1)
+                return -1;
+            p += 1 + used;
+        }
         g->procs[g->nprocs].pid = pid;
         g->procs[g->nprocs].used_bytes = bytes;
+        g->procs[g->nprocs].gi_id = gi;
         g->nprocs++;
-        p += used;
         if (*p == ',')
             p++;
         else if (*p != '\0')

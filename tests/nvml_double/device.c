@@ -205,19 +205,27 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorTyp
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos) {
     ENTER(device);
+    const dbl_mig_t *m = dbl_mig_of(device, g); /* a MIG device lists its GPU instance's only */
+    unsigned int n = 0;
+    for (unsigned int i = 0; i < g->nprocs; i++)
+        n += m == NULL || g->procs[i].gi_id == m->gi_id;
     if (infoCount == NULL) {
         ret = NVML_ERROR_INVALID_ARGUMENT;
-    } else if (*infoCount < g->nprocs || (infos == NULL && g->nprocs > 0)) {
-        *infoCount = g->nprocs;
+    } else if (*infoCount < n || (infos == NULL && n > 0)) {
+        *infoCount = n;
         ret = NVML_ERROR_INSUFFICIENT_SIZE;
     } else {
+        unsigned int k = 0;
         for (unsigned int i = 0; i < g->nprocs; i++) {
-            infos[i].pid = g->procs[i].pid;
-            infos[i].usedGpuMemory = g->procs[i].used_bytes;
-            infos[i].gpuInstanceId = 0xFFFFFFFF;
-            infos[i].computeInstanceId = 0xFFFFFFFF;
+            if (m != NULL && g->procs[i].gi_id != m->gi_id)
+                continue;
+            infos[k].pid = g->procs[i].pid;
+            infos[k].usedGpuMemory = g->procs[i].used_bytes;
+            infos[k].gpuInstanceId = g->procs[i].gi_id;
+            infos[k].computeInstanceId = g->procs[i].gi_id == 0xFFFFFFFFu ? 0xFFFFFFFFu : 0;
+            k++;
         }
-        *infoCount = g->nprocs;
+        *infoCount = n;
     }
     LEAVE();
 }

@@ -42,6 +42,7 @@ typedef struct {
 typedef struct {
     unsigned int pid;
     unsigned long long used_bytes;
+    unsigned int gi_id; /* GPU instance of a MIG-enabled GPU, 0xFFFFFFFF for none */
 } dbl_proc_t;
 
 /* One MIG device (one compute instance of one GPU instance) of a MIG-enabled GPU. */
