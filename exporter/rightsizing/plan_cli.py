@@ -195,7 +195,7 @@ def render(r: Plan) -> str:
         )
         if best is not None:
             out.append(
-                f"\nLowest cost per token: {best.candidate.key} at "
+                f"\nLowest cost per token: {(f'{w.gpus} x ' if w.gpus > 1 else '') + best.candidate.key} at "
                 f"{money(best.dollars_per_million_tokens, 3)} per million tokens "
                 "(from the ceiling: real serving costs more)."
             )
