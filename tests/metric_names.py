@@ -45,12 +45,3 @@ def names_in(expr: str) -> set[str]:
     """Our metric names an expression selects (label values, strings and grouping lists skipped)."""
     return set(_OURS.findall(_LABEL_OR_STRING.sub(" ", expr)))
 
-
-# Names that dashboards/ and deploy/ use whose families have not landed in exporter/metrics.py yet,
-# with what is missing. Tests skip (naming it) rather than fail for these until they land.
-PENDING = {"rightsizer_xid_errors_total": "XID events (issue 3): rightsizer_xid_errors_total"}
-
-
-def pending_in(expr: str) -> list[str]:
-    known = known_names()
-    return [PENDING[n] for n in sorted(names_in(expr)) if n in PENDING and n not in known]
