@@ -118,9 +118,8 @@ def estimate(params: float) -> Architecture:
     hidden = max(512, round((params * 128 / 12) ** (1 / 3) / 512) * 512)
     layers = max(1, round(params / (12 * hidden * hidden)))
     heads = max(1, hidden // 128)
-    return Architecture(
-        f"{params / 1e9:g}B parameters", params, layers, hidden, heads, heads, 128, 32000, 0, None, True, None
-    )
+    name = f"{params / 1e9:g}B-parameter model"
+    return Architecture(name, params, layers, hidden, heads, heads, 128, 32000, 0, None, True, None)
 
 
 def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
