@@ -1,4 +1,4 @@
-# One image for both commands: rightsizer-exporter (the per-node agent) and rightsizer-adapter.
+# One image for both commands: rightsizer-exporter (one per GPU node) and rightsizer-adapter.
 #   docker build -t rightsizer:0.1.0 .
 #   docker run --rm -p 9430:9430 rightsizer:0.1.0 rightsizer-exporter --simulate
 #   docker run --rm -p 6443:6443 rightsizer:0.1.0 rightsizer-adapter --exporter http://host:9430

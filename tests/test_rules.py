@@ -115,7 +115,7 @@ def test_workload_label_matches_the_adapters(tmp_path: Path, record: str) -> Non
     from adapter.vectors import workload_of
 
     pods = ["chat-7d9f8b6c4-x2k9q", "chat-7d9f8b6c4-m5wzt", "vllm-llama-3-8b-5c8d7f9b4d-2xq7z", "trainer-0",
-            "db-12", "embed-x2k9q", "node-agent-b7vzc", "notebook", "my-model", "a-b-c", "gpu-burn-7"]
+            "db-12", "embed-x2k9q", "node-probe-b7vzc", "notebook", "my-model", "a-b-c", "gpu-burn-7"]
     source = record.split(":")[1]
     series = [{"series": f'{source}{{UUID="GPU-{i}",namespace="ns",pod="{pod}"}}', "values": "1x5"}
               for i, pod in enumerate(pods)]
