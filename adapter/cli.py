@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import errno
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -22,7 +23,6 @@ from exporter.settings import ConfigError
 from .cache import Cache
 from .config import DEFAULT_PORT, AdapterConfig, load_config
 from .keda.metrics_api import MetricsApiAuth
-from .keda.scaler import ExternalScaler, start_server
 from .kubernetes.auth import Authenticator, serving_context
 from .kubernetes.pods import PodLister, wanted
 from .selfmetrics import AdapterMetrics
@@ -196,6 +196,10 @@ async def serve(cfg: AdapterConfig) -> int:
             return fail(f"cannot listen on {cfg.listen}: {why}")
         fields: dict[str, Any] = {"pod_labels": "api" if pod_lister else "series"}
         if cfg.grpc.listen:
+            # gRPC's C core would print its own bind errors; ours below say it in one line.
+            os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+            from .keda.scaler import ExternalScaler, start_server
+
             try:
                 grpc_server, grpc_port = await start_server(cfg.grpc, ExternalScaler(cache, metrics))
             except ValueError as exc:

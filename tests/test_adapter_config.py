@@ -149,3 +149,18 @@ def test_address_in_use_exits_2() -> None:
         busy.listen()
         run = run_adapter("--listen", f"127.0.0.1:{busy.getsockname()[1]}", "--insecure-http")
     assert run.returncode == 2 and "address already in use" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_grpc_address_in_use_exits_2_with_one_line() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        run = run_adapter(
+            "--insecure-http",
+            "--listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            f"127.0.0.1:{busy.getsockname()[1]}",
+        )
+    assert run.returncode == 2 and "for gRPC" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
