@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import shutil
 import statistics
@@ -166,13 +167,17 @@ REFRESHES = r"^rightsizer_adapter_refreshes_total"
 
 
 def bench_requests(url: str, pid: int, connections: int, seconds: int) -> None:
-    for label, script in (("one selector", None), ("1,000 selectors in rotation", ROTATE % EXT)):
+    runs = [
+        (4, "one selector", None),
+        (connections, "one selector", None),
+        (connections, "1,000 selectors in rotation", ROTATE % EXT),
+    ]
+    for conns, label, script in runs:
         before = common.cpu_seconds(pid)
-        lat = run_wrk(url + EXT + "?labelSelector=queue%3Djobs", connections, seconds, script)
+        lat = run_wrk(url + EXT + "?labelSelector=queue%3Djobs", conns, seconds, script)
         cpu = 100 * (common.cpu_seconds(pid) - before) / seconds
         print(
-            f"HTTPS keep-alive GETs, {connections} connections, {label}: "
-            f"{lat.requests_per_second:.0f} req/s, "
+            f"HTTPS keep-alive GETs, {conns} connections, {label}: {lat.requests_per_second:.0f} req/s, "
             f"p50 {lat.p50_ms:.2f} ms, p99 {lat.p99_ms:.2f} ms, adapter CPU {cpu:.0f}% of one core"
         )
 
@@ -210,6 +215,12 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=20)
     ap.add_argument("--window", type=int, default=20, help="seconds of the queries-per-refresh measurement")
     args = ap.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (other work shares them)")
+    run(args)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+def run(args: argparse.Namespace) -> None:
     with redis_server() as server:
         queue = redis.Redis(port=server.extra["port"], socket_timeout=5)
         config = Path(tempfile.mkdtemp()) / "exporter.yaml"
