@@ -101,7 +101,13 @@ class PrometheusSettings:
 @dataclass(frozen=True)
 class DirectSettings:
     exporters: list[str] = setting([], "Exporter URLs scraped directly (direct mode, no Prometheus).")
-    scrape_interval_seconds: float = setting(0.5, "Cadence of exporter scrapes.", minimum=0.05, maximum=300)
+    scrape_interval_seconds: float = setting(
+        0.5,
+        "Scrape cadence for exporters that publish no sample timestamp, and the retry cadence "
+        "(Rightsizer exporters are scraped just after each new snapshot).",
+        minimum=0.05,
+        maximum=300,
+    )
     timeout_seconds: float = setting(2.0, "Deadline of one exporter scrape.", minimum=0.05, maximum=60)
     stale_after_seconds: float = setting(
         5.0,
