@@ -81,7 +81,7 @@ async def test_kubelet_gone_then_back(rig: Rig, caplog: pytest.LogCaptureFixture
         assert series(sampler, "rightsizer_pod_gpu_memory_used_bytes") == []
         assert messages(caplog) == ["pod attribution on", "pod attribution off"]  # once while gone
         async with FakeKubelet(rig.socket, rig.answer):
-            for _ in range(50):  # the client's channel reconnects within its 1 s backoff cap
+            for _ in range(50):  # the next refresh reaches the new kubelet
                 await ext.refresh()
                 await sampler.cycle()
                 if pods_success(sampler) == 1:

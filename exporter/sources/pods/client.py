@@ -1,10 +1,10 @@
 """The kubelet pod-resources v1 ``List`` call over its unix socket, with a deadline.
 
-One long-lived channel (the exporter calls every ``pods.refresh_interval_seconds``), so a refresh
-does not pay for a new HTTP/2 connection and the process does not churn gRPC state. Its reconnect
-backoff is capped at one second: a restarted kubelet (a new socket at the same path) is reached
-again by the next refresh. Every failure becomes one ``PodResourcesError`` whose message says what
-went wrong in a single line.
+The exporter opens a channel for each refresh and closes it afterwards (``close()``): an open
+gRPC channel keeps gRPC's poller threads waking (about 0.1 % of a core while idle), whereas a
+fresh connection every ``pods.refresh_interval_seconds`` costs a few milliseconds of CPU, leaves
+no thread behind and reaches a restarted kubelet (a new socket at the same path) at once. Every
+failure becomes one ``PodResourcesError`` whose message says what went wrong in a single line.
 """
 
 from __future__ import annotations

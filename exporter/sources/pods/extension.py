@@ -124,6 +124,8 @@ class PodAttribution:
             error = str(exc)
         except Exception as exc:  # anything else from the gRPC stack: same outcome, say what it was
             error = f"kubelet pod-resources List failed: {type(exc).__name__}: {exc}"
+        finally:
+            await self._client.close()  # see client.py: no channel stays open between refreshes
         previous = self._state
         if (
             answer is None
