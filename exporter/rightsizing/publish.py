@@ -30,23 +30,33 @@ _BOTTLENECK_LABELS = {b: (("bottleneck", b),) for b in BOTTLENECKS}
 
 
 class RowMaker:
-    """Builds each cycle's rows. A GPU's verdict, bottleneck and recommendation rows are kept and
-    reused while its labels and conclusions stay the same (most cycles), so only the numbers are new."""
+    """Builds each cycle's rows. A GPU's rows are kept and reused while its labels, conclusions and
+    numbers stay the same (most cycles: percentiles move in 1 % bins), so only the sample count is new."""
 
     def __init__(self) -> None:
-        self._fixed: dict[str, tuple[tuple[object, ...], tuple[Row, ...], tuple[Row, ...], Row]] = {}
+        self._kept: dict[str, tuple[tuple[object, ...], dict[str, tuple[Row, ...]]]] = {}
 
-    def _fixed_rows(self, g: GpuSample, a: Assessment) -> tuple[tuple[Row, ...], tuple[Row, ...], Row]:
-        key = (g.identity, g.pod, a.verdict, a.bottlenecks, a.recommended, a.summary)
-        cached = self._fixed.get(g.identity.key)
-        if cached is None or cached[0] != key:
-            verdicts = tuple(Row(1.0 if a.verdict == v else 0.0, _VERDICT_LABELS[v], g) for v in VERDICTS)
-            found = tuple(
+    def _gpu_rows(self, g: GpuSample, a: Assessment, ev: Evidence) -> dict[str, tuple[Row, ...]]:
+        key = (g.identity, g.pod, a, ev.memory_peak_bytes, ev.activity_p95)
+        kept = self._kept.get(g.identity.key)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        labels = (("recommended", a.recommended), ("reason", a.summary))
+        rows = {
+            VERDICT: tuple(Row(1.0 if a.verdict == v else 0.0, _VERDICT_LABELS[v], g) for v in VERDICTS),
+            BOTTLENECK: tuple(
                 Row(1.0 if b in a.bottlenecks else 0.0, _BOTTLENECK_LABELS[b], g) for b in BOTTLENECKS
-            )
-            rec = Row(1.0, (("recommended", a.recommended), ("reason", a.summary)), g)
-            cached = self._fixed[g.identity.key] = (key, verdicts, found, rec)
-        return cached[1], cached[2], cached[3]
+            ),
+            RECOMMENDATION: (Row(1.0, labels, g),),
+            FIT_SCORE: () if a.fit_score is None else (Row(a.fit_score, (), g),),
+            MEMORY_PEAK: () if ev.memory_peak_bytes is None else (Row(round(ev.memory_peak_bytes), (), g),),
+            ACTIVITY_P95: () if ev.activity_p95 is None else (Row(ev.activity_p95, (), g),),
+            SAVINGS: ()
+            if a.hourly_savings_dollars is None
+            else (Row(round(a.hourly_savings_dollars, 6), (), g),),
+        }
+        self._kept[g.identity.key] = (key, rows)
+        return rows
 
     def rows(
         self,
@@ -55,47 +65,23 @@ class RowMaker:
         evidence: Mapping[str, Evidence],
         host_cpu: float | None,
     ) -> dict[str, tuple[Row, ...]]:
-        verdict: list[Row] = []
-        bottleneck: list[Row] = []
-        recommendation: list[Row] = []
-        fit: list[Row] = []
-        peak: list[Row] = []
-        activity: list[Row] = []
-        savings: list[Row] = []
-        samples: list[Row] = []
+        out: dict[str, list[Row]] = {name: [] for name in FAMILY_NAMES}
+        samples = out[WINDOW_SAMPLES]
         for g in gpus:
             key = g.identity.key
             a = assessments.get(key)
             ev = evidence.get(key)
             if a is None or ev is None:
                 continue
-            v, b, r = self._fixed_rows(g, a)
-            verdict += v
-            bottleneck += b
-            recommendation.append(r)
-            if a.fit_score is not None:
-                fit.append(Row(a.fit_score, (), g))
-            if ev.memory_peak_bytes is not None:
-                peak.append(Row(round(ev.memory_peak_bytes), (), g))
-            if ev.activity_p95 is not None:
-                activity.append(Row(ev.activity_p95, (), g))
-            if a.hourly_savings_dollars is not None:
-                savings.append(Row(round(a.hourly_savings_dollars, 6), (), g))
+            for name, rows in self._gpu_rows(g, a, ev).items():
+                out[name] += rows
             samples.append(Row(float(ev.samples), (), g))
-        if len(self._fixed) > 2 * len(gpus) + 64:  # GPUs come and go: never grow without bound
+        if host_cpu is not None:
+            out[HOST_CPU].append(Row(host_cpu))
+        if len(self._kept) > 2 * len(gpus) + 64:  # GPUs come and go: never grow without bound
             present = {g.identity.key for g in gpus}
-            self._fixed = {k: v for k, v in self._fixed.items() if k in present}
-        return {
-            VERDICT: tuple(verdict),
-            FIT_SCORE: tuple(fit),
-            BOTTLENECK: tuple(bottleneck),
-            MEMORY_PEAK: tuple(peak),
-            ACTIVITY_P95: tuple(activity),
-            RECOMMENDATION: tuple(recommendation),
-            SAVINGS: tuple(savings),
-            WINDOW_SAMPLES: tuple(samples),
-            HOST_CPU: () if host_cpu is None else (Row(host_cpu),),
-        }
+            self._kept = {k: v for k, v in self._kept.items() if k in present}
+        return {name: tuple(rows) for name, rows in out.items()}
 
 
 class LazyApiEntries(dict[str, Any]):
