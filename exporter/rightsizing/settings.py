@@ -50,10 +50,16 @@ class BottleneckSettings:
         maximum=1.0,
     )
     launch_overhead_utilization_ratio: float = setting(
-        0.80, "launch_overhead: median GPU utilization at or above this ...", minimum=0.1, maximum=1.0
+        0.80,
+        "launch_overhead: median GPU utilization at or above this while SM active stays low.",
+        minimum=0.1,
+        maximum=1.0,
     )
     launch_overhead_sm_active_ratio: float = setting(
-        0.40, "... while median SM active is at or below this.", minimum=0.0, maximum=1.0
+        0.40,
+        "launch_overhead: median SM active at or below this while utilization is high.",
+        minimum=0.0,
+        maximum=1.0,
     )
     pcie_link_ratio: float = setting(
         0.70,
@@ -104,13 +110,13 @@ class RightsizingSettings:
     )
     idle_activity_ratio: float = setting(
         0.05,
-        "idle: activity (SM active, else GR engine active, else utilization) below this ...",
+        "idle: activity (SM active, GR engine active or utilization) under this for idle_after_seconds.",
         minimum=0.0,
         maximum=0.5,
     )
     idle_after_seconds: float = setting(
         900.0,
-        "... for at least this long. Memory use never makes a GPU idle or busy.",
+        "idle: how long activity must stay under idle_activity_ratio. Memory use never decides idleness.",
         minimum=60,
         maximum=30 * DAY,
     )
