@@ -167,3 +167,18 @@ def test_assessment_depends_only_on_its_decision_inputs(p50, p95, peak_gib, samp
     )
     assert decision_inputs(a, S) == decision_inputs(b, S)
     assert assess(a, S, CATALOG) == assess(b, S, CATALOG)
+
+
+def test_a_mig_instance_is_judged_as_its_profile() -> None:
+    # A 3g.40gb instance of an H100 ($12.29 x 3/7, 989 x 3/7 = 424 TFLOPS) holding 10 GiB at SM
+    # active p95 0.1: the $0.53 T4 holds 11.5 GiB and carries 0.1 x 424 / 65 = 0.65 <= 0.70.
+    mig = ev(mig_profile="3g.40gb", memory_total_bytes=40 * GIB, memory_peak_bytes=10 * GIB,
+             activity_p95=0.1, sm_active_high=0.1)  # fmt: skip
+    a = assess(mig, S, CATALOG)
+    assert a.current == "H100-SXM-80GB/3g.40gb"
+    assert a.verdict == "overprovisioned" and a.recommended == "T4-16GB"
+    current = CATALOG.candidate("H100-SXM-80GB/3g.40gb")
+    t4 = CATALOG.candidate("T4-16GB")
+    assert current is not None and t4 is not None
+    assert a.hourly_savings_dollars == pytest.approx(current.hourly_price_dollars - t4.hourly_price_dollars)
+    assert a.projected_activity == pytest.approx(0.1 * current.fp16_dense_tflops / t4.fp16_dense_tflops)
