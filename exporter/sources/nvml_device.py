@@ -145,6 +145,8 @@ class Device:
         why: dict[str, str] = {}
         if self.gpm.reason is not None and gpm.unsupported.get(None):
             why["gpm"] = self.gpm.reason
+        if result.mig is not None and result.mig.enabled and "gpu_utilization_ratio" in unsupported:
+            why["utilization"] = "NVML has no utilization for a GPU in MIG mode (nor for its instances)"
         uuid = self.identity.uuid
         if uuid in xid.watched:
             tally = xid.tallies.get(uuid)

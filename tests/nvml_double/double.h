@@ -16,6 +16,7 @@
 #define NVML_DOUBLE_H
 
 #include <pthread.h>
+#include <stddef.h>
 
 #include "nvml.h"
 
@@ -135,6 +136,16 @@ DBL_INTERNAL nvmlReturn_t dbl_enter_ex(const char *fn, nvmlDevice_t device, dbl_
 
 /* Like dbl_enter's rule check for a sub-item (e.g. "field.82") of an entered call; state locked. */
 DBL_INTERNAL nvmlReturn_t dbl_rule_error(const char *fn, const dbl_gpu_t *gpu);
+
+/* Control-file value parsers (control_values.c); each returns 0, or -1 when the value is bad
+ * (dbl_parse_gpm_value: 1 handled, 0 not a `gpm.<id>` key, -1 bad). */
+typedef enum { T_STR, T_U32, T_I32, T_U64 } dbl_type_t;
+DBL_INTERNAL int dbl_parse_number(const char *text, unsigned long long *out);
+DBL_INTERNAL int dbl_set_member(char *base, size_t offset, dbl_type_t type, size_t size, const char *value);
+DBL_INTERNAL int dbl_parse_processes(dbl_gpu_t *g, const char *value);
+DBL_INTERNAL int dbl_parse_xids(dbl_gpu_t *g, const char *value);
+DBL_INTERNAL int dbl_parse_gpm_value(double *values, const char *key, const char *value);
+DBL_INTERNAL int dbl_parse_mig_key(dbl_gpu_t *g, const char *key, const char *value);
 
 /* Copy a C string into a caller's buffer of `length` bytes: INSUFFICIENT_SIZE when it does not fit. */
 DBL_INTERNAL nvmlReturn_t dbl_copy_string(char *dst, unsigned int length, const char *src);
