@@ -28,7 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import common  # first: puts tests/ on sys.path for the helpers below
+import common  # first: puts tests/ on sys.path for the test servers imported below
 import grpc
 import redis
 

@@ -1,4 +1,4 @@
-"""Helpers for the adapter tests: the adapter as a subprocess, an exposition server, HPA's maths.
+"""Support for the adapter tests: the adapter as a subprocess, an exposition server, HPA's maths.
 
 Builds on ``servers.py`` (Process, wait_for, free ports) rather than copying it.
 """

@@ -172,7 +172,7 @@ def test_promql_matchers() -> None:
         ("chat-7d9c5b6f8b-x2x4z", "chat"),
         ("db-0", "db"),
         ("db-12", "db"),
-        ("agent-k8z2q", "agent"),
+        ("logship-k8z2q", "logship"),
         ("solo", "solo"),
     ],
 )
