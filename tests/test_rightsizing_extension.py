@@ -75,7 +75,7 @@ async def test_without_a_simulator_host_cpu_comes_from_the_procfs_root(tmp_path:
 
 @pytest.mark.parametrize(
     ("pod", "workload"),
-    [("chat-7d9f8b6c4-x2k9q", "chat"), ("trainer-0", "trainer"), ("node-agent-x2k9q", "node-agent"),
+    [("chat-7d9f8b6c4-x2k9q", "chat"), ("trainer-0", "trainer"), ("log-shipper-x2k9q", "log-shipper"),
      ("notebook", "notebook"), ("chat-8b-7b8c9-pqrst", "chat-8b")],
 )  # fmt: skip
 def test_workload_of_a_pod(pod: str, workload: str) -> None:
