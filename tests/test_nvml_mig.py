@@ -22,7 +22,7 @@ from nvmldouble import (
     scrape_until,
     value,
 )
-from servers import ROOT, exporter
+from servers import ROOT, exporter, wait_for
 
 # The double's fixtures, used by name.
 
@@ -218,3 +218,18 @@ def test_running_processes_of_a_mig_instance_are_listed_under_its_mig_uuid(nvml_
     mig1, mig13 = (str(mig(k, gi, 19, 0, 0)[f"gpu.0.mig.{k}.uuid"]) for k, gi in ((0, 1), (1, 13)))
     uuid1 = str(gpu_values(1)["gpu.1.uuid"])
     assert listed == {PARENT: [300], mig1: [100], mig13: [200, 201], uuid1: [1001, 2001]}
+
+
+def test_gpus_without_mig_are_asked_once(nvml_double: NvmlDouble, tmp_path: Path) -> None:
+    # GPU 1 has no MIG (NOT_SUPPORTED); GPU 2's driver lacks the call (FUNCTION_NOT_FOUND, 13).
+    nvml_double.set({"gpus": 3, **gpu_values(0), **gpu_values(1), **gpu_values(2), "gpu.1.mig.mode": -1})
+    nvml_double.set({"gpu.2.error.nvmlDeviceGetMigMode": 13})
+    with exporter(exporter_args(tmp_path, mig_scan_interval_seconds=0.2), env=nvml_double.env()) as proc:
+        wait_for(
+            lambda: nvml_double.call_count("nvmlDeviceGetMigMode", 0) >= 5, 20, what="5 MIG scans of GPU 0"
+        )
+        assert nvml_double.call_count("nvmlDeviceGetMigMode", 1) == 1
+        assert nvml_double.call_count("nvmlDeviceGetMigMode", 2) == 1
+        samples = scrape(proc.url)
+        assert value(samples, "rightsizer_collector_success", collector="nvml") == 1
+        assert len([1 for n, _, _ in samples if n == "DCGM_FI_DEV_GPU_UTIL"]) == 3

@@ -171,7 +171,7 @@ class GpmState:
                 pynvml.nvmlGpmSampleGet(handle, s.current)
             else:
                 pynvml.nvmlGpmMigSampleGet(handle, target, s.current)
-        except pynvml.NVMLError_NotSupported as exc:
+        except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound) as exc:
             raise GpmUnsupported(f"{call}: {describe(exc)}") from None
         if s.previous_at is not None:
             self._metrics(tracker, s, now - s.previous_at)

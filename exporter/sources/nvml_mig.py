@@ -188,7 +188,7 @@ def _scan(tracker: CallTracker, handle: Handle, state: MigState, now: float) -> 
     state.rescan = False
     try:
         current, _pending = _call(tracker, MODE_CALL, pynvml.nvmlDeviceGetMigMode, handle)
-    except pynvml.NVMLError_NotSupported:
+    except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound):  # no MIG (or too old a driver)
         state.supported, state.enabled, state.devices = False, False, []
         return
     state.supported, state.scanned_at = True, now
