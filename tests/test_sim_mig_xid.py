@@ -70,6 +70,7 @@ def test_h100_in_mig_mode_shows_per_instance_memory_and_ratios(scenario: Path) -
         lbl = next(lbl for n, lbl, _ in samples if n == "DCGM_FI_DEV_FB_USED" and lbl.get("GPU_I_ID") == "1")
         parent = next(lbl for n, lbl, _ in samples if n == "DCGM_FI_DEV_POWER_USAGE" and lbl["gpu"] == "0")
         assert lbl["UUID"] == parent["UUID"] and "GPU_I_ID" not in parent
+        assert (lbl["pod"], lbl["namespace"], lbl["container"]) == ("chat-0", "llm", "server")
 
         status, _, body = http_get(proc.url + "/api/v1/gpus")
         assert status == 200
