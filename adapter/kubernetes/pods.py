@@ -20,6 +20,7 @@ import aiohttp
 
 from ..config import KubernetesSettings
 
+HINT = " (the adapter needs list on pods, or kubernetes.pod_labels: series)"
 PodLabels = Mapping[str, Mapping[str, str]]  # pod name → its labels
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
@@ -101,8 +102,9 @@ class PodLister:
                         await resp.json(content_type=None) if resp.status == 200 else await resp.text()
                     )
                     if resp.status != 200:
+                        hint = HINT if resp.status in (401, 403) else ""
                         raise PodListError(
-                            f"listing pods in {namespace} answered HTTP {resp.status}: {body[:200]}"
+                            f"listing pods in {namespace} answered HTTP {resp.status}{hint}: {body[:200]}"
                         )
                 for item in body.get("items") or ():
                     meta = item.get("metadata") or {}
