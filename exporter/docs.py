@@ -41,7 +41,8 @@ def render_readme(text: str) -> str:
         pattern = re.compile(rf"(<!-- {name}:begin -->\n).*?(<!-- {name}:end -->)", re.S)
         if not pattern.search(text):
             raise ValueError(f"README.md has no <!-- {name}:begin --> … <!-- {name}:end --> section")
-        text = pattern.sub(lambda m, make=make: m.group(1) + make() + "\n" + m.group(2), text)
+        replacement = r"\g<1>" + make().replace("\\", "\\\\") + "\n" + r"\g<2>"
+        text = pattern.sub(replacement, text)
     return text
 
 

@@ -189,6 +189,18 @@ def merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _type_name(tp: Any) -> str:
+    """Readable type for the docs: ``float``, ``str | null``, ``bool | 'auto'``, ``list[str]``."""
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join("null" if a is type(None) else _type_name(a) for a in get_args(tp))
+    if origin is Literal:
+        return " | ".join(repr(a) for a in get_args(tp))
+    if origin in (list, dict):
+        return f"{origin.__name__}[{', '.join(_type_name(a) for a in get_args(tp))}]"
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
 def describe_settings(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
     """(key, type, default, doc) rows for the README's configuration reference."""
     rows: list[tuple[str, str, str, str]] = []
@@ -205,6 +217,6 @@ def describe_settings(cls: type, prefix: str = "") -> list[tuple[str, str, str, 
             default = repr(f.default_factory())
         else:
             default = "(required)"
-        type_name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+        type_name = _type_name(tp)
         rows.append((key, type_name, default, f.metadata.get("doc", "")))
     return rows
