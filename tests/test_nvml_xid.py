@@ -154,3 +154,15 @@ def test_gpu_without_xid_events_is_left_out_and_explained(nvml_double: NvmlDoubl
         assert value(samples, "DCGM_FI_DEV_XID_ERRORS", UUID=UUID1) is None
         assert value(samples, "DCGM_FI_DEV_XID_ERRORS", UUID=UUID0) == 0
         assert value(samples, "rightsizer_collector_success", collector="xid") == 1
+
+
+def test_xid_watch_can_be_turned_off(nvml_double: NvmlDouble, tmp_path: Path) -> None:
+    two_gpus(nvml_double, **{"gpu.0.xids": "79"})
+    with exporter(exporter_args(tmp_path, xid_events=False), env=nvml_double.env()) as proc:
+        wait_for(lambda: nvml_double.call_count("nvmlDeviceGetPowerUsage", 0) >= 3, 15, what="3 cycles")
+        samples = scrape(proc.url)
+        assert not [
+            n for n, _, _ in samples if n == "DCGM_FI_DEV_XID_ERRORS" or n.startswith("rightsizer_xid")
+        ]
+        assert value(samples, "rightsizer_collector_success", collector="xid") is None
+        assert nvml_double.call_count("nvmlEventSetCreate") == 0

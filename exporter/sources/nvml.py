@@ -100,6 +100,11 @@ class NvmlSource:
                 out.update(dev.running_processes())
         return out
 
+    @property
+    def xid_watching(self) -> bool:
+        """Whether XID errors are watched (``nvml.xid_events``)."""
+        return self._xid is not None
+
     def xid_report(self, _t: float = 0.0) -> XidReport:
         """XID errors seen so far, per GPU UUID (no NVML call: the event thread's tally)."""
         return self._xid.report() if self._xid is not None else XidReport()

@@ -243,7 +243,9 @@ def events_report(xid_events: Callable[[float, float], Sequence[Any]]) -> Callab
 
 
 def xid_reporter(source: object) -> Callable[[float], XidReport] | None:
-    """How to read ``source``'s XID errors, or None if it has none to report."""
+    """How to read ``source``'s XID errors, or None if it has none to report (or watches none)."""
+    if not getattr(source, "xid_watching", True):
+        return None
     report: Callable[[float], XidReport] | None = getattr(source, "xid_report", None)
     if report is not None:
         return report
