@@ -8,9 +8,10 @@ answering a thousand distinct selectors costs each only the series it could matc
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from exporter.workloads import workload_of
 
 from .kubernetes.selectors import Selector
 from .rules import Aggregation, NamespaceMode
@@ -88,23 +89,6 @@ class Vector:
             if all(labels.get(k) == v for k, v in extra_items) and selector.matches(labels):
                 out.append(s)
         return out
-
-
-_POD_SUFFIX = "[bcdfghjklmnpqrstvwxz2456789]"
-_WORKLOAD_PATTERNS = (
-    re.compile(rf"^(.+)-{_POD_SUFFIX}{{5,10}}-{_POD_SUFFIX}{{5}}$"),  # Deployment: <name>-<hash>-<id>
-    re.compile(r"^(.+)-\d+$"),  # StatefulSet: <name>-<ordinal>
-    re.compile(rf"^(.+)-{_POD_SUFFIX}{{5}}$"),  # DaemonSet, Job: <name>-<id>
-)
-
-
-def workload_of(pod: str) -> str:
-    """The workload a pod name belongs to, by Kubernetes' naming of generated pods."""
-    for pattern in _WORKLOAD_PATTERNS:
-        m = pattern.match(pod)
-        if m:
-            return m.group(1)
-    return pod
 
 
 def add_workload(series: Iterable[Series]) -> list[Series]:

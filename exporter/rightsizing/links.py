@@ -13,27 +13,12 @@ The workload of a pod is its name less Kubernetes' generated suffixes (Deploymen
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..snapshot import GpuSample
+from ..workloads import workload_of
 from .settings import QueueLink
-
-_SUFFIX = "[bcdfghjklmnpqrstvwxz2456789]"
-_WORKLOAD = (
-    re.compile(rf"^(.+)-{_SUFFIX}{{5,10}}-{_SUFFIX}{{5}}$"),
-    re.compile(r"^(.+)-\d+$"),
-    re.compile(rf"^(.+)-{_SUFFIX}{{5}}$"),
-)
-
-
-def workload_of(pod: str) -> str:
-    for pattern in _WORKLOAD:
-        m = pattern.match(pod)
-        if m:
-            return m.group(1)
-    return pod
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..workloads import workload_of
 from .catalog import Catalog
-from .links import workload_of
 from .output import money, table, to_csv, to_json
 from .promapi import PrometheusClient, ReportError, parse_duration
 from .report import as_rows, collect
