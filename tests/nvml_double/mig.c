@@ -198,3 +198,23 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned 
     }
     LEAVE();
 }
+
+/* A MIG device's attributes: its GPU instance's slices, SMs and memory (from its profile). */
+nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes) {
+    ENTER(device);
+    const dbl_mig_t *m = dbl_mig_of(device, g);
+    ret = NVML_ERROR_NOT_SUPPORTED; /* only MIG device handles, as in NVML */
+    if (attributes == NULL)
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; m != NULL && attributes != NULL && i < sizeof profiles / sizeof profiles[0]; i++) {
+        if (profiles[i].id != m->profile_id)
+            continue;
+        memset(attributes, 0, sizeof *attributes);
+        attributes->multiprocessorCount = profiles[i].sms;
+        attributes->gpuInstanceSliceCount = profiles[i].slices;
+        attributes->computeInstanceSliceCount = profiles[i].slices;
+        attributes->memorySizeMB = profiles[i].memory_mb;
+        ret = NVML_SUCCESS;
+    }
+    LEAVE();
+}
