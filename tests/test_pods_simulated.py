@@ -76,5 +76,5 @@ def test_kubelet_labels_the_simulated_fleet(where: Path) -> None:
         kubelet.send_signal(signal.SIGKILL)
         kubelet.wait(10)
         off = scrape_until(proc.url, lambda s: pods_ok(s) == 0, what="pods collector down")
-        assert pods(off)["0"] == "llm/chat-legacy-7d9f8-abcde/vllm"  # the scenario's own pod again
+        assert pods(off)["0"] == "llm/chat-legacy-7d9f8-gbcdm/vllm"  # the scenario's own pod again
         assert len(pods(off)) == 8
