@@ -6,7 +6,7 @@ import pytest
 
 from exporter.settings import build
 from exporter.sources.queues.poller import Poller
-from exporter.sources.queues.schedule import Lead, RenderClock, next_fire
+from exporter.sources.queues.schedule import BurstLead, Lead, RenderClock, next_fire
 from exporter.sources.queues.settings import QueueSettings
 
 
@@ -44,6 +44,22 @@ def test_lead_follows_recent_poll_durations_in_whole_steps_within_bounds() -> No
     assert lead.seconds == pytest.approx(0.020)  # ... for the last 8 polls only
     lead.record(2.0)
     assert lead.seconds == 0.25  # a quarter of the render interval at most
+
+
+def test_the_burst_lead_covers_the_slowest_of_the_last_eight_bursts() -> None:
+    burst = BurstLead(1.0)
+    assert burst.seconds == pytest.approx(0.020)
+    for end in (0.004, 0.021, 0.009):  # three members of the burst fired at t=100
+        burst.completed(100.0, 100.0 + end)
+    burst.completed(100.0 + 1e-12, 100.030)  # the same burst, as another member computed its time
+    assert burst.seconds == pytest.approx(0.060)  # 1.25 x 30 ms + 10 ms, rounded up to 20 ms steps
+    for i in range(1, 8):  # seven quicker bursts: the slow one is still remembered
+        burst.completed(100.0 + i, 100.0 + i + 0.002)
+    assert burst.seconds == pytest.approx(0.060)
+    burst.completed(108.0, 108.002)  # the eighth pushes it out
+    assert burst.seconds == pytest.approx(0.020)
+    burst.completed(109.0, 109.9)
+    assert burst.seconds == 0.25  # capped at a quarter of the interval
 
 
 def test_failures_back_off_doubling_up_to_backoff_max() -> None:

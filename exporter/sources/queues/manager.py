@@ -26,7 +26,7 @@ from .base import QueueSource
 from .http_json import HttpJsonSource
 from .poller import Poller
 from .redis import RedisPools, RedisSource
-from .schedule import RenderClock
+from .schedule import BurstLead, RenderClock
 from .scrape import ScrapeSource
 from .settings import SCRAPE_KINDS, QueueSettings
 
@@ -55,10 +55,12 @@ class QueueExtension:
 
     async def start(self) -> None:
         interval = self.clock.interval
+        burst = BurstLead(interval)
         for cfg in self.entries:
             timeout = cfg.effective_timeout(interval)
             multiple = cfg.interval_multiple(interval)
-            self.pollers.append(Poller(cfg, self._factory(cfg, timeout), self.clock, multiple, timeout))
+            make = self._factory(cfg, timeout)
+            self.pollers.append(Poller(cfg, make, self.clock, multiple, timeout, burst))
             queue = (("queue", cfg.name),)
             self._labels[cfg.name] = (queue, (*queue, ("kind", cfg.kind), *cfg.labels.items()))
         if not self.pollers:

@@ -14,7 +14,7 @@ import redis.exceptions
 
 from ...logs import event
 from .base import QueueSource, QueueSourceError, QueueValue, redact, shorten
-from .schedule import Lead, RenderClock, next_fire
+from .schedule import BurstLead, Lead, RenderClock, next_fire
 from .settings import QueueSettings
 
 log = logging.getLogger("rightsizer.queues")
@@ -57,6 +57,7 @@ class Poller:
         clock: RenderClock,
         multiple: int,
         timeout: float,
+        burst: BurstLead | None = None,
     ) -> None:
         self.cfg = cfg
         self.name = cfg.name
@@ -65,6 +66,7 @@ class Poller:
         self.every = multiple * clock.interval
         self.timeout = timeout
         self.lead = Lead(clock.interval)
+        self.burst = burst or BurstLead(clock.interval)
         self.outcome: Outcome | None = None
         self.first_done = asyncio.Event()
         self.target = (
@@ -87,11 +89,15 @@ class Poller:
     async def run(self) -> None:
         while True:
             now = time.monotonic()
-            fire = next_fire(self.clock, self.lead.seconds, now, self._last_fire, self.wait)
+            own, shared = self.lead.seconds, self.burst.seconds
+            in_burst = own <= shared
+            fire = next_fire(self.clock, shared if in_burst else own, now, self._last_fire, self.wait)
             if fire > now:
                 await asyncio.sleep(fire - now)
             self._last_fire = time.monotonic()
-            await self.poll()
+            outcome = await self.poll()
+            if in_burst and outcome.up:
+                self.burst.completed(fire, time.monotonic())
 
     async def poll(self) -> Outcome:
         started = time.perf_counter()

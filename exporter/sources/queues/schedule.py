@@ -2,9 +2,13 @@
 
 The sampler renders a snapshot every ``interval`` on a fixed grid and calls every extension's
 ``contribute`` right before rendering. ``RenderClock`` learns that grid from the times of those
-calls; each poller fires ``lead`` seconds before a render, where ``lead`` follows the source's
-recent poll durations. A change at the source is then published at most one interval plus the
-lead later, instead of up to two intervals with an unaligned poll.
+calls; each poller fires ``lead`` seconds before a render. A change at the source is then
+published at most one interval plus the lead later, instead of up to two intervals with an
+unaligned poll.
+
+Sources share one lead (``BurstLead``): they fire together, in one loop wakeup, and the lead is
+how long the recent bursts took to complete. A source slower than that on its own (a distant
+server) fires earlier, by its own recent duration (``Lead``), and does not hold the others back.
 """
 
 from __future__ import annotations
@@ -46,24 +50,54 @@ class RenderClock:
         return base + max(0, math.ceil((after - base) / step - 1e-9)) * step
 
 
-class Lead:
-    """How long before a render to fire: the slowest of the last few successful polls plus a margin,
-    rounded up to a whole LEAD_STEP, at most a quarter of the render interval. Too short and the
-    value misses its render (a whole interval late); too long and every value is older than it
-    need be."""
+def _lead(seconds: float, cap: float) -> float:
+    """``seconds`` plus a margin, rounded up to a whole LEAD_STEP, at most ``cap``."""
+    steps = max(1, math.ceil((seconds + LEAD_MARGIN) / LEAD_STEP - 1e-9))
+    return min(cap, steps * LEAD_STEP)
 
-    def __init__(self, interval: float) -> None:
+
+class Lead:
+    """One source's own lead: its slowest of the last few successful polls (plus margin, in whole
+    steps, at most a quarter of the render interval). Too short and the value misses its render
+    (a whole interval late); too long and the value is older than it need be."""
+
+    def __init__(self, interval: float, keep: int = 4) -> None:
         self.cap = interval / 4
-        self._durations: deque[float] = deque(maxlen=8)
+        self._durations: deque[float] = deque(maxlen=keep)
 
     def record(self, seconds: float) -> None:
         self._durations.append(seconds)
 
     @property
     def seconds(self) -> float:
-        slowest = max(self._durations, default=0.0)
-        steps = max(1, math.ceil((slowest + LEAD_MARGIN) / LEAD_STEP - 1e-9))
-        return min(self.cap, steps * LEAD_STEP)
+        return _lead(max(self._durations, default=0.0), self.cap)
+
+
+class BurstLead:
+    """The lead shared by the sources that fire together: 1.25 times the longest time one of the
+    last eight bursts took, from firing to its last successful poll (plus margin, in whole steps,
+    capped). A burst takes longer when other processes want the CPU; the long memory keeps the
+    lead up while such load comes and goes, so values keep making their render."""
+
+    KEEP = 8
+
+    def __init__(self, interval: float) -> None:
+        self.cap = interval / 4
+        self._spans: dict[int, float] = {}  # burst (its firing time in 10 ms units) -> span so far
+
+    @property
+    def seconds(self) -> float:
+        return _lead(1.25 * max(self._spans.values(), default=0.0), self.cap)
+
+    def completed(self, fired_at: float, end: float) -> None:
+        """A member of the burst fired at ``fired_at`` finished a successful poll at ``end``. Members
+        compute the firing time each on its own: equal give or take float rounding."""
+        key = round(fired_at * 100)
+        if key not in self._spans:
+            self._spans[key] = 0.0
+            if len(self._spans) > self.KEEP:
+                del self._spans[next(iter(self._spans))]
+        self._spans[key] = max(self._spans[key], end - fired_at)
 
 
 def next_fire(clock: RenderClock, lead: float, now: float, last_fire: float | None, wait: float) -> float:
