@@ -52,7 +52,8 @@ def names() -> list[tuple[str, str]]:
 
 # -- the HTTP sources, in a child process -------------------------------------------------------------
 def serve_sources() -> None:
-    from queue_fakes import FakeHttpServer, SglangMetrics, VllmMetrics, json_body, tgi_metrics, triton_metrics
+    from queue_fakes import SglangMetrics, VllmMetrics, json_body, tgi_metrics, triton_metrics
+    from queue_servers import FakeHttpServer
 
     http = [(kind, name) for kind, name in names() if not kind.startswith("redis")]
     values = {name: 1.0 for _, name in http}

@@ -87,6 +87,18 @@ BAD = {
         [{**GOOD[1], "bearer_token_file": "/nonexistent/token"}],
         "queues[0]: queue 'chat': bearer_token_file '/nonexistent/token' cannot be read",
     ),
+    "header injection": (
+        [{**GOOD[1], "headers": {"X-Tenant": "a\r\nX-Admin: yes"}}],
+        "queues[0]: queue 'chat': header X-Tenant has a line break in its value",
+    ),
+    "host header": (
+        [{**GOOD[1], "headers": {"Host": "x"}}],
+        "queues[0]: queue 'chat': 'Host' cannot be set in headers",
+    ),
+    "credentials in url": (
+        [{**GOOD[1], "url": "http://u:p@chat-vllm:8000/metrics"}],
+        "queues[0]: queue 'chat': put credentials in basic_auth, not in the url",
+    ),
     "unknown key": ([{**GOOD[0], "kee": "jobs"}], "queues[0]: unknown key 'kee' (known keys: backoff_max,"),
     "interval out of range": (
         [{**GOOD[0], "interval": 0}],

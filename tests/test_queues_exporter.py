@@ -13,7 +13,8 @@ import pytest
 import redis
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
-from queue_fakes import FakeHttpServer, VllmMetrics
+from queue_fakes import VllmMetrics
+from queue_servers import FakeHttpServer
 from servers import Process, exporter, http_get, redis_server, require_binary, wait_for
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 import trustme
-from queue_fakes import FakeHttpServer, QueueHarness, RawTcpServer, eventually, tgi_metrics
+from queue_fakes import tgi_metrics
+from queue_harness import QueueHarness, eventually
+from queue_servers import FakeHttpServer, RawTcpServer
 
 TGI = tgi_metrics(5, 1)
 

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from queue_fakes import FakeHttpServer, QueueHarness, eventually, json_body
+from queue_fakes import json_body
+from queue_harness import QueueHarness, eventually
+from queue_servers import FakeHttpServer
 
 
 async def test_paths_numbers_strings_and_quantities(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from queue_fakes import QueueHarness, eventually
+from queue_harness import QueueHarness, eventually
 from servers import Process, redis_server
 
 

@@ -7,16 +7,9 @@ import logging
 from pathlib import Path
 
 import pytest
-from queue_fakes import (
-    OPENMETRICS,
-    FakeHttpServer,
-    QueueHarness,
-    SglangMetrics,
-    VllmMetrics,
-    eventually,
-    tgi_metrics,
-    triton_metrics,
-)
+from queue_fakes import OPENMETRICS, SglangMetrics, VllmMetrics, tgi_metrics, triton_metrics
+from queue_harness import QueueHarness, eventually
+from queue_servers import FakeHttpServer
 from servers import free_port
 
 from exporter.sources.queues.scrape import sample_lines

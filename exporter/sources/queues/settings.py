@@ -19,6 +19,8 @@ KINDS = (*SCRAPE_KINDS, "redis", "http_json")
 RESERVED_LABELS = frozenset({"queue", "kind"})
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADERS_SET_BY_THE_EXPORTER = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 
 # Which optional keys make sense for which kinds; any other use is a configuration error.
 _KEYS_FOR = {
@@ -131,10 +133,21 @@ class QueueSettings:
         clash = RESERVED_LABELS.intersection(self.labels)
         if clash:
             raise ValueError(f"{self.who}: label {sorted(clash)[0]!r} is set by the exporter itself")
+        self._check_headers()
         for key in ("bearer_token_file", "tls_ca_file"):
             _check_readable(self.who, key, getattr(self, key))
         if self.basic_auth is not None:
             _check_readable(self.who, "basic_auth.password_file", self.basic_auth.password_file)
+
+    def _check_headers(self) -> None:
+        for name, value in self.headers.items():
+            if not _HEADER_NAME.fullmatch(name) or name.lower() in _HEADERS_SET_BY_THE_EXPORTER:
+                raise ValueError(f"{self.who}: {name!r} cannot be set in headers")
+            if "\r" in value or "\n" in value:
+                raise ValueError(f"{self.who}: header {name} has a line break in its value")
+            auth = self.bearer_token_file is not None or self.basic_auth is not None
+            if auth and name.lower() == "authorization":
+                raise ValueError(f"{self.who}: Authorization header and bearer_token_file/basic_auth clash")
 
     def _check_url(self) -> None:
         parts = urlsplit(self.url)
@@ -145,6 +158,12 @@ class QueueSettings:
             )
         if parts.scheme != "unix" and not parts.hostname:
             raise ValueError(f"{self.who}: url has no host: {self.url!r}")
+        if parts.scheme in ("http", "https") and (parts.username or parts.password):
+            raise ValueError(f"{self.who}: put credentials in basic_auth, not in the url")
+        try:
+            parts.port  # noqa: B018 (raises on a bad port)
+        except ValueError:
+            raise ValueError(f"{self.who}: url has a bad port: {self.url!r}") from None
 
     def interval_multiple(self, exporter_interval: float) -> int:
         """How many renders apart this source is polled."""
