@@ -17,6 +17,9 @@ from queue_fakes import VllmMetrics
 from queue_servers import FakeHttpServer
 from servers import Process, exporter, http_get, redis_server, require_binary, wait_for
 
+from exporter.metrics import FAMILIES, FAMILIES_BY_NAME
+from exporter.sources.queues.manager import FAMILY_NAMES
+
 
 def scrape(p: Process) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     status, _, body = http_get(p.url + "/metrics")
@@ -131,6 +134,12 @@ def test_depth_follows_the_sources_and_a_dead_source_is_reported_then_recovers(
         )
     assert "queue source back" in p.log()
     assert "Traceback" not in p.log()
+
+
+def test_the_extension_fills_exactly_its_families_in_the_metric_table() -> None:
+    for name in FAMILY_NAMES:
+        assert FAMILIES_BY_NAME[name].scope == "extension"
+    assert {f.name for f in FAMILIES if f.name.startswith("rightsizer_queue_")} == set(FAMILY_NAMES)
 
 
 def test_queue_families_lint_clean_with_promtool(

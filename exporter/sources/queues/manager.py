@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...sampler import Contribution
@@ -79,7 +79,7 @@ class QueueExtension:
         for task in pending:
             task.cancel()
 
-    def _factory(self, cfg: QueueSettings, timeout: float) -> Any:
+    def _factory(self, cfg: QueueSettings, timeout: float) -> Callable[[], QueueSource]:
         def make() -> QueueSource:
             if cfg.kind == "redis":
                 return RedisSource(self._redis, cfg, timeout)
