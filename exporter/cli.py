@@ -80,6 +80,10 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
         from .sources.queues.manager import QueueExtension
 
         extensions.append(QueueExtension(cfg.queues, cfg.interval))
+    if hasattr(source, "queue_samples"):  # the simulated fleet's own queues
+        from .sources.sim_queues import SimulatedQueues
+
+        extensions.append(SimulatedQueues(source))  # type: ignore[arg-type]
     if cfg.rightsizing.enabled:
         from .rightsizing.catalog import load_catalog
         from .rightsizing.extension import QueueExtensionFeed, RightsizingExtension

@@ -125,8 +125,12 @@ class Sampler:
                 continue
             if contrib.gpus is not None:
                 gpus = contrib.gpus
-            rows.update(contrib.rows)
-            api.update(contrib.api)
+            for name, family_rows in contrib.rows.items():  # several extensions may feed one family
+                rows[name] = rows[name] + family_rows if name in rows else family_rows
+            for section, value in contrib.api.items():
+                before = api.get(section)
+                both_lists = isinstance(before, list) and isinstance(value, list)
+                api[section] = before + value if both_lists else value  # type: ignore[operator]
             collectors.extend(contrib.collectors)
         snapshot = Snapshot(reading.timestamp, self.hostname, gpus, tuple(collectors), rows, api)
         published = Published(snapshot, self.renderer.render(snapshot))

@@ -1,0 +1,87 @@
+"""Publish the simulated fleet's queues under the queue families, as a real queue source would.
+
+A scenario GPU with ``queue: {name, labels}`` feeds a queue whose depth follows its workload;
+this extension publishes it as ``rightsizer_queue_depth{queue, kind="simulated", <labels>}`` (and
+in-flight, source up, duration, last success) so demos, dashboards and the adapter see queue depth
+without a real inference server.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..metrics import FAMILIES_BY_NAME
+from ..sampler import Contribution
+from ..snapshot import GpuReading, GpuSample, Row
+
+# The queue families of the metric table (a KeyError at import if the table renames them).
+DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS = (
+    FAMILIES_BY_NAME[name].name
+    for name in (
+        "rightsizer_queue_depth",
+        "rightsizer_queue_in_flight",
+        "rightsizer_queue_source_up",
+        "rightsizer_queue_source_duration_seconds",
+        "rightsizer_queue_last_success_timestamp_seconds",
+    )
+)
+
+
+class QueueSampleLike(Protocol):
+    name: str
+    labels: dict[str, str]
+    depth: float
+    in_flight: float | None
+    gpus: tuple[str, ...]
+
+
+class QueueSampler(Protocol):
+    def queue_samples(self, t: float | None = None) -> list[Any]: ...
+
+
+class SimulatedQueues:
+    name = "simulated_queues"
+
+    def __init__(self, source: QueueSampler) -> None:
+        self.source = source
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
+        samples: list[QueueSampleLike] = self.source.queue_samples(reading.timestamp)
+        rows: dict[str, list[Row]] = {
+            DEPTH: [],
+            IN_FLIGHT: [],
+            SOURCE_UP: [],
+            SOURCE_DURATION: [],
+            LAST_SUCCESS: [],
+        }
+        api = []
+        for q in samples:
+            queue = (("queue", q.name),)
+            series = (*queue, ("kind", "simulated"), *sorted(q.labels.items()))
+            rows[DEPTH].append(Row(q.depth, series))
+            if q.in_flight is not None:
+                rows[IN_FLIGHT].append(Row(q.in_flight, series))
+            rows[SOURCE_UP].append(Row(1.0, queue))
+            rows[SOURCE_DURATION].append(Row(0.0, queue))
+            rows[LAST_SUCCESS].append(Row(reading.timestamp, queue))
+            api.append(
+                {
+                    "name": q.name,
+                    "kind": "simulated",
+                    "labels": dict(q.labels),
+                    "target": "simulated",
+                    "up": True,
+                    "depth": q.depth,
+                    "in_flight": q.in_flight,
+                    "gpus": list(q.gpus),
+                    "last_success_timestamp_seconds": reading.timestamp,
+                    "error": None,
+                }
+            )
+        return Contribution(rows={k: tuple(v) for k, v in rows.items()}, api={"queues": api})
