@@ -19,7 +19,8 @@ from pathlib import Path
 
 import yaml
 from adapter_support import get, start_adapter
-from queue_fakes import TEXT, FakeHttpServer, VllmMetrics
+from queue_fakes import TEXT, VllmMetrics
+from queue_servers import FakeHttpServer
 from servers import ROOT, Process, exporter, prometheus, redis_server
 
 SCRAPE_CONFIGS = ROOT / "deploy" / "prometheus" / "scrape-configs.yaml"

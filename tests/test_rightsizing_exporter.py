@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
-from queue_fakes import FakeHttpServer, VllmMetrics
+from queue_fakes import VllmMetrics
+from queue_servers import FakeHttpServer
 from servers import exporter, http_get, require_binary, wait_for
 
 from exporter.rightsizing.bottlenecks import BOTTLENECKS

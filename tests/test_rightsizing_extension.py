@@ -176,3 +176,22 @@ def test_rightsizing_settings_from_config_and_environment(tmp_path: Path) -> Non
     cfg = load_config(str(path), {}, environ={"RIGHTSIZER_RIGHTSIZING_MEMORY_MARGIN_RATIO": "0.25"})
     assert cfg.rightsizing.window_seconds == 7200 and cfg.rightsizing.target_activity_ratio == 0.6
     assert cfg.rightsizing.memory_margin_ratio == 0.25
+
+
+def test_down_gpus_and_mig_parents_get_no_verdict() -> None:
+    settings = RightsizingSettings(min_samples=1, min_history_seconds=0)
+    ext = RightsizingExtension(settings, load_catalog(), 1.0)
+    up = (sample(),)
+    for t in range(100):
+        ext.feed(1000.0 + t, up)
+    ext.score(up)
+    assert IDENT.key in ext.assessments
+    down = (sample(up=False),)
+    ext.score(down)  # lost or hung: no verdict published while it does not answer
+    assert IDENT.key not in ext.assessments
+    mig = dataclasses.replace(IDENT, uuid="MIG-1111", mig_profile="3g.40gb", mig_instance_id=1,
+                              parent_uuid=IDENT.uuid)  # fmt: skip
+    with_instance = (sample(), sample(ident=mig))
+    ext.feed(1100.0, with_instance)
+    ext.score(with_instance)  # the GPU in MIG mode is judged through its instances only
+    assert IDENT.key not in ext.assessments and "MIG-1111" in ext.assessments

@@ -152,10 +152,13 @@ class RightsizingExtension:
             if n:
                 queues[name] = QueueEvidence(name, last or 0.0, top or 0.0, rise)
         metas = tuple(self.queue_meta.values())
+        # A GPU in MIG mode is judged through its instances, each of which is a workload's device.
+        mig_parents = {g.identity.parent_uuid for g in gpus if g.identity.parent_uuid is not None}
         for sample in gpus:
             key = sample.identity.key
             tracker = self.trackers.get(key)
-            if tracker is None:
+            # A GPU that is down gets no verdict until it answers again (its window is kept).
+            if tracker is None or not sample.up or sample.identity.uuid in mig_parents:
                 continue
             link_key = (sample.pod, tuple(self.queue_meta))
             cached = self._links.get(key)
