@@ -17,27 +17,29 @@ import gzip
 import math
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
 
 from . import __version__
 from .metrics import CLOCK_EVENT_REASONS, FAMILIES, Family
-from .snapshot import GpuIdentity, GpuSample, PodRef, Row, Snapshot
+from .snapshot import GpuIdentity, GpuSample, PodRef, Snapshot
 
 TEXT_CONTENT_TYPE = CONTENT_TYPE_LATEST
+_Labels = Callable[[GpuSample], tuple[str, str]]
 __all__ = ["OPENMETRICS_CONTENT_TYPE", "TEXT_CONTENT_TYPE", "Exposition", "Renderer", "format_value"]
 
 
 def format_value(value: float) -> str:
     """Format a sample value as Go's Prometheus libraries do (integers without a fraction)."""
+    if -1e15 < value < 1e15:  # False for NaN and the infinities
+        integral = int(value)
+        return str(integral) if integral == value else repr(float(value))
     if value != value:
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
     return repr(float(value))
 
 
@@ -69,7 +71,8 @@ class Exposition:
             cached = self._cache.get(key)
             if cached is None:
                 raw = self.openmetrics if openmetrics else self.text
-                cached = gzip.compress(raw, compresslevel=6, mtime=0)
+                # Level 1: ~4x faster than the default 6 on exposition text for a few % more bytes.
+                cached = gzip.compress(raw, compresslevel=1, mtime=0)
                 self._cache[key] = cached
             return cached
 
@@ -82,6 +85,8 @@ class Renderer:
             raise ValueError("hostname_label must be 'Hostname' or 'hostname'")
         self.hostname_label = hostname_label
         self._gpu_labels: dict[tuple[GpuIdentity, PodRef | None, str, bool], str] = {}
+        self._row_labels: dict[tuple[tuple[str, str], ...], str] = {}
+        self._family_headers: dict[Family, tuple[str, str]] = {}
         self._build = _label_string(
             (("version", __version__), ("python_version", ".".join(map(str, sys.version_info[:3]))))
         )
@@ -119,8 +124,9 @@ class Renderer:
         return pairs
 
     # -- rows ---------------------------------------------------------------------------------
-    def _rows(self, fam: Family, snap: Snapshot) -> Iterator[tuple[str, float]]:
-        scope, dcgm, host = fam.scope, fam.dcgm, snap.hostname
+    def _rows(self, fam: Family, snap: Snapshot, labels: _Labels) -> Iterator[tuple[str, float]]:
+        scope = fam.scope
+        pick = 0 if fam.dcgm else 1
         if scope == "gpu":
             field, scale = fam.field, fam.scale
             assert field is not None
@@ -129,18 +135,17 @@ class Renderer:
                     v = g.fields.get(field)
                     if v is not None:
                         # Round away float noise of the unit conversion (7 % is 7, not 7.000000000000001).
-                        yield self.gpu_labels(g, host, dcgm), v if scale == 1.0 else round(v * scale, 6)
+                        yield labels(g)[pick], v if scale == 1.0 else round(v * scale, 6)
         elif scope == "gpu_up":
             for g in snap.gpus:
-                yield self.gpu_labels(g, host, dcgm), 1.0 if g.up else 0.0
+                yield labels(g)[pick], 1.0 if g.up else 0.0
         elif scope == "gpu_info":
             for g in snap.gpus:
-                extra = _label_string((("memory_total_bytes", str(g.identity.memory_total_bytes)),))
-                yield f"{self.gpu_labels(g, host, dcgm)},{extra}", 1.0
+                yield f'{labels(g)[pick]},memory_total_bytes="{g.identity.memory_total_bytes}"', 1.0
         elif scope == "gpu_clock_events":
             for g in snap.gpus:
                 if g.up and g.clock_event_reasons is not None:
-                    base = self.gpu_labels(g, host, dcgm)
+                    base = labels(g)[pick]
                     for reason, bit in CLOCK_EVENT_REASONS:
                         yield f'{base},reason="{reason}"', 1.0 if g.clock_event_reasons & bit else 0.0
         elif scope == "collector_success":
@@ -155,36 +160,65 @@ class Renderer:
             yield self._build, 1.0
         elif scope == "extension":
             for row in snap.rows.get(fam.name, ()):
-                yield self._row_labels(row, snap.hostname), row.value
+                own = self._own_labels(row.labels)
+                if row.gpu is None:
+                    yield own, row.value
+                else:
+                    base = labels(row.gpu)[1]
+                    yield (f"{base},{own}" if own else base), row.value
 
-    def _row_labels(self, row: Row, hostname: str) -> str:
-        own = _label_string(row.labels)
-        if row.gpu is None:
-            return own
-        base = self.gpu_labels(row.gpu, hostname, dcgm=False)
-        return f"{base},{own}" if own else base
+    def _own_labels(self, pairs: tuple[tuple[str, str], ...]) -> str:
+        cached = self._row_labels.get(pairs)
+        if cached is None:
+            if len(self._row_labels) > 65536:
+                self._row_labels.clear()
+            cached = self._row_labels[pairs] = _label_string(pairs)
+        return cached
 
-    # -- documents ----------------------------------------------------------------------------
-    def render(self, snap: Snapshot) -> Exposition:
-        text: list[str] = []
-        om: list[str] = []
-        for fam in FAMILIES:
+    def _headers(self, fam: Family) -> tuple[str, str]:
+        """(text 0.0.4 header, OpenMetrics header) of a family."""
+        cached = self._family_headers.get(fam)
+        if cached is None:
             name = fam.name
-            lines = [
-                f"{name}{{{labels}}} {format_value(value)}\n" if labels else f"{name} {format_value(value)}\n"
-                for labels, value in self._rows(fam, snap)
-            ]
-            if not lines:
-                continue
-            body = "".join(lines)
             text_type = "gauge" if fam.type == "info" else fam.type
-            text.append(f"# HELP {name} {fam.help}\n# TYPE {name} {text_type}\n{body}")
             if fam.type == "info":
                 om_name, om_type = name.removesuffix("_info"), "info"
             elif fam.type == "counter":
                 om_name, om_type = (name[:-6], "counter") if name.endswith("_total") else (name, "unknown")
             else:
                 om_name, om_type = name, fam.type
-            om.append(f"# HELP {om_name} {fam.help}\n# TYPE {om_name} {om_type}\n{body}")
+            cached = self._family_headers[fam] = (
+                f"# HELP {name} {fam.help}\n# TYPE {name} {text_type}\n",
+                f"# HELP {om_name} {fam.help}\n# TYPE {om_name} {om_type}\n",
+            )
+        return cached
+
+    # -- documents ----------------------------------------------------------------------------
+    def render(self, snap: Snapshot) -> Exposition:
+        per_render: dict[int, tuple[str, str]] = {}
+        host = snap.hostname
+
+        def labels(g: GpuSample) -> tuple[str, str]:
+            """(dcgm-exporter's, own families') label string of a GPU, looked up once per render."""
+            found = per_render.get(id(g))
+            if found is None:
+                found = per_render[id(g)] = (self.gpu_labels(g, host, True), self.gpu_labels(g, host, False))
+            return found
+
+        text: list[str] = []
+        om: list[str] = []
+        fmt = format_value
+        for fam in FAMILIES:
+            name = fam.name
+            lines = [
+                f"{name}{{{lab}}} {fmt(value)}\n" if lab else f"{name} {fmt(value)}\n"
+                for lab, value in self._rows(fam, snap, labels)
+            ]
+            if not lines:
+                continue
+            body = "".join(lines)
+            text_header, om_header = self._headers(fam)
+            text.append(text_header + body)
+            om.append(om_header + body)
         om.append("# EOF\n")
         return Exposition("".join(text).encode(), "".join(om).encode())

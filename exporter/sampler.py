@@ -133,9 +133,9 @@ class Sampler:
                 api[section] = before + value if both_lists else value  # type: ignore[operator]
             collectors.extend(contrib.collectors)
         snapshot = Snapshot(reading.timestamp, self.hostname, gpus, tuple(collectors), rows, api)
-        published = Published(snapshot, self.renderer.render(snapshot))
-        for om, gz in tuple(self.wanted_formats):
-            published.exposition.body(om, gz)
+        # Rendering and compressing run in a worker thread, so scrapes keep being answered (from the
+        # previous snapshot's bytes) while a large fleet's exposition is being built.
+        published = await asyncio.to_thread(_render, self.renderer, snapshot, tuple(self.wanted_formats))
         previous, self.current = self.current, published
         self.cycles += 1
         if not self.ready.is_set():
@@ -143,6 +143,13 @@ class Sampler:
             event(log, logging.INFO, "first sample taken", gpus=len(gpus), source=self.source.name)
         _log_changes(previous, published)
         return published
+
+
+def _render(renderer: Renderer, snapshot: Snapshot, formats: tuple[tuple[bool, bool], ...]) -> Published:
+    published = Published(snapshot, renderer.render(snapshot))
+    for om, gz in formats:
+        published.exposition.body(om, gz)
+    return published
 
 
 def _log_changes(previous: Published | None, current: Published) -> None:
