@@ -33,7 +33,20 @@ def config_table() -> str:
     return "\n".join(rows)
 
 
-SECTIONS: dict[str, Callable[[], str]] = {"metrics-table": metrics_table, "config-table": config_table}
+def queue_table() -> str:
+    from .sources.queues.settings import QueueSettings
+
+    rows = ["| key | type | default | description |", "|---|---|---|---|"]
+    for key, type_name, default, doc in describe_settings(QueueSettings):
+        rows.append(f"| `{key}` | {type_name} | `{default}` | {doc} |")
+    return "\n".join(rows)
+
+
+SECTIONS: dict[str, Callable[[], str]] = {
+    "metrics-table": metrics_table,
+    "config-table": config_table,
+    "queue-table": queue_table,
+}
 
 
 def render_readme(text: str) -> str:
