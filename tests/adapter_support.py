@@ -8,22 +8,17 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import re
 import ssl
-import subprocess
-import sys
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from servers import ROOT, Process, http_get, wait_for
+from servers import Process, http_get, start_module
 
 from adapter.cache import Cache
 from adapter.config import load_config
@@ -70,24 +65,8 @@ def start_adapter(
 ) -> Process:
     """Run ``python -m adapter`` (``--listen 127.0.0.1:0`` unless given); wait for it to listen
     and, with ``ready``, for ``/readyz``. ``.url`` is its base URL, ``.extra['grpc']`` its gRPC address."""
-    args = list(args)
-    if "--listen" not in args:
-        args += ["--listen", "127.0.0.1:0"]
-    log_file = tempfile.NamedTemporaryFile("w", prefix="adapter-", suffix=".log", delete=False)  # noqa: SIM115
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "adapter", *args],
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        env=full_env,
-        cwd=ROOT,
-        text=True,
-    )
-    p = Process(proc, Path(log_file.name))
 
-    def listening() -> str | None:
-        if proc.poll() is not None:
-            raise AssertionError(f"adapter exited with {proc.returncode}:\n{p.log()}")
+    def listening(p: Process) -> str | None:
         m = re.search(r"msg=listening address=([0-9.]+):(\d+) scheme=(\w+)", p.log())
         if not m:
             return None
@@ -96,14 +75,7 @@ def start_adapter(
             p.extra["grpc"] = f"127.0.0.1:{g.group(2)}"
         return f"{m.group(3)}://{m.group(1)}:{m.group(2)}"
 
-    try:
-        p.url = wait_for(listening, timeout, what="the adapter to listen")
-        if ready:
-            wait_for(lambda: get(p.url + "/readyz")[0] == 200, timeout, what="the adapter's /readyz")
-    except BaseException:
-        p.stop()
-        raise
-    return p
+    return start_module("adapter", args, listening, lambda url: get(url + "/readyz")[0], env, ready, timeout)
 
 
 @contextlib.contextmanager

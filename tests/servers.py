@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,18 +86,25 @@ class Process:
         return self.proc.returncode
 
 
-def start_exporter(
-    args: Sequence[str], env: Mapping[str, str] | None = None, ready: bool = True, timeout: float = 30
+def start_module(
+    module: str,
+    args: Sequence[str],
+    listening: Callable[[Process], str | None],
+    ready_url: Callable[[str], int],
+    env: Mapping[str, str] | None = None,
+    ready: bool = True,
+    timeout: float = 30,
 ) -> Process:
-    """Run ``python -m exporter`` with ``args`` (``--listen 127.0.0.1:0`` added unless given) and
-    wait until it is listening and, with ``ready``, until ``/readyz`` answers 200."""
+    """Run ``python -m <module>`` with ``args`` (``--listen 127.0.0.1:0`` added unless given), wait
+    until ``listening(process)`` returns its base URL (read from its log) and, with ``ready``, until
+    ``ready_url(url)`` answers 200."""
     args = list(args)
     if not any(a == "--listen" or a.startswith("--listen=") for a in args):
         args += ["--listen", "127.0.0.1:0"]
-    log_file = tempfile.NamedTemporaryFile("w", prefix="exporter-", suffix=".log", delete=False)  # noqa: SIM115
+    log_file = tempfile.NamedTemporaryFile("w", prefix=f"{module}-", suffix=".log", delete=False)  # noqa: SIM115
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "exporter", *args],
+        [sys.executable, "-m", module, *args],
         stdout=log_file,
         stderr=subprocess.STDOUT,
         env=full_env,
@@ -106,20 +113,33 @@ def start_exporter(
     )
     p = Process(proc, Path(log_file.name))
 
-    def listening() -> str | None:
+    def started() -> str | None:
         if proc.poll() is not None:
-            raise AssertionError(f"exporter exited with {proc.returncode}:\n{p.log()}")
-        m = re.search(r"msg=listening address=([0-9.]+):(\d+)", p.log())
-        return f"http://{m.group(1)}:{m.group(2)}" if m else None
+            raise AssertionError(f"{module} exited with {proc.returncode}:\n{p.log()}")
+        return listening(p)
 
     try:
-        p.url = wait_for(listening, timeout, what="the exporter to listen")
+        p.url = wait_for(started, timeout, what=f"{module} to listen")
         if ready:
-            wait_for(lambda: http_get(p.url + "/readyz")[0] == 200, timeout, what="/readyz")
+            wait_for(lambda: ready_url(p.url) == 200, timeout, what=f"{module}'s /readyz")
     except BaseException:
         p.stop()
         raise
     return p
+
+
+def start_exporter(
+    args: Sequence[str], env: Mapping[str, str] | None = None, ready: bool = True, timeout: float = 30
+) -> Process:
+    """Run the exporter (``python -m exporter``) and wait until it listens and is ready."""
+
+    def listening(p: Process) -> str | None:
+        m = re.search(r"msg=listening address=([0-9.]+):(\d+)", p.log())
+        return f"http://{m.group(1)}:{m.group(2)}" if m else None
+
+    return start_module(
+        "exporter", args, listening, lambda url: http_get(url + "/readyz")[0], env, ready, timeout
+    )
 
 
 @contextlib.contextmanager
