@@ -5,7 +5,6 @@ from __future__ import annotations
 from adapter.keda import externalscaler_pb2
 
 
-
 def test_wire_contract_matches_keda() -> None:
     """Package, service, methods and field numbers of kedacore/keda externalscaler.proto (PROTOCOLS §6)."""
     assert externalscaler_pb2.DESCRIPTOR.package == "externalscaler"

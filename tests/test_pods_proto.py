@@ -6,7 +6,6 @@ from exporter.sources.pods import podresources_pb2
 from exporter.sources.pods.client import LIST_METHOD
 
 
-
 def test_wire_contract_matches_the_kubelet() -> None:
     """Names and field numbers of k8s.io/kubelet pkg/apis/podresources/v1/api.proto."""
     assert LIST_METHOD == "/v1.PodResourcesLister/List"
