@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import gc
 import logging
 import os
 import signal
@@ -133,6 +134,10 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
             await sampler.start()
         except SourceUnavailable as exc:
             return fail(str(exc))
+        # Objects made at start-up (libraries, scenario, replayed history) are never scanned again
+        # by the cyclic GC: its full collections otherwise stall every thread for 30-60 ms, which
+        # makes the queue pollers' burst miss a render (bench/queues.py) and delays scrapes.
+        gc.freeze()
         bound = [f"{a[0]}:{a[1]}" if isinstance(a, tuple) else str(a) for a in runner.addresses]
         event(log, logging.INFO, "listening", address=",".join(bound) or cfg.listen, version=__version__,
               source=source.name, interval=cfg.interval)
