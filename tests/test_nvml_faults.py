@@ -23,8 +23,6 @@ from servers import exporter, wait_for
 
 from exporter.metrics import FAMILIES
 
-# The double's fixtures, used by name.
-
 # The families the GPU source feeds; of these a down GPU keeps only up (0) and info. (Extensions
 # such as right-sizing publish their own per-GPU rows, over their own windows.)
 SOURCE_FAMILIES = {f.name for f in FAMILIES if f.scope in ("gpu", "gpu_up", "gpu_info", "gpu_clock_events")}

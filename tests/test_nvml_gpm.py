@@ -23,8 +23,6 @@ from servers import exporter, wait_for
 
 from exporter.sources.nvml_gpm import GPM_FIELDS
 
-# The double's fixtures, used by name.
-
 MIB = 1_048_576
 # GPM metric id -> (value in GPM's unit, published family, divisor or multiplier to DCGM's unit).
 GPM = {

@@ -24,8 +24,6 @@ from nvmldouble import (
 )
 from servers import ROOT, exporter, wait_for
 
-# The double's fixtures, used by name.
-
 MIB = 2**20
 GIB = 2**30
 PARENT = str(gpu_values(0)["gpu.0.uuid"])

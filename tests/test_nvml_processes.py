@@ -11,8 +11,6 @@ import sys
 from nvmldouble import NvmlDouble, gpu_values
 from servers import ROOT
 
-# The double's fixtures, used by name.
-
 SCRIPT = """
 import asyncio, json
 from exporter.config import NvmlSettings

@@ -11,8 +11,6 @@ from pathlib import Path
 from nvmldouble import DRIVER_NOT_LOADED, NvmlDouble, exporter_args
 from servers import ROOT
 
-# The double's fixtures, used by name.
-
 
 def run_exporter(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

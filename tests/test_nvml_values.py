@@ -24,8 +24,6 @@ from servers import exporter, wait_for
 
 from exporter.sources.nvml_gpm import GPM_FIELDS
 
-# The double's fixtures, used by name.
-
 MIB = 2**20
 # Fields a GPU without GPM lacks (GPM is off in the double unless a test turns it on); PCIe rates
 # then come from nvmlDeviceGetPcieThroughput.

@@ -20,8 +20,6 @@ from nvmldouble import (
 )
 from servers import exporter, http_get, require_binary, wait_for
 
-# The double's fixtures, used by name.
-
 UUID0, UUID1 = str(gpu_values(0)["gpu.0.uuid"]), str(gpu_values(1)["gpu.1.uuid"])
 FAST = {"event_wait_seconds": 0.2}
 
