@@ -37,6 +37,7 @@ class MigProfile:
     memory_bytes: int
     sm_fraction: float  # compute slices / 7
     max_instances: int
+    usable_memory_bytes: int = 0  # memory.total as NVML reports it for the instance; 0 = nominal
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,15 @@ class GpuSpec:
     hourly_price_dollars: float
     price_source: str
     gpm_supported: bool
+    # memory.total as NVML reports it (ECC and driver reserve taken off); where it comes from.
+    usable_memory_bytes: int = 0
+    usable_memory_source: str = "nominal size"
+    price_estimated: bool = False  # no public list price: the price is derived (see price_source)
+
+    @property
+    def usable_memory(self) -> int:
+        """Bytes a workload can allocate on this GPU: NVML's memory.total, else the nominal size."""
+        return self.usable_memory_bytes or self.memory_bytes
 
     @property
     def pcie_bytes_per_second(self) -> float:
@@ -83,6 +93,15 @@ class Candidate:
     memory_bandwidth_bytes_per_second: float
     fp16_dense_tflops: float
     hourly_price_dollars: float
+    usable_memory_bytes: int = 0  # NVML's memory.total for this GPU or instance; 0 = memory_bytes
+
+    @property
+    def usable_memory(self) -> int:
+        return self.usable_memory_bytes or self.memory_bytes
+
+    @property
+    def price_estimated(self) -> bool:
+        return self.gpu.price_estimated
 
 
 # --- the data file's schema (also used for GPUs added in the exporter configuration) --------------
@@ -258,7 +277,7 @@ class Catalog:
         for gpu in self._gpus:
             cands.append(
                 Candidate(gpu.key, gpu, None, gpu.memory_bytes, 1.0, gpu.memory_bandwidth_bytes_per_second,
-                          gpu.fp16_dense_tflops, gpu.hourly_price_dollars)
+                          gpu.fp16_dense_tflops, gpu.hourly_price_dollars, gpu.usable_memory)
             )
             for p in gpu.mig_profiles:
                 share = p.memory_bytes / gpu.memory_bytes
@@ -266,7 +285,8 @@ class Catalog:
                     Candidate(f"{gpu.key}/{p.name}", gpu, p, p.memory_bytes, p.sm_fraction,
                               gpu.memory_bandwidth_bytes_per_second * share,
                               gpu.fp16_dense_tflops * p.sm_fraction,
-                              round(gpu.hourly_price_dollars * p.sm_fraction, 6))
+                              round(gpu.hourly_price_dollars * p.sm_fraction, 6),
+                              p.usable_memory_bytes or p.memory_bytes)
                 )
         self._candidates = tuple(sorted(cands, key=lambda c: (c.hourly_price_dollars, c.key)))
         self._candidate_index = {_normal(c.key): c for c in self._candidates}
@@ -324,4 +344,5 @@ def load_catalog(overrides: CatalogSettings | None = None) -> Catalog:
 
 
 def _repriced(gpu: GpuSpec, price: float) -> GpuSpec:
-    return replace(gpu, hourly_price_dollars=price, price_source="configured in catalog.prices")
+    return replace(gpu, hourly_price_dollars=price, price_source="configured in catalog.prices",
+                   price_estimated=False)
