@@ -18,6 +18,8 @@ from typing import Any
 
 import aiohttp
 
+from exporter.files import read_secret
+
 from ..config import KubernetesSettings
 
 HINT = " (the adapter needs list on pods, or kubernetes.pod_labels: series)"
@@ -81,7 +83,7 @@ class PodLister:
 
     def _token(self) -> str | None:
         try:
-            return Path(self.cfg.token_file).read_text().strip() or None
+            return read_secret(self.cfg.token_file) or None
         except OSError:
             return None
 

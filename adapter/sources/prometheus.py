@@ -15,10 +15,10 @@ import math
 import ssl
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import aiohttp
 
+from exporter.files import read_secret
 from exporter.logs import event
 
 from ..config import PrometheusSettings
@@ -50,7 +50,7 @@ def _ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
 
 def _read_secret(path: str, what: str) -> str:
     try:
-        return Path(path).read_text().strip()
+        return read_secret(path)
     except OSError as exc:
         raise QueryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 

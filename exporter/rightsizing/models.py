@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..files import MAX_CONFIG_BYTES, read_text
+
 
 class PlanError(Exception):
     """Input ``rightsizer plan`` cannot work with; the message says what and how to fix it."""
@@ -135,11 +137,14 @@ def from_config(path: str) -> Architecture:
     """Shape and parameter count of a Hugging Face config.json (Llama-style gated MLP unless the
     model type says otherwise; mixture of experts counts all experts, and the active ones per token)."""
     try:
-        cfg = json.loads(Path(path).read_text())
+        cfg = json.loads(read_text(path, MAX_CONFIG_BYTES))
     except OSError as exc:
         raise PlanError(f"--config {path}: cannot read: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise PlanError(f"--config {path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+    except (RecursionError, ValueError) as exc:  # nested too deep; an integer of over 4300 digits
+        why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise PlanError(f"--config {path}: not valid JSON: {why}") from None
     if not isinstance(cfg, dict):
         raise PlanError(f"--config {path}: must be a JSON object")
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the language model here

@@ -16,6 +16,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from ...files import read_secret
 from .base import QueueSourceError, QueueValue
 from .settings import QueueSettings
 
@@ -88,8 +89,7 @@ class RedisPools:
         password: str | None = None
         if auth is not None and auth.password_file:
             try:
-                with open(auth.password_file) as f:
-                    password = f.read().strip()
+                password = read_secret(auth.password_file)
             except OSError as exc:
                 raise QueueSourceError(
                     f"cannot read basic_auth.password_file {auth.password_file}: {exc.strerror or exc}"
