@@ -17,6 +17,8 @@ from ..rightsizing.catalog import Catalog, GpuSpec, load_catalog
 from ..settings import ConfigError, build, read_yaml
 from . import sim_workloads as wl
 from .sim_schema import (
+    MAX_DEVICES,
+    MAX_HISTORY_DEVICE_HOURS,
     Expectation,
     ExpectEntry,
     GpuEntry,
@@ -72,12 +74,16 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
     if not top.gpus:
         raise ConfigError("gpus: at least one GPU is required")
     gpus: list[SimGpu] = []
+    devices = 0
     for i, raw in enumerate(top.gpus):
         label = raw.get("name") or raw.get("model") if isinstance(raw, dict) else None
         where = f"gpus[{i}]" + (f" ({label})" if label else "")
         if not isinstance(raw, dict):
             raise ConfigError(f"{where}: must be a mapping")
-        gpus += _expand(build(GpuEntry, raw, where), where, len(gpus), top, catalog)
+        entry = build(GpuEntry, raw, where)
+        devices += entry.count * (1 + len(entry.mig))
+        _check_size(devices, top.history_seconds, where)
+        gpus += _expand(entry, where, len(gpus), top, catalog)
     for attr in ("uuid", "pci_bus_id"):
         seen: dict[str, str] = {}
         for g in gpus:
@@ -89,6 +95,21 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
         spec, top.description, top.seed, top.speed, start, top.frozen, top.history_seconds,
         top.driver_version, top.host_cpu_busy_ratio, tuple(gpus),
     )  # fmt: skip
+
+
+def _check_size(devices: int, history_seconds: float, where: str) -> None:
+    """Bound the start-up cost (see ``MAX_DEVICES`` in sim_schema)."""
+    if devices > MAX_DEVICES:
+        raise ConfigError(
+            f"{where}: the scenario would simulate {devices} GPUs and MIG instances; at most "
+            f"{MAX_DEVICES} are allowed (GPUs x count, plus their MIG instances)"
+        )
+    if devices * history_seconds > MAX_HISTORY_DEVICE_HOURS * 3600:
+        raise ConfigError(
+            f"{where}: history_seconds {history_seconds:g} for {devices} GPUs and MIG instances is "
+            f"{devices * history_seconds / 3600:g} device-hours of history to replay; at most "
+            f"{MAX_HISTORY_DEVICE_HOURS} are allowed (lower history_seconds)"
+        )
 
 
 def _workload(entry: WorkloadEntry | None, capacity: int, what: str, where: str) -> wl.Workload:
