@@ -6,7 +6,7 @@ Every such file goes through here, so none can hang, exhaust memory or end in a 
   such as ``/dev/zero``, a socket or a directory is refused without reading it (opened with
   ``O_NONBLOCK``, so opening a FIFO that no one writes does not wait);
 - a size cap: ``MAX_CONFIG_BYTES`` for configuration (YAML, JSON), ``MAX_SECRET_BYTES`` for a
-  token or password file;
+  token or password file, ``MAX_TLS_BYTES`` for a certificate, key or CA bundle;
 - UTF-8 text only;
 - YAML: at most ``MAX_YAML_NODES`` values, counting an alias (``*name``) as the whole value it
   repeats, at most ``MAX_YAML_DEPTH`` levels of nesting, PyYAML's safe constructors only.
@@ -29,6 +29,7 @@ from yaml.nodes import Node
 
 MAX_CONFIG_BYTES = 256 * 1024  # a 64-GPU scenario written out GPU by GPU is about 30 KiB
 MAX_SECRET_BYTES = 64 * 1024  # a Kubernetes service-account token is about 1 KiB
+MAX_TLS_BYTES = 4 * 2**20  # a system CA bundle is about 200 KiB
 MAX_YAML_DEPTH = 64  # the deepest configuration key is 6 levels down
 MAX_YAML_NODES = 100_000  # values in one document, aliases expanded
 
@@ -53,15 +54,38 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bytes(path: str | Path, limit: int) -> bytes:
-    """The whole content of regular file ``path``, at most ``limit`` bytes. Raises ``OSError``."""
+def _open_regular(path: str | Path, limit: int) -> int:
+    """A descriptor of regular file ``path`` if it holds at most ``limit`` bytes. Raises ``OSError``."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise UnreadableFile(errno.EISDIR, "is a directory")
-        if not stat.S_ISREG(mode):
-            raise UnreadableFile(errno.EINVAL, f"not a regular file ({_kind(mode)})")
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise UnreadableFile(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableFile(errno.EINVAL, f"not a regular file ({_kind(st.st_mode)})", str(path))
+        if st.st_size > limit:
+            raise _too_large(path, limit, st.st_size)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _too_large(path: str | Path, limit: int, size: int) -> UnreadableFile:
+    return UnreadableFile(errno.EFBIG, f"larger than the {_size(limit)} limit ({_size(size)})", str(path))
+
+
+def checked_path(path: str, limit: int = MAX_TLS_BYTES) -> str:
+    """``path`` unchanged once known to be a regular file of at most ``limit`` bytes, for files
+    that a library opens itself (certificates, keys and CA bundles for OpenSSL). Raises ``OSError``."""
+    os.close(_open_regular(path, limit))
+    return path
+
+
+def read_bytes(path: str | Path, limit: int) -> bytes:
+    """The whole content of regular file ``path``, at most ``limit`` bytes. Raises ``OSError``."""
+    fd = _open_regular(path, limit)
+    try:
         chunks, total = [], 0
         while total <= limit:  # the size may change while reading: count what is read
             chunk = os.read(fd, min(1 << 16, limit + 1 - total))
@@ -69,9 +93,8 @@ def read_bytes(path: str | Path, limit: int) -> bytes:
                 break
             chunks.append(chunk)
             total += len(chunk)
-        if total > limit:
-            size = max(os.fstat(fd).st_size, total)
-            raise UnreadableFile(errno.EFBIG, f"larger than the {_size(limit)} limit ({_size(size)})")
+        if total > limit:  # it grew since it was opened
+            raise _too_large(path, limit, max(os.fstat(fd).st_size, total))
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -84,7 +107,7 @@ def read_text(path: str | Path, limit: int) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UnreadableFile(
-            errno.EILSEQ, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+            errno.EILSEQ, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", str(path)
         ) from None
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from exporter.files import read_secret
+from exporter.files import checked_path, read_secret
 
 from ..config import KubernetesSettings
 
@@ -56,7 +56,7 @@ class PodLister:
         ctx: ssl.SSLContext | bool = True
         if self.base.startswith("https://"):
             ctx = ssl.create_default_context(
-                cafile=self.cfg.ca_file if Path(self.cfg.ca_file).exists() else None
+                cafile=checked_path(self.cfg.ca_file) if Path(self.cfg.ca_file).exists() else None
             )
             if self.cfg.insecure_skip_verify:
                 ctx.check_hostname = False

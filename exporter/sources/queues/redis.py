@@ -16,7 +16,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from ...files import read_secret
+from ...files import checked_path, read_secret
 from .base import QueueSourceError, QueueValue
 from .settings import QueueSettings
 
@@ -114,7 +114,12 @@ class RedisPools:
                 if cfg.tls_insecure_skip_verify:
                     options["ssl_cert_reqs"] = "none"
                 elif cfg.tls_ca_file:
-                    options["ssl_ca_certs"] = cfg.tls_ca_file
+                    try:  # redis-py loads it on connecting, on the event loop: no FIFO may stall it
+                        options["ssl_ca_certs"] = checked_path(cfg.tls_ca_file)
+                    except OSError as exc:
+                        raise QueueSourceError(
+                            f"cannot load tls_ca_file {cfg.tls_ca_file}: {exc.strerror or exc}"
+                        ) from None
             pool = aioredis.BlockingConnectionPool.from_url(cfg.url, **options)
             client = self._clients[key] = BatchedClient(aioredis.Redis(connection_pool=pool))
         return client
