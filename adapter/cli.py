@@ -8,7 +8,6 @@ import contextlib
 import errno
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +18,7 @@ from exporter import __version__
 from exporter.config import parse_listen
 from exporter.logs import configure, event
 from exporter.settings import ConfigError
+from exporter.stopping import exiting_on_stop_signals, stop_event
 
 from .cache import Cache
 from .config import DEFAULT_PORT, AdapterConfig, load_config
@@ -169,6 +169,7 @@ def make_source(cfg: AdapterConfig, metrics: AdapterMetrics) -> Source:
 
 
 async def serve(cfg: AdapterConfig) -> int:
+    stop = stop_event()  # from here on, SIGTERM/SIGINT stop the adapter wherever start-up is
     metrics = AdapterMetrics()
     try:
         tls = None if cfg.insecure_http else serving_context(cfg.tls, cfg.requestheader)
@@ -176,7 +177,10 @@ async def serve(cfg: AdapterConfig) -> int:
     except ValueError as exc:
         return fail(str(exc))
     source = make_source(cfg, metrics)
-    await source.start()
+    try:
+        await source.start()
+    except ValueError as exc:  # e.g. Prometheus TLS files that cannot be loaded
+        return fail(str(exc))
     cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers)
     auth = Authenticator(cfg.requestheader, cfg.authorization, enabled=not cfg.insecure_http)
     pod_lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None
@@ -220,10 +224,6 @@ async def serve(cfg: AdapterConfig) -> int:
         if not cfg.insecure_http and not cfg.requestheader.client_ca_file:
             event(log, logging.WARNING, "no request-header CA: every TLS client is served as anonymous")
         refresher = asyncio.create_task(cache.run())
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         event(log, logging.INFO, "stopping")
         return 0
@@ -241,6 +241,11 @@ async def serve(cfg: AdapterConfig) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with exiting_on_stop_signals():
+        return run(argv)
+
+
+def run(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
         cfg = load_config(args.config, flags_of(args))

@@ -8,7 +8,6 @@ import errno
 import gc
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -22,6 +21,7 @@ from .sampler import Extension, Sampler
 from .server import create_app
 from .settings import ConfigError
 from .sources.base import GpuSource, SourceUnavailable
+from .stopping import Stopped, exiting_on_stop_signals, stop_event, unless_stopped
 
 log = logging.getLogger("rightsizer.exporter")
 
@@ -108,6 +108,7 @@ def fail(message: str) -> int:
 
 
 async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
+    stop = stop_event()  # from here on, SIGTERM/SIGINT stop the exporter wherever start-up is
     host, port = parse_listen(cfg.listen)
     sampler = Sampler(
         source,
@@ -125,15 +126,14 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
         await runner.cleanup()
         why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
         return fail(f"cannot listen on {cfg.listen}: {why}")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     try:
         try:
-            await sampler.start()
+            await unless_stopped(sampler.start(), stop)
         except SourceUnavailable as exc:
             return fail(str(exc))
+        except Stopped:
+            event(log, logging.INFO, "stopped during start-up")
+            return 0
         # Objects made at start-up (libraries, scenario, replayed history) are never scanned again
         # by the cyclic GC: its full collections otherwise stall every thread for 30-60 ms, which
         # makes the queue pollers' burst miss a render (bench/queues.py) and delays scrapes.
@@ -150,6 +150,11 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with exiting_on_stop_signals():
+        return run(argv)
+
+
+def run(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     flags = {
         "listen": args.listen,
