@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from adapter_support import adapter, get
 from hostile import RSS_LIMIT, Outcome, run_program
+from servers import wait_for
 
 # Nine levels of nine aliases each: 9^9 (387 million) values once expanded, in 300 bytes.
 BOMB_SEQUENCE = "[&a [lol,lol,lol,lol,lol,lol,lol,lol,lol], " + ", ".join(
@@ -246,3 +248,15 @@ def test_plan_config_json_nested_deep_is_one_line(tmp_path: Path) -> None:
     assert outcome.returncode == 2, outcome.stderr
     assert "Traceback" not in outcome.stderr, outcome.stderr
     assert outcome.stderr.strip() == f"rightsizer: --config {path}: not valid JSON: nested too deep"
+
+
+def test_adapter_keeps_serving_when_its_prometheus_token_file_is_a_fifo(tmp_path: Path) -> None:
+    """The token is read again before every refresh (rotation): a FIFO there is one logged error,
+    not an event loop stuck in open() for good."""
+    token = fifo(tmp_path)
+    args = ["--insecure-http", "--prometheus-url", "http://127.0.0.1:1", "--prometheus-bearer-token-file",
+            str(token), "--refresh-interval", "0.5"]  # fmt: skip
+    with adapter(args, ready=False) as p:
+        wait_for(lambda: "not a regular file (a FIFO)" in p.log(), 30, what="the token file's error")
+        assert get(p.url + "/healthz", timeout=5)[0] == 200
+        assert "Traceback" not in p.log()
