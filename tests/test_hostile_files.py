@@ -260,3 +260,15 @@ def test_adapter_keeps_serving_when_its_prometheus_token_file_is_a_fifo(tmp_path
         wait_for(lambda: "not a regular file (a FIFO)" in p.log(), 30, what="the token file's error")
         assert get(p.url + "/healthz", timeout=5)[0] == 200
         assert "Traceback" not in p.log()
+
+
+def test_configuration_behind_symbolic_links_is_read(tmp_path: Path) -> None:
+    """Kubernetes mounts a ConfigMap as links (config.yaml -> ..data/config.yaml -> ..2026_x/...):
+    regular files only means the file linked to, not the link."""
+    data = tmp_path / "..2026_01_01" / "config.yaml"
+    data.parent.mkdir()
+    data.write_text("interval: 2\n")
+    (tmp_path / "..data").symlink_to(data.parent.name)
+    (tmp_path / "config.yaml").symlink_to("..data/config.yaml")
+    outcome = run_program("exporter", ["--config", str(tmp_path / "config.yaml"), "--check-config"], tmp_path)
+    assert outcome.returncode == 0, outcome.stderr
