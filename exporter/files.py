@@ -1,4 +1,4 @@
-"""Reading files named by the user: configuration, scenarios, catalogs, tokens and passwords.
+"""Reading files named by the user: configuration, scenarios, catalogs, tokens, passwords, certificates.
 
 Every such file goes through here, so none can hang, exhaust memory or end in a traceback:
 
@@ -51,7 +51,7 @@ def _kind(mode: int) -> str:
     ):
         if test(mode):
             return name
-    return "not a regular file"
+    return "a special file"
 
 
 def _open_regular(path: str | Path, limit: int) -> int:
