@@ -55,9 +55,12 @@ def parser() -> argparse.ArgumentParser:
 
 def make_source(cfg: ExporterConfig) -> GpuSource:
     if cfg.simulate is not None:
+        from .sources.sim_scenario import check_pace
         from .sources.simulated import SimulatedSource, load_scenario
 
-        return SimulatedSource(load_scenario(cfg.simulate))
+        scenario = load_scenario(cfg.simulate)
+        check_pace(scenario, cfg.interval)
+        return SimulatedSource(scenario)
     from .sources.nvml import NvmlSource
 
     return NvmlSource(cfg.nvml)

@@ -159,6 +159,10 @@ SCENARIOS: dict[str, tuple[Callable[[Path], Path], tuple[str, ...]]] = {
         lambda t: scenario(t, [{"model": "A100-SXM-80GB", "count": 16, "mig": [MIG] * 7}]),
         ("would simulate 128 GPUs and MIG instances",),
     ),
+    "64 GPUs at speed 100000": (
+        lambda t: scenario(t, [{**GPU, "count": 64}], speed=100000),
+        ("speed 100000 x 64 GPUs and MIG instances x interval 1 s is 6400000 simulated device-seconds",),
+    ),
     "8 GPUs with 30 days of history": (
         lambda t: scenario(t, [{**GPU, "count": 8}], history_seconds=30 * 86400),
         ("5760 device-hours of history to replay; at most 256",),

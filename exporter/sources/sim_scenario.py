@@ -17,6 +17,7 @@ from ..rightsizing.catalog import Catalog, GpuSpec, load_catalog
 from ..settings import ConfigError, build, read_yaml
 from . import sim_workloads as wl
 from .sim_schema import (
+    MAX_DEVICE_SECONDS_PER_CYCLE,
     MAX_DEVICES,
     MAX_HISTORY_DEVICE_HOURS,
     Expectation,
@@ -58,6 +59,19 @@ def load_scenario(spec: str) -> Scenario:
         return build_scenario(spec, data, load_catalog())
     except ConfigError as exc:
         raise ConfigError(f"{path}: {str(exc).removeprefix(': ')}") from None
+
+
+def check_pace(scenario: Scenario, interval: float) -> None:
+    """Bound one sampling cycle's work: the energy counters integrate every simulated second since
+    the last cycle, for every device, on the event loop (see ``MAX_DEVICE_SECONDS_PER_CYCLE``)."""
+    devices = sum(1 + len(g.mig) for g in scenario.gpus)
+    work = 0.0 if scenario.frozen else devices * scenario.speed * interval
+    if work > MAX_DEVICE_SECONDS_PER_CYCLE:
+        raise ConfigError(
+            f"{scenario.source}: speed {scenario.speed:g} x {devices} GPUs and MIG instances x interval "
+            f"{interval:g} s is {work:.0f} simulated device-seconds per sampling cycle; at most "
+            f"{MAX_DEVICE_SECONDS_PER_CYCLE} are allowed (lower speed or interval)"
+        )
 
 
 def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenario:
