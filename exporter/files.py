@@ -20,8 +20,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 from yaml.composer import ComposerError
@@ -73,6 +74,12 @@ def _open_regular(path: str | Path, limit: int) -> int:
 
 def _too_large(path: str | Path, limit: int, size: int) -> UnreadableFile:
     return UnreadableFile(errno.EFBIG, f"larger than the {_size(limit)} limit ({_size(size)})", str(path))
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """Regular file ``path`` opened for reading (binary), for files read a line or a few bytes at a
+    time (``/proc/stat``, ``/proc/<pid>/cgroup``, which report no size). Raises ``OSError``."""
+    return os.fdopen(_open_regular(path, sys.maxsize), "rb")
 
 
 def checked_path(path: str, limit: int = MAX_TLS_BYTES) -> str:
