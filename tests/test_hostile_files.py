@@ -9,6 +9,8 @@ traceback, and a peak RSS under the manifest's memory limit. Every program is ru
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pytest
 import yaml
 from adapter_support import adapter, get
 from hostile import RSS_LIMIT, Outcome, run_program
-from servers import wait_for
+from servers import ROOT, wait_for
 
 # Nine levels of nine aliases each: 9^9 (387 million) values once expanded, in 300 bytes.
 BOMB_SEQUENCE = "[&a [lol,lol,lol,lol,lol,lol,lol,lol,lol], " + ", ".join(
@@ -276,3 +278,53 @@ def test_configuration_behind_symbolic_links_is_read(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").symlink_to("..data/config.yaml")
     outcome = run_program("exporter", ["--config", str(tmp_path / "config.yaml"), "--check-config"], tmp_path)
     assert outcome.returncode == 0, outcome.stderr
+
+
+# -- files read again while running ---------------------------------------------------------------
+# Each reader runs in a child process with a deadline, given a FIFO that nobody writes: a reader
+# that opened it would wait forever (stalling the event loop, or a worker thread that the process
+# then waits for at exit). Each must answer with its own error at once.
+
+READERS = {
+    "queue token (SecretFile)": (
+        "from exporter.sources.queues.base import SecretFile\nSecretFile(PATH, 'bearer_token_file').value()",
+        "QueueSourceError: cannot read bearer_token_file {path}: not a regular file (a FIFO)",
+    ),
+    "Prometheus token (adapter)": (
+        "from adapter.sources.prometheus import _read_secret\n_read_secret(PATH, 'bearer token file')",
+        "QueryError: cannot read bearer token file {path}: not a regular file (a FIFO)",
+    ),
+    "Kubernetes token (adapter pod lister)": (
+        "from adapter.config import KubernetesSettings\nfrom adapter.kubernetes.pods import PodLister\n"
+        "assert PodLister(KubernetesSettings(token_file=PATH))._token() is None\nprint('no token')",
+        "no token",
+    ),
+    "kubelet checkpoint": (
+        "from exporter.sources.pods.checkpoint import read_checkpoint\nread_checkpoint(PATH)",
+        "CheckpointError: cannot read {path}: not a regular file (a FIFO)",
+    ),
+    "/proc/<pid>/cgroup": (
+        "import os\nfrom exporter.sources.pods.cgroup import read_cgroup\n"
+        "os.makedirs(PATH + '.proc/7')\nos.mkfifo(PATH + '.proc/7/cgroup')\nread_cgroup(PATH + '.proc', 7)",
+        "not a regular file (a FIFO)",
+    ),
+    "/proc/stat": (
+        "import os\nfrom exporter.rightsizing.hostcpu import read_cpu_times\n"
+        "os.makedirs(PATH + '.proc')\nos.mkfifo(PATH + '.proc/stat')\nread_cpu_times(PATH + '.proc')",
+        "ProcStatError: cannot read {path}.proc/stat: not a regular file (a FIFO)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(READERS))
+def test_reader_answers_at_once_for_a_fifo(tmp_path: Path, case: str) -> None:
+    code, expected = READERS[case]
+    path = fifo(tmp_path)
+    script = f"PATH = {str(path)!r}\n{code}\n"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{case}: the reader was still waiting on the FIFO after 30 s")
+    assert expected.format(path=path) in done.stdout + done.stderr, done.stdout + done.stderr
