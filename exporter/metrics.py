@@ -428,10 +428,11 @@ FAMILIES: tuple[Family, ...] = (
         "rightsizer_gpu_recommendation_info",
         "info",
         "info",
-        "Recommended catalog option (GPU key, '<GPU key>/<MIG profile>', 'release' or 'none') and the "
-        "reason in a few words; the full reason is in /api/v1/gpus.",
+        "Recommended catalog option (GPU key, '<GPU key>/<MIG profile>', 'release' or 'none'), the "
+        "reason in a few words (the full reason is in /api/v1/gpus), where the recommended option's "
+        "price comes from (list, estimate or configured) and, for multi-GPU work, the workload's move.",
         "extension",
-        extra_labels=("gpu", "recommended", "reason"),
+        extra_labels=("gpu", "recommended", "reason", "price_source", "workload_change"),
     ),
     Family(
         "rightsizer_gpu_hourly_savings_dollars",

@@ -31,6 +31,16 @@ DATA_FILE = Path(__file__).with_name("catalog.yaml")
 PCIE_LANE_BYTES_PER_SECOND = {1: 250e6, 2: 500e6, 3: 984.6e6, 4: 1969.2e6, 5: 3938.5e6, 6: 7877e6}
 
 
+_NVLINK = re.compile(r"^NVLink[^,]*,\s*([0-9.]+)\s*(GB|TB)/s", re.IGNORECASE)
+
+
+def nvlink_bytes_per_second(interconnect: str) -> float | None:
+    """A GPU's total NVLink bandwidth from its catalog ``interconnect`` ("NVLink 4, 900 GB/s"), or None
+    when its GPUs talk over PCIe (an optional bridge does not count)."""
+    m = _NVLINK.search(interconnect.strip())
+    return float(m.group(1)) * (1e12 if m.group(2).upper() == "TB" else 1e9) if m else None
+
+
 @dataclass(frozen=True, slots=True)
 class MigProfile:
     name: str  # e.g. "1g.10gb"
@@ -276,17 +286,32 @@ class Catalog:
         cands: list[Candidate] = []
         for gpu in self._gpus:
             cands.append(
-                Candidate(gpu.key, gpu, None, gpu.memory_bytes, 1.0, gpu.memory_bandwidth_bytes_per_second,
-                          gpu.fp16_dense_tflops, gpu.hourly_price_dollars, gpu.usable_memory)
+                Candidate(
+                    gpu.key,
+                    gpu,
+                    None,
+                    gpu.memory_bytes,
+                    1.0,
+                    gpu.memory_bandwidth_bytes_per_second,
+                    gpu.fp16_dense_tflops,
+                    gpu.hourly_price_dollars,
+                    gpu.usable_memory,
+                )
             )
             for p in gpu.mig_profiles:
                 share = p.memory_bytes / gpu.memory_bytes
                 cands.append(
-                    Candidate(f"{gpu.key}/{p.name}", gpu, p, p.memory_bytes, p.sm_fraction,
-                              gpu.memory_bandwidth_bytes_per_second * share,
-                              gpu.fp16_dense_tflops * p.sm_fraction,
-                              round(gpu.hourly_price_dollars * p.sm_fraction, 6),
-                              p.usable_memory_bytes or p.memory_bytes)
+                    Candidate(
+                        f"{gpu.key}/{p.name}",
+                        gpu,
+                        p,
+                        p.memory_bytes,
+                        p.sm_fraction,
+                        gpu.memory_bandwidth_bytes_per_second * share,
+                        gpu.fp16_dense_tflops * p.sm_fraction,
+                        round(gpu.hourly_price_dollars * p.sm_fraction, 6),
+                        p.usable_memory_bytes or p.memory_bytes,
+                    )
                 )
         self._candidates = tuple(sorted(cands, key=lambda c: (c.hourly_price_dollars, c.key)))
         self._candidate_index = {_normal(c.key): c for c in self._candidates}
@@ -344,5 +369,6 @@ def load_catalog(overrides: CatalogSettings | None = None) -> Catalog:
 
 
 def _repriced(gpu: GpuSpec, price: float) -> GpuSpec:
-    return replace(gpu, hourly_price_dollars=price, price_source="configured in catalog.prices",
-                   price_estimated=False)
+    return replace(
+        gpu, hourly_price_dollars=price, price_source="configured in catalog.prices", price_estimated=False
+    )
