@@ -25,11 +25,8 @@ def node_exporter(wrk_seconds: int) -> tuple[dict[int, Latency], int] | None:
     if binary is None:
         return None
     port = free_port()
-    proc = subprocess.Popen(
-        [binary, f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}/metrics"
         wait_for(lambda: http_get(url)[0] == 200, 15, what="node_exporter")
@@ -52,20 +49,15 @@ def main() -> None:
             url = p.url + "/metrics"
             series = sum(1 for ln in http_get(url)[2].decode().splitlines() if ln and not ln.startswith("#"))
             time.sleep(3)  # let the first scrape formats be pre-rendered
-            cpu, rss = measure_cpu(
-                p.proc.pid, args.seconds, during=lambda url=url: http_get(url, PROMETHEUS_HEADERS)
-            )
+            cpu, rss = measure_cpu(p.proc.pid, args.seconds,
+                                   during=lambda url=url: http_get(url, PROMETHEUS_HEADERS))
             lat = scrape_figures(url, args.wrk_seconds)
         cost[gpus] = cpu
-        print(
-            f"{gpus:>3} GPUs ({series} series): exporter CPU {cpu:.2f}% of one core, peak RSS "
-            f"{rss / 2**20:.1f} MiB over {args.seconds}s at 1 s sampling, scraped once a second"
-        )
+        print(f"{gpus:>3} GPUs ({series} series): exporter CPU {cpu:.2f}% of one core, peak RSS "
+              f"{rss / 2**20:.1f} MiB over {args.seconds}s at 1 s sampling, scraped once a second")
         for c, latency in lat.items():
-            print(
-                f"    scrape, {c:>2} concurrent keep-alive scraper(s): p50 {latency.p50_ms:.2f} ms, "
-                f"p99 {latency.p99_ms:.2f} ms, {latency.requests_per_second:.0f} scrapes/s"
-            )
+            print(f"    scrape, {c:>2} concurrent keep-alive scraper(s): p50 {latency.p50_ms:.2f} ms, "
+                  f"p99 {latency.p99_ms:.2f} ms, {latency.requests_per_second:.0f} scrapes/s")
     print(f"64-GPU cost / 8-GPU cost (CPU): {cost[64] / cost[8]:.2f}x")
 
     yardstick = node_exporter(args.wrk_seconds)
@@ -74,10 +66,8 @@ def main() -> None:
     else:
         lat, series = yardstick
         for c, latency in lat.items():
-            print(
-                f"node_exporter ({series} series), {c:>2} scraper(s): p50 {latency.p50_ms:.2f} ms, "
-                f"p99 {latency.p99_ms:.2f} ms, {latency.requests_per_second:.0f} scrapes/s"
-            )
+            print(f"node_exporter ({series} series), {c:>2} scraper(s): p50 {latency.p50_ms:.2f} ms, "
+                  f"p99 {latency.p99_ms:.2f} ms, {latency.requests_per_second:.0f} scrapes/s")
 
 
 if __name__ == "__main__":

@@ -56,10 +56,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=2000)
     args = parser.parse_args()
-    print(
-        f"{'scenario':10} {'GPUs':>4} {'collect p50 ms':>15} {'p99 ms':>8} {'+engine reads p50 ms':>21}"
-        f" {'replay 1 h / 5 s (s)':>21}"
-    )
+    print(f"{'scenario':10} {'GPUs':>4} {'collect p50 ms':>15} {'p99 ms':>8} {'+engine reads p50 ms':>21}"
+          f" {'replay 1 h / 5 s (s)':>21}")
     for name in ("default", "large64"):
         scenario = load_scenario(name)
         p50, p99 = per_cycle_ms(scenario, args.cycles, False)

@@ -139,15 +139,8 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
         # makes the queue pollers' burst miss a render (bench/queues.py) and delays scrapes.
         gc.freeze()
         bound = [f"{a[0]}:{a[1]}" if isinstance(a, tuple) else str(a) for a in runner.addresses]
-        event(
-            log,
-            logging.INFO,
-            "listening",
-            address=",".join(bound) or cfg.listen,
-            version=__version__,
-            source=source.name,
-            interval=cfg.interval,
-        )
+        event(log, logging.INFO, "listening", address=",".join(bound) or cfg.listen, version=__version__,
+              source=source.name, interval=cfg.interval)
         await stop.wait()
         event(log, logging.INFO, "stopping")
     finally:

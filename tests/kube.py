@@ -38,11 +38,8 @@ class NeedsKustomize(Exception):
 def supported_versions() -> list[str]:
     """Every Kubernetes minor release from MIN_SUPPORTED that kubernetes-validate has schemas for."""
     versions = {kubernetes_validate.utils.major_minor(v) for v in kubernetes_validate.utils.all_versions()}
-    return [
-        v
-        for v in sorted(versions, key=lambda s: tuple(map(int, s.split("."))))
-        if tuple(map(int, v.split("."))) >= MIN_SUPPORTED
-    ]
+    return [v for v in sorted(versions, key=lambda s: tuple(map(int, s.split("."))))
+            if tuple(map(int, v.split("."))) >= MIN_SUPPORTED]
 
 
 def kubectl() -> str | None:
@@ -52,9 +49,8 @@ def kubectl() -> str | None:
 def render_with_kubectl(directory: Path) -> list[dict[str, Any]]:
     binary = kubectl()
     assert binary is not None
-    result = subprocess.run(
-        [binary, "kustomize", str(directory)], capture_output=True, text=True, timeout=120
-    )
+    result = subprocess.run([binary, "kustomize", str(directory)], capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 0, f"kubectl kustomize {directory}: {result.stderr}"
     return [d for d in yaml.safe_load_all(result.stdout) if d]
 
@@ -64,10 +60,8 @@ def render_plain(directory: Path) -> list[dict[str, Any]]:
     kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
     extra = set(kustomization) - {"apiVersion", "kind", "resources"}
     if extra:
-        raise NeedsKustomize(
-            f"{directory.relative_to(ROOT)} uses {sorted(extra)}, which needs kustomize "
-            "(kubectl is not installed)"
-        )
+        raise NeedsKustomize(f"{directory.relative_to(ROOT)} uses {sorted(extra)}, which needs kustomize "
+                             "(kubectl is not installed)")
     out: list[dict[str, Any]] = []
     for entry in kustomization["resources"]:
         path = (directory / entry).resolve()
@@ -100,7 +94,6 @@ def key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
 
 # --- custom resources -------------------------------------------------------------------------
 
-
 def _strict(schema: dict[str, Any]) -> dict[str, Any]:
     """Close every object schema that lists properties and does not keep unknown fields."""
     if isinstance(schema, dict):
@@ -110,11 +103,8 @@ def _strict(schema: dict[str, Any]) -> dict[str, Any]:
             elif isinstance(value, list):
                 for item in value:
                     _strict(item)
-        if (
-            "properties" in schema
-            and "additionalProperties" not in schema
-            and not schema.get("x-kubernetes-preserve-unknown-fields")
-        ):
+        if ("properties" in schema and "additionalProperties" not in schema
+                and not schema.get("x-kubernetes-preserve-unknown-fields")):
             schema["additionalProperties"] = False
     return schema
 

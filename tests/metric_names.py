@@ -30,11 +30,8 @@ def adapter_metric_names() -> set[str]:
 
     metrics = AdapterMetrics()
     metrics.attach_cache(lambda: [], lambda: 0)
-    return {
-        family.name + suffix
-        for family in metrics.registry.collect()
-        for suffix in _SUFFIXES.get(family.type, ("",))
-    }
+    return {family.name + suffix for family in metrics.registry.collect()
+            for suffix in _SUFFIXES.get(family.type, ("",))}
 
 
 def known_names() -> set[str]:
@@ -47,3 +44,4 @@ def known_names() -> set[str]:
 def names_in(expr: str) -> set[str]:
     """Our metric names an expression selects (label values, strings and grouping lists skipped)."""
     return set(_OURS.findall(_LABEL_OR_STRING.sub(" ", expr)))
+

@@ -30,21 +30,14 @@ Endpoint = tuple[str, str, str]
 
 
 def endpoint_labels(service: str, port: str) -> dict[str, str]:
-    return {
-        "__meta_kubernetes_namespace": "rightsizer",
-        "__meta_kubernetes_service_name": service,
-        "__meta_kubernetes_endpoint_port_name": port,
-    }
+    return {"__meta_kubernetes_namespace": "rightsizer", "__meta_kubernetes_service_name": service,
+            "__meta_kubernetes_endpoint_port_name": port}
 
 
 def discovery(endpoints: Sequence[Endpoint]) -> str:
     """A file-discovery document listing ``endpoints``."""
-    return json.dumps(
-        [
-            {"targets": [address], "labels": endpoint_labels(service, port)}
-            for address, service, port in endpoints
-        ]
-    )
+    return json.dumps([{"targets": [address], "labels": endpoint_labels(service, port)}
+                       for address, service, port in endpoints])
 
 
 def scrape_jobs(endpoints: Sequence[Endpoint], workdir: Path) -> str:
@@ -97,23 +90,12 @@ def scenario_with_an_xid(workdir: Path) -> Path:
 
 def exporter_config(redis_url: str, vllm_url: str, workdir: Path) -> Path:
     """Two real queue sources beside the simulated fleet: a Redis list and a vLLM server."""
-    config = {
-        "queues": [
-            {
-                "name": "jobs",
-                "kind": "redis",
-                "url": redis_url,
-                "key": "jobs",
-                "labels": {"namespace": "demo", "workload": "worker"},
-            },
-            {
-                "name": "chat",
-                "kind": "vllm",
-                "url": vllm_url,
-                "labels": {"namespace": "llm", "workload": "chat-8b"},
-            },
-        ]
-    }
+    config = {"queues": [
+        {"name": "jobs", "kind": "redis", "url": redis_url, "key": "jobs",
+         "labels": {"namespace": "demo", "workload": "worker"}},
+        {"name": "chat", "kind": "vllm", "url": vllm_url,
+         "labels": {"namespace": "llm", "workload": "chat-8b"}},
+    ]}
     path = workdir / "exporter.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -134,29 +116,23 @@ def exercise_adapter(adapter: Process) -> None:
     from adapter.keda import externalscaler_pb2 as pb
     from adapter.keda import externalscaler_pb2_grpc as pb_grpc
 
-    for path in (
-        "/apis/external.metrics.k8s.io/v1beta1/namespaces/demo/rightsizer_queue_depth",
-        "/keda/v1/metrics/rightsizer_queue_depth?namespace=demo&labelSelector=queue%3Djobs",
-    ):
+    for path in ("/apis/external.metrics.k8s.io/v1beta1/namespaces/demo/rightsizer_queue_depth",
+                 "/keda/v1/metrics/rightsizer_queue_depth?namespace=demo&labelSelector=queue%3Djobs"):
         code, _, body = get(adapter.url + path)
         assert code == 200, (path, code, body[:300])
     metadata = {"metric": "rightsizer_queue_depth", "labelSelector": "queue=jobs"}
     ref = pb.ScaledObjectRef(name="worker", namespace="demo", scalerMetadata=metadata)
     with grpc.insecure_channel(adapter.extra["grpc"]) as channel:
         pb_grpc.ExternalScalerStub(channel).GetMetrics(
-            pb.GetMetricsRequest(scaledObjectRef=ref, metricName="rightsizer_queue_depth"), timeout=5
-        )
+            pb.GetMetricsRequest(scaledObjectRef=ref, metricName="rightsizer_queue_depth"), timeout=5)
 
 
 @contextlib.contextmanager
 def monitoring_stack() -> Iterator[Stack]:
     vllm = VllmMetrics()
     vllm.set([4.0], [2.0])
-    with (
-        tempfile.TemporaryDirectory(prefix="monitoring-stack-") as tmp,
-        redis_server() as redis,
-        FakeHttpServer() as http,
-    ):
+    with tempfile.TemporaryDirectory(prefix="monitoring-stack-") as tmp, redis_server() as redis, \
+            FakeHttpServer() as http:
         workdir = Path(tmp)
         http.route("/metrics", body=vllm.render, content_type=TEXT)
         redis_push(redis.extra["port"], "jobs", 12)
@@ -167,10 +143,8 @@ def monitoring_stack() -> Iterator[Stack]:
             # the discovery file then (file discovery picks changes up by itself).
             exporter_endpoint = (exporter_address, "rightsizer-exporter", "metrics")
             with plain_prometheus([exporter_endpoint], with_rules=True) as prom:
-                adapter = start_adapter(
-                    ["--prometheus-url", prom.url, "--refresh-interval", "1", "--grpc-listen", "127.0.0.1:0"],
-                    ready=False,
-                )
+                adapter = start_adapter(["--prometheus-url", prom.url, "--refresh-interval", "1",
+                                         "--grpc-listen", "127.0.0.1:0"], ready=False)
                 try:
                     adapter_address = adapter.url.removeprefix("https://")
                     adapter_endpoint = (adapter_address, "rightsizer-adapter", "https")

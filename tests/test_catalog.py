@@ -167,59 +167,21 @@ def test_extra_gpu_replaces_builtin_with_same_key(tmp_path: Path) -> None:
         ({"prices": {"H999": 1.0}}, "catalog.prices: unknown GPU 'H999'"),
         ({"prices": {"L4": -1}}, "catalog.prices.L4: must be at least 0"),
         ({"prices": {"L4": "cheap"}}, "catalog.prices.L4: must be a number"),
-        (
-            {"extra_gpus": [{**EXTRA, "memory_bytes": "lots"}]},
-            "catalog.extra_gpus[0] (RTX-6000-Ada-48GB).memory_bytes: must be a number of bytes",
-        ),
-        (
-            {"extra_gpus": [{k: v for k, v in EXTRA.items() if k != "tdp_watts"}]},
-            "catalog.extra_gpus[0] (RTX-6000-Ada-48GB): tdp_watts is required",
-        ),
-        (
-            {"extra_gpus": [{**EXTRA, "colour": "green"}]},
-            "catalog.extra_gpus[0] (RTX-6000-Ada-48GB): unknown key 'colour'",
-        ),
-        (
-            {
-                "extra_gpus": [
-                    {
-                        **EXTRA,
-                        "mig_profiles": [
-                            {
-                                "name": "1g.99gb",
-                                "memory_bytes": "99GiB",
-                                "sm_fraction": "1/7",
-                                "max_instances": 7,
-                            }
-                        ],
-                    }
-                ]
-            },
-            "mig_profiles[0].memory_bytes: 106300440576 is more than the GPU's 51539607552",
-        ),
-        (
-            {
-                "extra_gpus": [
-                    {
-                        **EXTRA,
-                        "mig_profiles": [
-                            {
-                                "name": "1g.5gb",
-                                "memory_bytes": "5GiB",
-                                "sm_fraction": "8/7",
-                                "max_instances": 7,
-                            }
-                        ],
-                    }
-                ]
-            },
-            "mig_profiles[0].sm_fraction: must be above 0 and at most 1",
-        ),
+        ({"extra_gpus": [{**EXTRA, "memory_bytes": "lots"}]},
+         "catalog.extra_gpus[0] (RTX-6000-Ada-48GB).memory_bytes: must be a number of bytes"),
+        ({"extra_gpus": [{k: v for k, v in EXTRA.items() if k != "tdp_watts"}]},
+         "catalog.extra_gpus[0] (RTX-6000-Ada-48GB): tdp_watts is required"),
+        ({"extra_gpus": [{**EXTRA, "colour": "green"}]},
+         "catalog.extra_gpus[0] (RTX-6000-Ada-48GB): unknown key 'colour'"),
+        ({"extra_gpus": [{**EXTRA, "mig_profiles": [{"name": "1g.99gb", "memory_bytes": "99GiB",
+                                                      "sm_fraction": "1/7", "max_instances": 7}]}]},
+         "mig_profiles[0].memory_bytes: 106300440576 is more than the GPU's 51539607552"),
+        ({"extra_gpus": [{**EXTRA, "mig_profiles": [{"name": "1g.5gb", "memory_bytes": "5GiB",
+                                                      "sm_fraction": "8/7", "max_instances": 7}]}]},
+         "mig_profiles[0].sm_fraction: must be above 0 and at most 1"),
         ({"extra_gpus": ["H100"]}, "catalog.extra_gpus[0]: must be a mapping"),
-        (
-            {"extra_gpus_file": "/nonexistent/gpus.yaml"},
-            "catalog.extra_gpus_file: /nonexistent/gpus.yaml: cannot read",
-        ),
+        ({"extra_gpus_file": "/nonexistent/gpus.yaml"},
+         "catalog.extra_gpus_file: /nonexistent/gpus.yaml: cannot read"),
     ],
 )
 def test_bad_overrides_name_the_entry_and_key(overrides: dict[str, object], message: str) -> None:

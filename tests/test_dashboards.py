@@ -52,12 +52,8 @@ def variables(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def targets() -> list[tuple[str, str]]:
     """(id, expression) of every query of every panel."""
-    return [
-        (f"{path.stem}/{p['id']} {p['title']}/{t['refId']}", t["expr"])
-        for path in FILES
-        for p in panels(load(path))
-        for t in p.get("targets", [])
-    ]
+    return [(f"{path.stem}/{p['id']} {p['title']}/{t['refId']}", t["expr"])
+            for path in FILES for p in panels(load(path)) for t in p.get("targets", [])]
 
 
 def variable_selectors() -> list[tuple[str, str, str]]:
@@ -85,19 +81,14 @@ def ours(expr: str) -> bool:
 
 # --- static checks -------------------------------------------------------------------------------
 
-
 def test_there_are_four_dashboards_with_stable_uids() -> None:
     uids = {load(p)["uid"] for p in FILES}
     assert uids == {"rightsizer-fleet", "rightsizer-gpu", "rightsizer-autoscaling", "rightsizer-health"}
 
 
 def test_json_is_what_the_builder_makes() -> None:
-    result = subprocess.run(
-        [sys.executable, str(DASHBOARDS / "build" / "generate.py"), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = subprocess.run([sys.executable, str(DASHBOARDS / "build" / "generate.py"), "--check"],
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
 
 
@@ -106,11 +97,8 @@ def lost(original: Any, copy: Any, where: str = "") -> list[str]:
     if isinstance(original, dict):
         if not isinstance(copy, dict):
             return [where or "/"]
-        return [
-            p
-            for k, v in original.items()
-            for p in (lost(v, copy[k], f"{where}/{k}") if k in copy else [f"{where}/{k}"])
-        ]
+        return [p for k, v in original.items()
+                for p in (lost(v, copy[k], f"{where}/{k}") if k in copy else [f"{where}/{k}"])]
     if isinstance(original, list):
         if not isinstance(copy, list) or len(copy) != len(original):
             return [where]
@@ -167,24 +155,11 @@ def test_template_variables_cover_cluster_instance_namespace_and_model() -> None
 
 def test_every_expression_parses_with_promtool(tmp_path: Path) -> None:
     exprs = [substitute(e) for _, e in targets()] + [substitute(s) for _, s, _ in variable_selectors()]
-    rules = {
-        "groups": [
-            {
-                "name": "dashboards",
-                "rules": [
-                    {"record": f"dashboard:expression_{i}:check", "expr": e} for i, e in enumerate(exprs)
-                ],
-            }
-        ]
-    }
+    rules = {"groups": [{"name": "dashboards", "rules": [
+        {"record": f"dashboard:expression_{i}:check", "expr": e} for i, e in enumerate(exprs)]}]}
     (tmp_path / "dashboards.rules.yaml").write_text(yaml.safe_dump(rules))
-    result = subprocess.run(
-        [require_binary("promtool"), "check", "rules", "dashboards.rules.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = subprocess.run([require_binary("promtool"), "check", "rules", "dashboards.rules.yaml"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(exprs)} rules found" in result.stdout
 
@@ -201,13 +176,11 @@ def test_provisioning_points_grafana_at_the_dashboards() -> None:
     assert source["type"] == "prometheus" and source["url"].startswith("http")
     (provider,) = yaml.safe_load((provisioning / "dashboards/rightsizer.yaml").read_text())["providers"]
     assert provider["type"] == "file" and provider["options"]["path"].startswith("/")
-    assert all(p.suffix == ".json" for p in DASHBOARDS.iterdir() if p.is_file()), (
+    assert all(p.suffix == ".json" for p in DASHBOARDS.iterdir() if p.is_file()), \
         "the provider loads every file of the folder: keep only dashboards at its top"
-    )
 
 
 # --- against a real Prometheus scraping the simulated exporter -------------------------------------
-
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
@@ -228,14 +201,12 @@ def label_values(prom_url: str, selector: str, label: str) -> set[str]:
     return {s[label] for s in json.loads(body)["data"] if label in s}
 
 
-@pytest.mark.parametrize(
-    ("where", "expr"), [t for t in targets() if ours(t[1])], ids=[t[0] for t in targets() if ours(t[1])]
-)
+@pytest.mark.parametrize(("where", "expr"), [t for t in targets() if ours(t[1])],
+                         ids=[t[0] for t in targets() if ours(t[1])])
 def test_query_returns_data_from_the_simulated_fleet(stack: Stack, where: str, expr: str) -> None:
     query = substitute(expr, JOBS)
-    wait_for(
-        lambda: has_data(stack.prometheus.url, query), 90, interval=0.5, what=f"data for {where}: {query}"
-    )
+    wait_for(lambda: has_data(stack.prometheus.url, query), 90, interval=0.5,
+             what=f"data for {where}: {query}")
 
 
 SELECTOR = re.compile(r"([a-zA-Z_:][\w:]*)\{([^}]*)\}")
@@ -246,23 +217,14 @@ def filtered_labels() -> list[tuple[str, str]]:
     """(metric, label) for every label a query or variable filters our series on, but cluster
     (absent on a single Prometheus, matched by the variables' "All")."""
     exprs = [e for _, e in targets()] + [s for _, s, _ in variable_selectors()]
-    pairs = {
-        (metric, label)
-        for e in exprs
-        for metric, body in SELECTOR.findall(e)
-        for label in MATCHER.findall(body)
-        if label != "cluster"
-    }
-    return sorted(
-        (m, lbl)
-        for m, lbl in pairs
-        if ours(f"{m}{{{lbl}}}") or ":" in m or m in ("up", "scrape_duration_seconds")
-    )
+    pairs = {(metric, label) for e in exprs for metric, body in SELECTOR.findall(e)
+             for label in MATCHER.findall(body) if label != "cluster"}
+    return sorted((m, lbl) for m, lbl in pairs if ours(f"{m}{{{lbl}}}") or ":" in m or m in (
+        "up", "scrape_duration_seconds"))
 
 
-@pytest.mark.parametrize(
-    ("metric", "label"), filtered_labels(), ids=[f"{m}:{lbl}" for m, lbl in filtered_labels()]
-)
+@pytest.mark.parametrize(("metric", "label"), filtered_labels(),
+                         ids=[f"{m}:{lbl}" for m, lbl in filtered_labels()])
 def test_every_filter_label_exists_on_its_series(stack: Stack, metric: str, label: str) -> None:
     """An "All" variable substitutes ``.*``, which also matches series without the label: a
     misspelt label name (modelName on a rightsizer_* family) would go unnoticed above."""
@@ -270,9 +232,8 @@ def test_every_filter_label_exists_on_its_series(stack: Stack, metric: str, labe
     wait_for(lambda: has_data(stack.prometheus.url, query), 90, interval=0.5, what=query)
 
 
-@pytest.mark.parametrize(
-    ("where", "selector", "label"), variable_selectors(), ids=[v[0] for v in variable_selectors()]
-)
+@pytest.mark.parametrize(("where", "selector", "label"), variable_selectors(),
+                         ids=[v[0] for v in variable_selectors()])
 def test_variable_offers_values(stack: Stack, where: str, selector: str, label: str) -> None:
     resolved = substitute(selector, JOBS)
     if label == "cluster":

@@ -47,14 +47,8 @@ def objects_of(source: str) -> list[dict[str, Any]]:
 
 
 def test_there_is_something_to_test() -> None:
-    assert {
-        "base",
-        "monitoring",
-        "examples/demo",
-        "examples/demo-keda",
-        "examples/keda-cluster",
-        "examples/cert-manager",
-    } <= set(KUSTOMIZATIONS)
+    assert {"base", "monitoring", "examples/demo", "examples/demo-keda", "examples/keda-cluster",
+            "examples/cert-manager"} <= set(KUSTOMIZATIONS)
     assert len(EXAMPLE_FILES) >= 4
     assert supported_versions()[0] == "1.29" and len(supported_versions()) >= 5
 
@@ -70,9 +64,8 @@ def test_base_renders_without_kustomize_exactly_as_kubectl_does() -> None:
 
 @pytest.mark.parametrize("source", KUSTOMIZATIONS + EXAMPLE_FILES)
 def test_core_objects_validate_strictly_for_every_supported_release(source: str) -> None:
-    core = [
-        o for o in objects_of(source) if not is_custom(o) and (o["apiVersion"], o["kind"]) not in UNPUBLISHED
-    ]
+    core = [o for o in objects_of(source)
+            if not is_custom(o) and (o["apiVersion"], o["kind"]) not in UNPUBLISHED]
     for version in supported_versions():
         for obj in core:
             try:
@@ -89,10 +82,8 @@ def test_custom_resources_validate_against_published_crds(source: str) -> None:
             try:
                 validate_custom(obj)
             except jsonschema.ValidationError as exc:
-                pytest.fail(
-                    f"{source}: {obj['kind']}/{obj['metadata']['name']}: {exc.message} at "
-                    f"{'/'.join(map(str, exc.absolute_path))}"
-                )
+                pytest.fail(f"{source}: {obj['kind']}/{obj['metadata']['name']}: {exc.message} at "
+                            f"{'/'.join(map(str, exc.absolute_path))}")
         else:
             assert (obj["apiVersion"], obj["kind"]) not in UNPUBLISHED or source == "examples/cert-manager"
 
@@ -100,11 +91,8 @@ def test_custom_resources_validate_against_published_crds(source: str) -> None:
 def test_every_kind_we_ship_is_validated_somewhere() -> None:
     kinds = {(o["apiVersion"], o["kind"]) for s in KUSTOMIZATIONS + EXAMPLE_FILES for o in objects_of(s)}
     custom = {k for k in kinds if k in crd_schemas()}
-    assert {
-        ("monitoring.coreos.com/v1", "ServiceMonitor"),
-        ("monitoring.coreos.com/v1", "PrometheusRule"),
-        ("keda.sh/v1alpha1", "ScaledObject"),
-    } <= custom
+    assert {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule"),
+            ("keda.sh/v1alpha1", "ScaledObject")} <= custom
     assert kinds - custom - UNPUBLISHED, "no core objects?"
 
 
@@ -144,10 +132,8 @@ def test_cert_manager_overlay_wires_certificate_secret_and_ca_injection() -> Non
     assert fqdn in cert["spec"]["dnsNames"], "the aggregator connects to <service>.<namespace>.svc"
     for api in (o for o in objs if o["kind"] == "APIService"):
         assert "insecureSkipTLSVerify" not in api["spec"]
-        assert (
-            api["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
-            == f"{cert['metadata']['namespace']}/{cert['metadata']['name']}"
-        )
+        assert api["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == \
+            f"{cert['metadata']['namespace']}/{cert['metadata']['name']}"
     pod = named(objs, "Deployment", "rightsizer-adapter")["spec"]["template"]["spec"]
     (volume,) = [v for v in pod["volumes"] if "secret" in v]
     assert volume["secret"]["secretName"] == cert["spec"]["secretName"]
@@ -157,9 +143,8 @@ def test_cert_manager_overlay_wires_certificate_secret_and_ca_injection() -> Non
     assert f"--tls-private-key-file={mount['mountPath']}/tls.key" in args
 
 
-@pytest.mark.parametrize(
-    ("overlay", "of"), [("examples/keda-cluster", "base"), ("examples/demo-keda", "examples/demo")]
-)
+@pytest.mark.parametrize(("overlay", "of"),
+                         [("examples/keda-cluster", "base"), ("examples/demo-keda", "examples/demo")])
 def test_keda_overlays_leave_external_metrics_to_keda(overlay: str, of: str) -> None:
     names = {o["metadata"]["name"] for o in rendered(overlay) if o["kind"] == "APIService"}
     assert names == {"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io"}

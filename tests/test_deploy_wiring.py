@@ -50,9 +50,8 @@ def with_config(args: list[str], config: Path) -> list[str]:
 
 
 def run(module: str, args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
 
 
 @pytest.mark.parametrize("overlay", ["base", "examples/demo"])
@@ -114,17 +113,10 @@ def test_adapter_answers_probes_and_scrapes_without_a_client_certificate(tmp_pat
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(tmp_path / "front-proxy-ca.crt"))
     config = config_data(objs, "rightsizer-adapter", "adapter.yaml", tmp_path)
-    args = [
-        a
-        for a in with_config(c["args"], config)
-        if not a.startswith(("--listen=", "--grpc-listen=", "--prometheus-url="))
-    ]
-    args = [
-        f"--requestheader-client-ca-file={tmp_path / 'front-proxy-ca.crt'}"
-        if a.startswith("--requestheader-client-ca-file=")
-        else a
-        for a in args
-    ]
+    args = [a for a in with_config(c["args"], config) if not a.startswith(("--listen=", "--grpc-listen=",
+                                                                           "--prometheus-url="))]
+    args = [f"--requestheader-client-ca-file={tmp_path / 'front-proxy-ca.crt'}" if a.startswith(
+        "--requestheader-client-ca-file=") else a for a in args]
     with exporter(["--simulate"]) as exp, running_adapter([*args, "--exporter", exp.url]) as adp:
         for probe in ("livenessProbe", "readinessProbe"):
             http = c[probe]["httpGet"]
@@ -136,10 +128,8 @@ def test_adapter_answers_probes_and_scrapes_without_a_client_certificate(tmp_pat
 
 
 # ConfigMaps and Secrets a user creates by hand (README "Deploy"), with the keys they must hold.
-CREATED_BY_HAND = {
-    "rightsizer-adapter-front-proxy-ca": {"requestheader-client-ca-file"},
-    "rightsizer-adapter-tls": {"tls.crt", "tls.key"},
-}
+CREATED_BY_HAND = {"rightsizer-adapter-front-proxy-ca": {"requestheader-client-ca-file"},
+                   "rightsizer-adapter-tls": {"tls.crt", "tls.key"}}
 
 
 @pytest.mark.parametrize("overlay", ["base", "examples/demo", "examples/cert-manager"])
@@ -171,28 +161,20 @@ def test_selectors_select_and_names_resolve() -> None:
         by_kind.setdefault(o["kind"], []).append(o)
     for svc in by_kind["Service"]:
         selector = svc["spec"]["selector"].items()
-        workloads = [
-            w
-            for w in by_kind["Deployment"] + by_kind["DaemonSet"]
-            if selector <= w["spec"]["template"]["metadata"]["labels"].items()
-        ]
+        workloads = [w for w in by_kind["Deployment"] + by_kind["DaemonSet"]
+                     if selector <= w["spec"]["template"]["metadata"]["labels"].items()]
         assert len(workloads) == 1, svc["metadata"]["name"]
         port_names = {p["name"] for p in workloads[0]["spec"]["template"]["spec"]["containers"][0]["ports"]}
         assert {p["targetPort"] for p in svc["spec"]["ports"]} <= port_names
     for monitor in by_kind["ServiceMonitor"]:
-        services = [
-            s
-            for s in by_kind["Service"]
-            if monitor["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()
-        ]
+        services = [s for s in by_kind["Service"]
+                    if monitor["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()]
         assert len(services) == 1, monitor["metadata"]["name"]
         assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in services[0]["spec"]["ports"]}
     (pdb,) = by_kind["PodDisruptionBudget"]
     deployment = named(objs, "Deployment", "rightsizer-adapter")
-    assert (
-        pdb["spec"]["selector"]["matchLabels"].items()
-        <= deployment["spec"]["template"]["metadata"]["labels"].items()
-    )
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"][
+        "labels"].items()
     assert deployment["spec"]["replicas"] == 2 and pdb["spec"]["minAvailable"] == 1
     accounts = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in by_kind["ServiceAccount"]}
     for binding in by_kind["RoleBinding"] + by_kind["ClusterRoleBinding"]:
@@ -249,24 +231,17 @@ def test_plain_scrape_configs_keep_our_targets_with_their_gpu_labels(tmp_path: P
     and the exporter's pod labels (GPU attribution) survive the scrape."""
     with exporter(["--simulate"]) as exp:
         address = exp.url.removeprefix("http://")
-        endpoints = [
-            (address, "rightsizer-exporter", "metrics"),
-            ("127.0.0.1:1", "redis", "metrics"),
-            ("127.0.0.1:2", "rightsizer-exporter", "http"),
-            ("127.0.0.1:3", "rightsizer-adapter", "grpc"),
-        ]
+        endpoints = [(address, "rightsizer-exporter", "metrics"), ("127.0.0.1:1", "redis", "metrics"),
+                     ("127.0.0.1:2", "rightsizer-exporter", "http"),
+                     ("127.0.0.1:3", "rightsizer-adapter", "grpc")]
         with plain_prometheus(endpoints) as prom:
             wait_for(lambda: prom_query(prom.url, 'DCGM_FI_DEV_GPU_UTIL{pod!=""}'), 60, what="GPU series")
             ups = {(s["metric"]["job"], s["metric"]["instance"]) for s in prom_query(prom.url, "up")}
             assert ups == {("rightsizer-exporter", address)}
             scraped = {s["metric"].get("pod") for s in prom_query(prom.url, "rightsizer_gpu_info")}
             text = get(exp.url + "/metrics")[2].decode()
-            exposed = {
-                s.labels.get("pod")
-                for f in text_string_to_metric_families(text)
-                if f.name == "rightsizer_gpu_info"
-                for s in f.samples
-            }
+            exposed = {s.labels.get("pod") for f in text_string_to_metric_families(text)
+                       if f.name == "rightsizer_gpu_info" for s in f.samples}
             assert scraped == exposed and len(exposed - {None}) >= 1
     monitor = named(objects("monitoring"), "ServiceMonitor", "rightsizer-exporter")
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True

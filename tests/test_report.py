@@ -193,14 +193,7 @@ def test_unreachable_prometheus_is_one_clear_line() -> None:
     ],
 )
 def test_bad_arguments_are_one_clear_line(args: list[str], message: str) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "exporter.rightsizing.cli",
-        "report",
-        "--prometheus-url",
-        "http://127.0.0.1:1",
-    ]
+    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", "http://127.0.0.1:1"]
     out = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
 

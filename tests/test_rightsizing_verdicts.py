@@ -183,7 +183,7 @@ def test_assessment_depends_only_on_its_decision_inputs(p50, p95, peak_gib, samp
         sm_active_high=p95,
         memory_peak_bytes=peak_gib * GIB,
         queues=(QueueEvidence("q", depth, depth, 0.0, depth + 1, 3000.0),),
-    )  # noqa: E501 fmt: skip
+    )
     later = (QueueEvidence("q", depth + 7, depth + 9, 0.0, depth + 1.2, 3100.0),)
     b = dataclasses.replace(
         a, samples=samples, history_seconds=history, activity_p99=0.99, memory_p95_bytes=1.0, queues=later

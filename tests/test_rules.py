@@ -36,9 +36,8 @@ def unit_test_files() -> list[Path]:
 
 
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [require_binary("promtool"), *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([require_binary("promtool"), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
 
 
 def stage(tmp_path: Path, groups: list[dict[str, Any]], tests: list[Path]) -> list[str]:
@@ -105,64 +104,35 @@ def test_alerts_carry_severity_and_text() -> None:
             assert rule["annotations"]["summary"] and rule["annotations"]["description"], rule["alert"]
 
 
-@pytest.mark.parametrize(
-    "record",
-    [
-        "namespace_workload_pod:rightsizer_gpu_info:relabel",
-        "namespace_workload:rightsizer_gpu_activity_p95_ratio:max",
-        "namespace_workload:rightsizer_gpu_memory_peak_bytes:max",
-        "namespace_workload:rightsizer_gpu_hourly_savings_dollars:sum",
-    ],
-)
+@pytest.mark.parametrize("record", [
+    "namespace_workload_pod:rightsizer_gpu_info:relabel",
+    "namespace_workload:rightsizer_gpu_activity_p95_ratio:max",
+    "namespace_workload:rightsizer_gpu_memory_peak_bytes:max",
+    "namespace_workload:rightsizer_gpu_hourly_savings_dollars:sum",
+])
 def test_workload_label_matches_the_adapters(tmp_path: Path, record: str) -> None:
     """Dashboards and HPA must agree on what a workload is: the recording rules derive it from
     the pod name exactly as ``exporter.workloads.workload_of`` does, checked through promtool."""
     from exporter.workloads import workload_of
 
-    pods = [
-        "chat-7d9f8b6c4-x2k9q",
-        "chat-7d9f8b6c4-m5wzt",
-        "vllm-llama-3-8b-5c8d7f9b4d-2xq7z",
-        "trainer-0",
-        "db-12",
-        "embed-x2k9q",
-        "node-probe-b7vzc",
-        "notebook",
-        "my-model",
-        "a-b-c",
-        "gpu-burn-7",
-    ]
+    pods = ["chat-7d9f8b6c4-x2k9q", "chat-7d9f8b6c4-m5wzt", "vllm-llama-3-8b-5c8d7f9b4d-2xq7z", "trainer-0",
+            "db-12", "embed-x2k9q", "node-probe-b7vzc", "notebook", "my-model", "a-b-c", "gpu-burn-7"]
     source = record.split(":")[1]
-    series = [
-        {"series": f'{family}{{UUID="GPU-{i}",namespace="ns",pod="{pod}"}}', "values": "1x5"}
-        for family in {source, "rightsizer_gpu_info"}
-        for i, pod in enumerate(pods)
-    ]
+    series = [{"series": f'{family}{{UUID="GPU-{i}",namespace="ns",pod="{pod}"}}', "values": "1x5"}
+              for family in {source, "rightsizer_gpu_info"} for i, pod in enumerate(pods)]
     if record.endswith(":relabel"):
-        samples = [
-            {"labels": f'{record}{{namespace="ns",workload="{workload_of(p)}",pod="{p}"}}', "value": 1}
-            for p in pods
-        ]
+        samples = [{"labels": f'{record}{{namespace="ns",workload="{workload_of(p)}",pod="{p}"}}', "value": 1}
+                   for p in pods]
     else:
         expected: dict[str, int] = {}
         for pod in pods:
             expected[workload_of(pod)] = expected.get(workload_of(pod), 0) + 1
         summed = record.endswith(":sum")
-        samples = [
-            {"labels": f'{record}{{namespace="ns",workload="{w}"}}', "value": n if summed else 1}
-            for w, n in expected.items()
-        ]
-    case = {
-        "rule_files": [RULE_FILE],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": series,
-                "promql_expr_test": [{"expr": record, "eval_time": "2m", "exp_samples": samples}],
-            }
-        ],
-    }
+        samples = [{"labels": f'{record}{{namespace="ns",workload="{w}"}}', "value": n if summed else 1}
+                   for w, n in expected.items()]
+    case = {"rule_files": [RULE_FILE], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series,
+        "promql_expr_test": [{"expr": record, "eval_time": "2m", "exp_samples": samples}]}]}
     stage(tmp_path, rule_groups(), [])
     (tmp_path / "workload.test.yaml").write_text(yaml.safe_dump(case, sort_keys=False))
     result = promtool("test", "rules", "workload.test.yaml", cwd=tmp_path)

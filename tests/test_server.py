@@ -16,10 +16,8 @@ from exporter.render import Renderer
 from exporter.sampler import Sampler
 from exporter.server import create_app
 
-PROMETHEUS_ACCEPT = (
-    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
-    "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
-)
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+                     "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
 
 
 @pytest.fixture
@@ -43,9 +41,8 @@ async def test_not_ready_before_first_sample(client: TestClient) -> None:
 
 async def test_prometheus_gets_openmetrics_gzipped(client: TestClient, sampler: Sampler) -> None:
     await sampler.start()
-    resp = await client.get(
-        "/metrics", headers={"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"}, auto_decompress=False
-    )
+    resp = await client.get("/metrics", headers={"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"},
+                            auto_decompress=False)
     assert resp.status == 200
     assert resp.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
     assert resp.headers["Content-Encoding"] == "gzip"
@@ -78,8 +75,7 @@ async def test_scrape_serves_the_cycle_bytes_unchanged(client: TestClient, sampl
     first = await (await client.get("/metrics")).read()
     assert first == sampler.current.exposition.text  # type: ignore[union-attr]
     sampler.source.samples[0] = sampler.source.samples[0].__class__(  # type: ignore[attr-defined]
-        sampler.source.samples[0].identity, False, error="lost"
-    )  # type: ignore[attr-defined]
+        sampler.source.samples[0].identity, False, error="lost")  # type: ignore[attr-defined]
     assert await (await client.get("/metrics")).read() == first  # no new cycle, same bytes
     await sampler.cycle()
     second = await (await client.get("/metrics")).text()

@@ -286,32 +286,17 @@ class Catalog:
         cands: list[Candidate] = []
         for gpu in self._gpus:
             cands.append(
-                Candidate(
-                    gpu.key,
-                    gpu,
-                    None,
-                    gpu.memory_bytes,
-                    1.0,
-                    gpu.memory_bandwidth_bytes_per_second,
-                    gpu.fp16_dense_tflops,
-                    gpu.hourly_price_dollars,
-                    gpu.usable_memory,
-                )
+                Candidate(gpu.key, gpu, None, gpu.memory_bytes, 1.0, gpu.memory_bandwidth_bytes_per_second,
+                          gpu.fp16_dense_tflops, gpu.hourly_price_dollars, gpu.usable_memory)
             )
             for p in gpu.mig_profiles:
                 share = p.memory_bytes / gpu.memory_bytes
                 cands.append(
-                    Candidate(
-                        f"{gpu.key}/{p.name}",
-                        gpu,
-                        p,
-                        p.memory_bytes,
-                        p.sm_fraction,
-                        gpu.memory_bandwidth_bytes_per_second * share,
-                        gpu.fp16_dense_tflops * p.sm_fraction,
-                        round(gpu.hourly_price_dollars * p.sm_fraction, 6),
-                        p.usable_memory_bytes or p.memory_bytes,
-                    )
+                    Candidate(f"{gpu.key}/{p.name}", gpu, p, p.memory_bytes, p.sm_fraction,
+                              gpu.memory_bandwidth_bytes_per_second * share,
+                              gpu.fp16_dense_tflops * p.sm_fraction,
+                              round(gpu.hourly_price_dollars * p.sm_fraction, 6),
+                              p.usable_memory_bytes or p.memory_bytes)
                 )
         self._candidates = tuple(sorted(cands, key=lambda c: (c.hourly_price_dollars, c.key)))
         self._candidate_index = {_normal(c.key): c for c in self._candidates}
@@ -369,6 +354,5 @@ def load_catalog(overrides: CatalogSettings | None = None) -> Catalog:
 
 
 def _repriced(gpu: GpuSpec, price: float) -> GpuSpec:
-    return replace(
-        gpu, hourly_price_dollars=price, price_source="configured in catalog.prices", price_estimated=False
-    )
+    return replace(gpu, hourly_price_dollars=price, price_source="configured in catalog.prices",
+                   price_estimated=False)
