@@ -39,18 +39,21 @@ async def conclusions(path: Path) -> dict[str, dict]:
     finally:
         await ext.stop()
     snap = Snapshot(reading.timestamp, "node", reading.gpus, (), contribution.rows, contribution.api)
-    api = {g["uuid"]: g["rightsizing"] for g in gpus_json(snap)["gpus"]}
+    # A GPU in MIG mode has no verdict of its own: its instances are judged.
+    api = {g["uuid"]: g["rightsizing"] for g in gpus_json(snap)["gpus"] if "rightsizing" in g}
     verdict_rows = {
         (r.gpu.identity.uuid, dict(r.labels)["verdict"]): r.value
         for r in contribution.rows["rightsizer_gpu_verdict"]
         if r.gpu is not None
     }
     out = {}
-    for sim in scenario.gpus:
-        got = api[sim.uuid]
+    judged = [(g.name, g.uuid, g.expect) for g in scenario.gpus if not g.mig]
+    judged += [(f"{g.name}/{m.name}", m.uuid, m.expect) for g in scenario.gpus for m in g.mig]
+    for name, uuid, expect in judged:
+        got = api[uuid]
         # The published series say the same as the API: exactly one verdict series is 1.
-        assert [v for v in VERDICTS if verdict_rows[(sim.uuid, v)] == 1.0] == [got["verdict"]]
-        out[sim.name] = {**got, "expect": sim.expect}
+        assert [v for v in VERDICTS if verdict_rows[(uuid, v)] == 1.0] == [got["verdict"]]
+        out[name] = {**got, "expect": expect}
     return out
 
 
@@ -65,6 +68,7 @@ async def test_every_gpu_earns_what_its_scenario_expects(path: Path) -> None:
             ("verdict", expect.verdict, got["verdict"]),
             ("bottlenecks", list(expect.bottlenecks), got["bottlenecks"]),
             ("recommended", expect.recommended, got["recommended"]),
+            ("workload_change", expect.workload_change, got["workload_change"]),
         ]
         for what, want, have in checks:
             if want is not None and want != have and not (what == "bottlenecks" and expect.verdict is None):
@@ -78,7 +82,9 @@ def test_the_suite_covers_every_verdict_and_bottleneck_and_mixed_fleets() -> Non
     for path in SUITE:
         scenario = load_scenario(str(path))
         assert all(
-            g.expect is not None and g.expect.verdict and g.expect.recommended for g in scenario.gpus
+            g.expect is not None and g.expect.verdict and g.expect.recommended
+            for g in scenario.gpus
+            if not g.mig
         ), path
         verdicts |= {g.expect.verdict for g in scenario.gpus if g.expect}
         bottlenecks |= {b for g in scenario.gpus if g.expect for b in g.expect.bottlenecks}

@@ -3,7 +3,8 @@
 Thresholds live in ``rightsizing.bottlenecks``; "high" means at the configured percentile (p90):
 - memory_capacity: peak memory need >= 95 % of the GPU's memory, unless a linked inference server
   (which reserves memory by design) shows no pressure or publishes nothing to show it (``pressure``);
-- memory_bandwidth: DRAM active high >= 0.60;
+- memory_bandwidth: DRAM active high >= 0.60 (without profiling metrics, NVML's memory-controller
+  utilization, DCGM_FI_DEV_MEM_COPY_UTIL, stands in);
 - compute: SM active (else the activity signal) high >= 0.80;
 - launch_overhead: median GPU utilization >= 0.80 while median SM active <= 0.40 (busy, yet the
   SMs wait for work), unless DRAM is the bottleneck (then the SMs wait on memory);
@@ -43,7 +44,8 @@ def find_bottlenecks(
     found: list[str] = []
     if memory_counts and _at_least(ev.memory_peak_ratio, s.memory_capacity_ratio):
         found.append("memory_capacity")
-    if _at_least(ev.dram_active_high, s.memory_bandwidth_dram_active_ratio):
+    dram = ev.dram_active_high if ev.dram_active_high is not None else ev.memory_copy_high
+    if _at_least(dram, s.memory_bandwidth_dram_active_ratio):
         found.append("memory_bandwidth")
     compute = ev.sm_active_high if ev.sm_active_high is not None else None
     if compute is None and ev.activity_source != "sm_active":
@@ -73,6 +75,8 @@ def describe(ev: Evidence, names: tuple[str, ...], starving_demand: bool = True)
             parts.append(f"memory {ev.memory_peak_ratio:.0%} full at peak")
         elif name == "memory_bandwidth" and ev.dram_active_high is not None:
             parts.append(f"DRAM active {ev.dram_active_high:.0%}")
+        elif name == "memory_bandwidth" and ev.memory_copy_high is not None:
+            parts.append(f"memory copy utilization {ev.memory_copy_high:.0%}")
         elif name == "compute":
             if ev.sm_active_high is not None:
                 parts.append(f"SM active {ev.sm_active_high:.0%}")

@@ -61,6 +61,7 @@ class Evidence:
     queues: tuple[QueueEvidence, ...] = ()
     # Bandwidth: DRAM active when profiling reports it, else NVML's memory-controller utilization.
     memory_copy_p95: float | None = None  # DCGM_FI_DEV_MEM_COPY_UTIL as a ratio, p95
+    memory_copy_high: float | None = None  # ... at the bottleneck percentile
     nvlink_high: float | None = None  # NVLink traffic / the link's bandwidth at the bottleneck percentile
     workload_gpus: int = 1  # GPUs the GPU's pod holds (1 without pod attribution)
 

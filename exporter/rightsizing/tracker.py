@@ -150,6 +150,9 @@ class GpuTracker:
         peak = w.maximum(MEMORY)
         a95, a50 = w.percentiles(ACTIVITY, (0.95, 0.5))
         sm_high, sm50 = w.percentiles(SM_ACTIVE, (high, 0.5))
+        qs = (max(high, 0.95), min(high, 0.95))  # descending, as ``percentiles`` reads them
+        copy = dict(zip(qs, w.percentiles(MEMORY_COPY, qs), strict=True))
+        copy95, copy_high = copy[0.95], copy[high]
         ident = self.identity
         ev = Evidence(
             samples=w.samples,
@@ -171,7 +174,8 @@ class GpuTracker:
             dram_active_high=w.percentile(DRAM, high),
             pcie_link_high=w.percentile(PCIE, high),
             dram_active_p95=w.percentile(DRAM, 0.95),
-            memory_copy_p95=w.percentile(MEMORY_COPY, 0.95),
+            memory_copy_p95=copy95,
+            memory_copy_high=copy_high,
             nvlink_high=w.percentile(NVLINK, high),
             host_cpu_high=w.percentile(HOST_CPU, high),
             starved_share=w.fraction_at_least(STARVED, 1.0),

@@ -98,7 +98,7 @@ def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] 
         ev.activity_p50, ev.activity_p95, ev.activity_recent_max, ev.history_seconds >= s.idle_after_seconds,
         ev.utilization_p50, ev.sm_active_p50, ev.sm_active_high, ev.dram_active_high, ev.pcie_link_high,
         ev.host_cpu_high, ev.starved_share, ev.confidence, ev.dram_active_p95, ev.memory_copy_p95,
-        ev.nvlink_high, ev.workload_gpus,
+        ev.nvlink_high, ev.workload_gpus, ev.memory_copy_high,
         tuple(
             (q.name, q.server, q.kv_cache_high, q.preemptions, backlog(q),
              (round(q.rise), round(100 * q.growth_per_hour)) if growing(q, s) else None)

@@ -78,6 +78,9 @@ class ExpectEntry:
     verdict: Verdict | None = setting(None, "Verdict the right-sizing engine should reach.")
     bottlenecks: list[Bottleneck] = setting([], "Bottlenecks it should find (exactly these).")
     recommended: str | None = setting(None, "Catalog key, '<key>/<MIG profile>', 'release' or 'none'.")
+    workload_change: str | None = setting(
+        None, "Multi-GPU work: the workload's move, e.g. '4 x H100-SXM-80GB -> 2 x B200-SXM-180GB'."
+    )
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ class Expectation:
     verdict: str | None
     bottlenecks: tuple[str, ...]
     recommended: str | None
+    workload_change: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
