@@ -357,6 +357,23 @@ FAMILIES: tuple[Family, ...] = (
         extra_labels=("queue", "kind", "(static labels)"),
     ),
     Family(
+        "rightsizer_queue_kv_cache_usage_ratio",
+        "gauge",
+        "ratio",
+        "KV-cache usage (0-1) the inference server reports on the same poll as its queue depth "
+        "(vLLM kv_cache_usage_perc or gpu_cache_usage_perc, SGLang token_usage).",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
+        "rightsizer_queue_preemptions_total",
+        "counter",
+        "requests",
+        "Requests the inference server preempted (vLLM) or retracted (SGLang), as it counts them.",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
         "rightsizer_queue_source_up",
         "gauge",
         "bool",
