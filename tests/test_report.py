@@ -15,71 +15,26 @@ import io
 import json
 import os
 import pty
-import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servers import free_port, prometheus, require_binary
+import report_history
+from servers import free_port
 
-from exporter.render import Renderer
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.extension import RightsizingExtension
-from exporter.rightsizing.settings import RightsizingSettings
-from exporter.snapshot import Row, Snapshot
-from exporter.sources.simulated import SimulatedSource, load_scenario
+from exporter.sources.simulated import SimulatedSource
 
 SCENARIO = Path(__file__).parent / "scenarios" / "mixed_inference_fleet.yaml"
 STEP = 15.0
 HOUR = 3600.0
-_NAME = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)")
-
-
-def exporter_history(path: Path, seconds: float, step: float) -> tuple[str, float, SimulatedSource]:
-    """OpenMetrics text of what the exporter would have published every ``step`` seconds."""
-    source = SimulatedSource(load_scenario(str(path)))
-    ext = RightsizingExtension(RightsizingSettings(), load_catalog(), step, source)
-    renderer = Renderer("Hostname")
-    families: dict[str, list[str]] = {}
-    last = 0.0
-    for reading in source.history(seconds, step):
-        contribution = ext.contribute(reading, reading.gpus)
-        rows = dict(contribution.rows)
-        # What the queue extension publishes for a configured queue with these static labels.
-        rows["rightsizer_queue_depth"] = tuple(
-            Row(q.depth, (("queue", q.name), ("kind", "vllm"), *sorted(q.labels.items())))
-            for q in source.queue_samples(reading.timestamp)
-        )
-        snap = Snapshot(reading.timestamp, "sim-node", reading.gpus, (reading.status,), rows, {})
-        for line in renderer.render(snap).text.decode().splitlines():
-            if line and not line.startswith("#"):
-                m = _NAME.match(line)
-                assert m is not None
-                families.setdefault(m.group(1), []).append(f"{line} {reading.timestamp:.3f}")
-        last = reading.timestamp
-    out = [f"# TYPE {name} unknown\n" + "\n".join(lines) for name, lines in families.items()]
-    return "\n".join(out) + "\n# EOF\n", last, source
 
 
 @contextlib.contextmanager
 def prometheus_with_history() -> Iterator[tuple[str, float, SimulatedSource]]:
-    promtool = require_binary("promtool")
-    text, last, source = exporter_history(SCENARIO, HOUR, STEP)
-    tsdb = Path(tempfile.mkdtemp(prefix="report-tsdb-"))
-    try:
-        (tsdb / "history.om").write_text(text)
-        create = [promtool, "tsdb", "create-blocks-from", "openmetrics", str(tsdb / "history.om")]
-        done = subprocess.run([*create, str(tsdb / "data")], capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        (tsdb / "history.om").unlink()
-        with prometheus({}, data_dir=tsdb / "data") as prom:
-            yield prom.url, last, source
-    finally:
-        shutil.rmtree(tsdb, ignore_errors=True)
+    with report_history.prometheus_with_history([SCENARIO], HOUR, STEP) as (url, fleets):
+        yield url, fleets[0].last, fleets[0].source
 
 
 @pytest.fixture(scope="module")

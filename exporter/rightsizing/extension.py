@@ -198,7 +198,7 @@ class RightsizingExtension:
                 cached = self._links[key] = (link_key, linked(sample, metas, s.queue_links))
             evidence[key] = tracker.evidence([queues[n] for n in cached[1] if n in queues], details=False)
             pod, mig = sample.pod, sample.identity.parent_uuid is not None
-            members.append((key, pod.namespace if pod else None, pod.pod if pod else None, mig))
+            members.append((key, "", pod.namespace if pod else None, pod.pod if pod else None, mig))
         judged = dict(evidence)  # what assess reads: a multi-GPU workload's members read its merged evidence
         for keys in multi_gpu_groups(members, evidence, s).values():
             merged = merge([evidence[k] for k in keys])

@@ -1,6 +1,7 @@
 """Which GPUs are one multi-GPU workload, and that workload's evidence.
 
-GPUs attributed to pods of one workload (namespace + workload name, ``workloads.workload_of``) are
+GPUs of one node attributed to pods of one workload (namespace + workload name,
+``workloads.workload_of``; NVLink never crosses nodes, and a pod lives on one node) are
 one multi-GPU job when a pod of it holds several GPUs (tensor parallel, FSDP in one pod), or when
 there are several and any shows NVLink traffic at or above ``nvlink_share_ratio`` of its link
 (ranks in separate pods talking over NVLink). Several single-GPU pods of one workload without
@@ -20,7 +21,7 @@ from ..workloads import workload_of
 from .evidence import Evidence
 from .settings import RightsizingSettings
 
-Member = tuple[str, str | None, str | None, bool]  # (key, namespace, pod, is a MIG instance)
+Member = tuple[str, str, str | None, str | None, bool]  # (key, node, namespace, pod, is a MIG instance)
 
 _MAX_FIELDS = (
     "memory_peak_bytes", "memory_p95_bytes", "activity_p50", "activity_p95", "activity_p99",
@@ -33,20 +34,20 @@ _MAX_FIELDS = (
 def multi_gpu_groups(
     members: Sequence[Member], evidence: Mapping[str, Evidence], s: RightsizingSettings
 ) -> dict[str, list[str]]:
-    """Group name ("namespace/workload") -> keys of its GPUs, for multi-GPU workloads only."""
-    by_workload: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for key, namespace, pod, mig in members:
+    """Group name ("node/namespace/workload") -> keys of its GPUs, for multi-GPU workloads only."""
+    by_workload: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    for key, node, namespace, pod, mig in members:
         if pod and not mig and key in evidence:
-            by_workload.setdefault((namespace or "", workload_of(pod)), []).append((key, pod))
+            by_workload.setdefault((node, namespace or "", workload_of(pod)), []).append((key, pod))
     out: dict[str, list[str]] = {}
-    for (namespace, workload), gpus in by_workload.items():
+    for (node, namespace, workload), gpus in by_workload.items():
         if len(gpus) < 2:
             continue
         pods = [pod for _, pod in gpus]
         shared_pod = len(set(pods)) < len(pods)
         nvlink = any((evidence[k].nvlink_high or 0.0) >= s.nvlink_share_ratio for k, _ in gpus)
         if shared_pod or nvlink:
-            out[f"{namespace}/{workload}"] = sorted(k for k, _ in gpus)
+            out[f"{node}/{namespace}/{workload}"] = sorted(k for k, _ in gpus)
     return out
 
 
