@@ -15,6 +15,7 @@ import io
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -159,3 +160,19 @@ def test_not_a_prometheus_and_no_gpu_data(history) -> None:
     assert empty.returncode == 2 and "no GPU series (DCGM_FI_DEV_FB_USED)" in empty.stderr
     wrong = report(url + "/not-prometheus", at)
     assert wrong.returncode == 2 and "answered 404" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+def test_idle_from_the_first_hour_and_the_history_found_is_said(history) -> None:
+    """With an hour of history and the default week-long window, the idle A10G is idle (after the
+    exporter's idle_after_seconds, not after the window) and the header says how much it found."""
+    url, at, _ = history
+    table = report(url, at, "--window", "7d")
+    assert table.returncode == 0, table.stderr
+    # Over a week the history's span is read at the week's subquery step (60 s): within 2 minutes.
+    said = r"History found: (5[89] min|1 h) of the 7 d window \(less than the window"
+    found = re.search(said, table.stdout)
+    assert found, table.stdout[:600]
+    data = json.loads(report(url, at, "--window", "7d", "--format", "json").stdout)
+    idle = [g for g in data["gpus"] if g["model"] == "NVIDIA A10G"]
+    assert [g["verdict"] for g in idle] == ["idle"], idle
+    assert HOUR - 120 <= data["totals"]["history_found_seconds"] <= HOUR
