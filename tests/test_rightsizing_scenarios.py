@@ -10,6 +10,7 @@ extension publishes (rows and the /api/v1/gpus additions).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,11 @@ SUITE = sorted((Path(__file__).parent / "scenarios").glob("*.yaml"))
 BUILTIN = [SCENARIO_DIR / "default.yaml", SCENARIO_DIR / "golden.yaml"]
 
 
-async def conclusions(path: Path) -> dict[str, dict]:
+async def conclusions(path: Path, start: float | None = None) -> dict[str, dict]:
+    """What the engine concludes per GPU; ``start`` pins the simulated clock (noise follows it)."""
     scenario = load_scenario(str(path))
+    if start is not None:
+        scenario = dataclasses.replace(scenario, start=start, frozen=True)
     source = SimulatedSource(scenario)
     ext = RightsizingExtension(RightsizingSettings(), load_catalog(), 1.0, source)
     await ext.start()

@@ -71,7 +71,8 @@ def price_source(c: Candidate | None) -> str:
         return ""
     if c.gpu.price_source.startswith("configured"):
         return "configured"
-    return "estimate" if c.price_estimated else "list"
+    estimated = c.price_estimated or c.gpu.price_source.lower().startswith("estimate")
+    return "estimate" if estimated else "list"
 
 
 def _estimated(c: Candidate) -> str:
@@ -222,10 +223,11 @@ def _sized(
         up = fit.candidate
         delta = _delta(current, up, group)
         where = group.change if group else up.key
+        per_gpu = " per GPU" if group else ""
         return Assessment(
             "underprovisioned",
-            f"{cause}; {where} holds {gib(d.memory_bytes)} and carries it at {_pct(fit.projected_activity)} "
-            f"{fit.binding}, {_cost(delta)}{_estimated(up)}.{why}",
+            f"{cause}; {where} holds {gib(d.memory_bytes)} and carries it, {fit.binding} deciding at "
+            f"{_pct(fit.projected_activity)}, {_cost(delta)}{per_gpu}{_estimated(up)}.{why}",
             bottlenecks,
             up.key,
             current.key,
@@ -264,10 +266,11 @@ def _sized(
         saving = -_delta(current, cheaper, group)
         if saving >= s.min_savings_ratio * current.hourly_price_dollars and saving > 0:
             where = group.change if group else cheaper.key
+            each = f" per GPU (${saving * group.today:.2f}/h for the workload)" if group else ""
             return Assessment(
                 "overprovisioned",
-                f"{load} fit {where} at {_pct(fit.projected_activity)} projected {fit.binding} "
-                f"(decided by {fit.binding}); saves ${saving:.2f}/h{_estimated(cheaper)}.{why}",
+                f"{load} fit {where}, where {fit.binding} decides at {_pct(fit.projected_activity)} "
+                f"projected; saves ${saving:.2f}/h{each}{_estimated(cheaper)}.{why}",
                 bottlenecks,
                 cheaper.key,
                 current.key,
