@@ -95,7 +95,7 @@ def test_estimated_prices_and_the_headroom_rule_are_printed() -> None:
     h200 = next(line for line in out.stdout.splitlines() if line.startswith("2 x H200-SXM-141GB "))
     h100 = next(line for line in out.stdout.splitlines() if line.startswith("2 x H100-SXM-80GB "))
     assert "$27.04*" in h200 and "*" not in h100  # 2 x $13.52 estimated; the H100 SXM is listed by AWS
-    assert "* estimated price: this GPU has no public list price" in out.stdout
+    assert "* estimated price: no public list price for that GPU" in out.stdout
     assert "Headroom rule: a GPU fits when" in out.stdout and "640 MiB CUDA context" in out.stdout
     rows = json.loads(run("plan", "--model", "llama-3-8b", "--all", "--format", "json").stdout)["options"]
     assert {r["gpu"].split("/")[0] for r in rows if r["price_estimated"]} == {

@@ -215,8 +215,8 @@ def render(r: Plan) -> str:
         )
         if any(o.candidate.price_estimated for o in r.options):
             out.append(
-                f"{ESTIMATE_MARK} estimated price: this GPU has no public list price (see price_source in "
-                "--format json; set what you pay in catalog.prices)"
+                f"{ESTIMATE_MARK} estimated price: no public list price for that GPU (how it was derived: "
+                "price_source in --format json; set what you pay in catalog.prices)"
             )
         best = min(
             (o for o in r.options if o.dollars_per_million_tokens),
