@@ -76,7 +76,7 @@ class VllmMetrics(PrometheusClientServer):
         self.waiting = Gauge(
             "vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels, registry=r
         )
-        kv = Gauge(
+        self.kv = kv = Gauge(
             "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, registry=r
         )
         self.preemptions = Counter(
