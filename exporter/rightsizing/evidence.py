@@ -63,7 +63,7 @@ class Evidence:
     memory_copy_p95: float | None = None  # DCGM_FI_DEV_MEM_COPY_UTIL as a ratio, p95
     memory_copy_high: float | None = None  # ... at the bottleneck percentile
     nvlink_high: float | None = None  # NVLink traffic / the link's bandwidth at the bottleneck percentile
-    workload_gpus: int = 1  # GPUs the GPU's pod holds (1 without pod attribution)
+    workload_gpus: int = 1  # GPUs of its multi-GPU workload (``group.merge``); 1 for single-GPU work
 
     @property
     def bandwidth(self) -> tuple[str, float] | None:

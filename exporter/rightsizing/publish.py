@@ -129,7 +129,6 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
             "current": a.current,
             "price_source": a.price_source,
             "workload_change": a.workload_change or None,
-            "workload_gpus": ev.workload_gpus,
             "hourly_savings_dollars": _r(a.hourly_savings_dollars, 6),
             "fit_score": _r(a.fit_score),
             "projected_activity_ratio": _r(a.projected_activity),
