@@ -35,7 +35,9 @@ IN_FLIGHT = "rightsizer_queue_in_flight"
 SOURCE_UP = "rightsizer_queue_source_up"
 SOURCE_DURATION = "rightsizer_queue_source_duration_seconds"
 LAST_SUCCESS = "rightsizer_queue_last_success_timestamp_seconds"
-FAMILY_NAMES = (DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS)
+KV_CACHE = "rightsizer_queue_kv_cache_usage_ratio"
+PREEMPTIONS = "rightsizer_queue_preemptions_total"
+FAMILY_NAMES = (DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS, KV_CACHE, PREEMPTIONS)
 FIRST_ROUND_WAIT = 1.0  # start() waits at most this long for the first polls
 STOP_WAIT = 5.0
 
@@ -93,6 +95,8 @@ class QueueExtension:
         self.clock.observe(time.monotonic())
         depth: list[Row] = []
         in_flight: list[Row] = []
+        kv_cache: list[Row] = []
+        preemptions: list[Row] = []
         up: list[Row] = []
         duration: list[Row] = []
         last: list[Row] = []
@@ -131,6 +135,10 @@ class QueueExtension:
             if out.value.in_flight is not None:
                 in_flight.append(Row(out.value.in_flight, series_labels))
                 item["in_flight"] = out.value.in_flight
+            if out.value.kv_cache_usage is not None:
+                kv_cache.append(Row(out.value.kv_cache_usage, series_labels))
+            if out.value.preemptions_total is not None:
+                preemptions.append(Row(out.value.preemptions_total, series_labels))
         error = None
         if down:
             error = f"{len(down)} of {len(self.pollers)} queue sources down: {', '.join(down[:5])}"
@@ -141,6 +149,8 @@ class QueueExtension:
             SOURCE_UP: tuple(up),
             SOURCE_DURATION: tuple(duration),
             LAST_SUCCESS: tuple(last),
+            KV_CACHE: tuple(kv_cache),
+            PREEMPTIONS: tuple(preemptions),
         }
         status = CollectorStatus(self.name, not down, slowest, error)
         return Contribution(rows=rows, api={"queues": api}, collectors=(status,))
