@@ -88,6 +88,10 @@ EXPORTER_FILES: dict[str, tuple[Callable[[Path], Path], tuple[str, ...]]] = {
         ),
         ("more than 100000 values",),
     ),
+    "just under 256 KiB of tiny values": (
+        lambda t: write(t, "interval: [" + ",".join(["1"] * 125_000) + "]\n"),
+        ("more than 100000 values",),
+    ),
     "alias inside its own value": (lambda t: write(t, "interval: &x [*x]\n"), ("alias *x is inside",)),
     "an integer of 5000 digits": (lambda t: write(t, "interval: " + "9" * 5000 + "\n"), ("4300 digits",)),
     "extra_gpus_file is a FIFO": (
