@@ -1,7 +1,7 @@
 """Running the real programs against hostile input: exit code, stderr, peak RSS of that one child.
 
 ``run_program`` waits with ``os.wait4`` so the peak resident set size is the child's own (not the
-largest of every child the test session ever ran), and gives the child an address-space limit so a
+largest of every child this test run ever started), and gives the child an address-space limit so a
 regression cannot take the machine's memory with it: it then fails with its RSS over the bound.
 """
 
