@@ -71,7 +71,8 @@ class RuleConfig:
         "Family saying, per source and with the values' labels, whether it is up (1) or down (0), "
         "e.g. rightsizer_queue_source_up. With it a request is answered only when every source it "
         "selects is up and current (0 then is a real 0): one selecting a source that is down or stale "
-        "gets 503, one selecting no source 404.",
+        "gets 503, one selecting no source 404. Grouped like `direct` in direct mode, and by "
+        "max without (instance, job) in Prometheus mode.",
         env=False,
     )
     namespace: NamespaceMode = setting(
