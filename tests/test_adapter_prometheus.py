@@ -80,16 +80,16 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
     )
     cache, source, cfg = await cache_for(prom)
     await cache.refresh_once()
-    assert len(cache.rules) == 7  # and the two queue rules also ask which sources are up
-    assert len(prom.queries) == 9
+    assert len(cache.rules) == 7  # and one query, shared by the queue rules, asks which queues are up
+    assert len(prom.queries) == 8
     auth = Authenticator(cfg.requestheader, cfg.authorization, False)
     client = await aiohttp_client(create_app(cache, auth, AdapterMetrics(), MetricsApiAuth(cfg.metrics_api)))
     for i in range(1000):
         code, body = await client_get(client, f"{EXT}/prod/rightsizer_queue_depth?labelSelector=queue%3Dq{i}")
         assert code == 200 and body["items"][0]["value"] == str(i)
-    assert len(prom.queries) == 9  # a thousand selectors, no extra query
+    assert len(prom.queries) == 8  # a thousand selectors, no extra query
     await cache.refresh_once()
-    assert len(prom.queries) == 18
+    assert len(prom.queries) == 16
     await source.close()
 
 

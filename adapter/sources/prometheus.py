@@ -16,7 +16,7 @@ import logging
 import math
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 
 import aiohttp
@@ -35,6 +35,10 @@ MAX_CONCURRENT_QUERIES = 8
 STALE_REASON = (
     "Prometheus has no current sample of it (its exporter is not scraped, or stopped publishing it)"
 )
+
+
+Answer = tuple[list[Series], float, int]  # series, evaluation time, NaN/Inf samples dropped
+SharedQueries = dict[str, "asyncio.Future[Answer]"]
 
 
 class QueryError(Exception):
@@ -156,7 +160,7 @@ class PrometheusSource:
             raise QueryError(f"prometheus request failed: {type(exc).__name__}: {exc}"[:300]) from None
         return parse_answer(status, body, self.cfg.max_series_per_rule)
 
-    async def _timed(self, promql: str, at: float) -> tuple[list[Series], float, int]:
+    async def _timed(self, promql: str, at: float) -> Answer:
         started = time.perf_counter()
         try:
             answer = await self.query(promql, at)
@@ -166,11 +170,14 @@ class PrometheusSource:
         self.metrics.upstream(self.name, time.perf_counter() - started, True)
         return answer
 
-    async def _collect_rule(self, rule: RuleConfig, at: float) -> RuleResult:
+    async def _collect_rule(self, rule: RuleConfig, at: float, shared: SharedQueries) -> RuleResult:
         assert rule.query is not None
-        queries = [self._timed(render(rule.query, rule.matchers), at)]
-        if rule.up_query is not None:
-            queries.append(self._timed(render(rule.up_query, rule.matchers), at))
+        queries: list[Awaitable[Answer]] = [self._timed(render(rule.query, rule.matchers), at)]
+        if rule.up_query is not None:  # the queue rules share one: asked once per refresh
+            up = render(rule.up_query, rule.matchers)
+            if up not in shared:
+                shared[up] = asyncio.ensure_future(self._timed(up, at))
+            queries.append(shared[up])
         try:
             answers = await asyncio.gather(*queries)
         except QueryError as exc:
@@ -191,5 +198,6 @@ class PrometheusSource:
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
         at = time.time()
-        results = await asyncio.gather(*(self._collect_rule(r, at) for r in rules))
+        shared: SharedQueries = {}
+        results = await asyncio.gather(*(self._collect_rule(r, at, shared) for r in rules))
         return {rule.name: result for rule, result in zip(rules, results, strict=True)}
