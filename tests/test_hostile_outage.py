@@ -9,9 +9,11 @@ UNAVAILABLE naming the queue and why; a selector matching no queue is 404 / NOT_
 from __future__ import annotations
 
 import contextlib
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -25,8 +27,11 @@ from outage_rig import (
     assert_not_found,
     assert_unavailable,
     queue_exporter,
+    scaled_object,
 )
 from servers import Process, exporter, redis_server, wait_for
+
+from adapter.keda import externalscaler_pb2_grpc as pb_grpc
 
 Rig = tuple[Answers, Process, Process]
 
@@ -133,3 +138,42 @@ def test_namespace_must_match_in_full(shared: Rig, namespace: str) -> None:
     assert code == 400 and b"not a valid namespace" in body, (namespace, body)
     assert answers.get_metrics("queue=jobs", namespace).code == "INVALID_ARGUMENT"
     assert "Traceback" not in answers.adapter.log()
+
+
+def test_stream_is_active_pushes_nothing_for_an_outage(rig: Rig) -> None:
+    """Active, then Redis stopped and restarted with the queue still full: the outage is neither a
+    fall nor a rise, so nothing is pushed; the next real rise (empty, then items) is pushed."""
+    answers, rds, _ = rig
+    port = rds.extra["port"]
+    redis.Redis(port=port, socket_timeout=5).rpush("jobs", 1, 2, 3)
+    wait_for(lambda: answers.external("queue=jobs")[1]["items"][0]["value"] == "3", 30, what="depth 3")
+    stub = pb_grpc.ExternalScalerStub(answers.channel)
+    stream = stub.StreamIsActive(scaled_object("queue=jobs", "prod", activationThreshold="0"))
+    pushed: list[bool] = []
+    reader = threading.Thread(target=lambda: pushed.extend(m.result for m in _until_cancelled(stream)))
+    reader.start()
+    try:
+        wait_for(lambda: pushed == [True], 30, what="the first push (the queue is not empty)")
+        rds.stop()
+        wait_for(lambda: answers.external("queue=jobs")[0] == 503, 30, what="the stopped Redis to be seen")
+        with redis_server(port) as again:
+            client = redis.Redis(port=again.extra["port"], socket_timeout=5)
+            client.rpush("jobs", 1, 2, 3)
+            wait_for(lambda: answers.external("queue=jobs")[0] == 200, 30, what="Redis back, depth 3")
+            client.delete("jobs")
+            wait_for(lambda: answers.is_active("queue=jobs").value is False, 30, what="the queue empty")
+            assert pushed == [True]  # neither the outage nor the recovery was pushed
+            client.rpush("jobs", 1)
+            wait_for(lambda: pushed == [True, True], 30, what="the push of the real rise")
+            client.close()
+    finally:
+        stream.cancel()
+        reader.join(10)
+
+
+def _until_cancelled(stream: Any) -> Iterator[Any]:
+    try:
+        yield from stream
+    except grpc.RpcError as exc:
+        if exc.code() != grpc.StatusCode.CANCELLED:
+            raise
