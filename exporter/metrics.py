@@ -377,9 +377,9 @@ FAMILIES: tuple[Family, ...] = (
         "rightsizer_queue_source_up",
         "gauge",
         "bool",
-        "1 if the queue source's latest poll succeeded, 0 if it failed.",
+        "1 if the queue source's latest poll succeeded, 0 if it failed (labels as on the depth).",
         "extension",
-        extra_labels=("queue",),
+        extra_labels=("queue", "kind", "(static labels)"),
     ),
     Family(
         "rightsizer_queue_source_duration_seconds",
