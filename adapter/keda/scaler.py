@@ -26,6 +26,7 @@ from ..kubernetes.selectors import SelectorError, parse
 from ..selfmetrics import AdapterMetrics
 from . import externalscaler_pb2 as pb
 from . import externalscaler_pb2_grpc as pb_grpc
+from .grpc_checks import bind_problem, check_tls_files
 
 
 @dataclass(frozen=True)
@@ -180,31 +181,23 @@ async def start_server(cfg: GrpcSettings, service: ExternalScaler) -> tuple[grpc
             ("grpc.keepalive_timeout_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ("grpc.so_reuseport", 0),  # grpcio's default 1 would let a second adapter share the port
         ]
     )
     pb_grpc.add_ExternalScalerServicer_to_server(service, server)
     try:
         if cfg.tls_cert_file and cfg.tls_private_key_file:
-            key = _read(cfg.tls_private_key_file)
-            cert = _read(cfg.tls_cert_file)
-            ca = _read(cfg.client_ca_file) if cfg.client_ca_file else None
+            cert, key, ca = check_tls_files(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file)
             creds = grpc.ssl_server_credentials(
                 [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
             )
             bound = server.add_secure_port(address, creds)
         else:
             bound = server.add_insecure_port(address)
-    except RuntimeError as exc:
-        raise ValueError(f"cannot listen on {cfg.listen} for gRPC: {exc}") from None
+    except RuntimeError:
+        bound = 0
     if not bound:
-        raise ValueError(f"cannot listen on {cfg.listen} for gRPC")
+        raise ValueError(f"cannot listen on {cfg.listen} for gRPC: {bind_problem(host, port)}")
     await server.start()
     return server, bound
 
-
-def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
