@@ -83,7 +83,7 @@ async def _one(
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(host, port, ssl=insecure_client_context() if tls else None), 10
             )
-    except (OSError, asyncio.TimeoutError, ssl.SSLError):
+    except (TimeoutError, OSError, ssl.SSLError):
         outcome.not_connected += 1
         return
     outcome.connected += 1
@@ -98,7 +98,7 @@ async def _one(
             elif kind == "slowloris":
                 writer.write(b"X-a: b\r\n" if n % 8 == 7 else b"b")
             n += 1
-            with contextlib.suppress(asyncio.TimeoutError):
+            with contextlib.suppress(TimeoutError):
                 data = await asyncio.wait_for(reader.read(4096), 0.2 if kind != "big_headers" else 0.02)
                 if not data:
                     raise ConnectionResetError
@@ -128,7 +128,7 @@ async def raw_request(host: str, port: int, data: bytes, timeout: float = 10) ->
     try:
         writer.write(data)
         chunks = []
-        with contextlib.suppress(asyncio.TimeoutError, ConnectionResetError):
+        with contextlib.suppress(TimeoutError, ConnectionResetError):
             async with asyncio.timeout(timeout):
                 while chunk := await reader.read(65536):
                     chunks.append(chunk)

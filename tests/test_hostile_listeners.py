@@ -37,6 +37,11 @@ def sample(body: bytes, series: str) -> float:
     return float(m.group(1))
 
 
+def published(url: str, series: str) -> float:
+    """A series' value at the exporter's or adapter's /metrics."""
+    return sample(get(url + "/metrics")[2], series)
+
+
 async def test_exporter_header_flood_stays_under_its_memory_limit_and_keeps_scraping() -> None:
     with exporter(["--simulate"]) as p:
         host, port = address(p.url)
@@ -48,8 +53,7 @@ async def test_exporter_header_flood_stays_under_its_memory_limit_and_keeps_scra
         assert rss.peak < EXPORTER_LIMIT, f"peak RSS {rss.peak / 2**20:.0f} MiB"
         assert status == 200
         assert outcome.still_open == 0 and outcome.closed_by_server == outcome.connected > 0
-        body = wait_for(lambda: (b := http_get(p.url + "/metrics")[2]) and
-                        sample(b, "rightsizer_http_malformed_requests_total") > 0 and b, 5)
+        wait_for(lambda: published(p.url, "rightsizer_http_malformed_requests_total") > 0, 5)
         assert "Traceback" not in p.log()
 
 
@@ -60,8 +64,7 @@ async def test_adapter_header_flood_stays_under_its_memory_limit() -> None:
             outcome = await attack(host, port, 300, "big_headers", 8)
         assert rss.peak < ADAPTER_LIMIT, f"peak RSS {rss.peak / 2**20:.0f} MiB"
         assert outcome.still_open == 0 and outcome.closed_by_server == outcome.connected > 0
-        status, _, body = get(p.url + "/metrics")
-        assert sample(body, "rightsizer_adapter_http_malformed_requests_total") > 0
+        assert published(p.url, "rightsizer_adapter_http_malformed_requests_total") > 0
         assert "Traceback" not in p.log()
 
 
@@ -82,14 +85,15 @@ def _keep_alive_twice(url: str, pause: float) -> list[bytes]:
 async def test_exporter_closes_idle_and_slowloris_connections_at_the_header_deadline() -> None:
     with exporter(["--simulate"], env={"RIGHTSIZER_HTTP_HEADER_TIMEOUT_SECONDS": "1"}) as p:
         host, port = address(p.url)
-        idle, slow = await asyncio.gather(attack(host, port, 100, "idle", 8), attack(host, port, 100, "slowloris", 8))
+        idle, slow = await asyncio.gather(
+            attack(host, port, 100, "idle", 8), attack(host, port, 100, "slowloris", 8)
+        )
         for outcome in (idle, slow):  # 200 connections: under the cap of 256, none is evicted
             assert outcome.still_open == 0 and outcome.closed_by_server == outcome.connected == 100
         # A served keep-alive connection is not held to the header deadline, only to the idle timeout.
         assert await asyncio.to_thread(_keep_alive_twice, p.url, 2.5) == [b"HTTP/1.1 200 OK"] * 2
-        body = wait_for(lambda: (b := http_get(p.url + "/metrics")[2]) and sample(
-            b, 'rightsizer_http_connections_dropped_total{reason="header_timeout"}') >= 200 and b, 5)
-        assert body
+        timeouts = 'rightsizer_http_connections_dropped_total{reason="header_timeout"}'
+        wait_for(lambda: published(p.url, timeouts) >= 200, 5, what="200 header timeouts counted")
 
 
 async def test_adapter_closes_tls_handshakes_that_never_come() -> None:
@@ -110,10 +114,9 @@ async def test_connection_cap_makes_room_for_a_scraper_by_closing_connections_th
         assert status == 200
         assert sample(body, "rightsizer_http_open_connections") <= 50
         assert outcome.closed_by_server >= 70  # evicted to make room, or refused at the cap
-        _, _, body = http_get(p.url + "/metrics")
-        dropped = sum(sample(body, f'rightsizer_http_connections_dropped_total{{reason="{r}"}}')
-                      for r in ("evicted", "refused"))
-        assert dropped >= 70
+        family = "rightsizer_http_connections_dropped_total"
+        dropped = [f'{family}{{reason="{r}"}}' for r in ("evicted", "refused")]
+        wait_for(lambda: sum(published(p.url, d) for d in dropped) >= 70, 5, what="70 evictions counted")
 
 
 def _limited_exporter(log: Path, nofile: int) -> Process:
