@@ -57,16 +57,14 @@ class RssWatch:
         self._thread.join()
 
 
-def insecure_client_context() -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    return ctx
+_CLIENT_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # one context: loading CAs per connection costs more
+_CLIENT_TLS.check_hostname = False
+_CLIENT_TLS.verify_mode = ssl.CERT_NONE
 
 
 @dataclass
 class Outcome:
-    """What the hostile clients saw."""
+    """What the hostile clients saw (with ``sustain``, summed over every reconnection)."""
 
     connected: int = 0
     not_connected: int = 0  # refused, reset or timed out while connecting
@@ -75,19 +73,19 @@ class Outcome:
     answers: dict[str, int] = field(default_factory=dict)  # status line -> count
 
 
-async def _one(
-    host: str, port: int, kind: str, seconds: float, tls: bool, outcome: Outcome, gate: asyncio.Semaphore
+async def _hold(
+    host: str, port: int, kind: str, deadline: float, tls: bool, outcome: Outcome, gate: asyncio.Semaphore
 ) -> None:
     try:
         async with gate:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=insecure_client_context() if tls else None), 10
+                asyncio.open_connection(host, port, ssl=_CLIENT_TLS if tls else None), 10
             )
     except (TimeoutError, OSError, ssl.SSLError):
         outcome.not_connected += 1
+        await asyncio.sleep(0.1)
         return
     outcome.connected += 1
-    deadline = time.monotonic() + seconds
     try:
         if kind != "idle":
             writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
@@ -112,13 +110,32 @@ async def _one(
         writer.transport.abort()
 
 
+async def _one(
+    host: str, port: int, kind: str, seconds: float, tls: bool, sustain: bool, outcome: Outcome,
+    gate: asyncio.Semaphore,
+) -> None:
+    deadline = time.monotonic() + seconds
+    await _hold(host, port, kind, deadline, tls, outcome, gate)
+    while sustain and time.monotonic() < deadline:  # a closed attacker comes back at once
+        await _hold(host, port, kind, deadline, tls, outcome, gate)
+
+
 async def attack(
-    host: str, port: int, connections: int, kind: str, seconds: float, tls: bool = False
+    host: str,
+    port: int,
+    connections: int,
+    kind: str,
+    seconds: float,
+    tls: bool = False,
+    sustain: bool = False,
 ) -> Outcome:
-    """``connections`` slow clients of ``kind`` for at most ``seconds`` each (plus connecting)."""
+    """``connections`` slow clients of ``kind`` for at most ``seconds`` (plus connecting); with
+    ``sustain`` each one reconnects whenever the server closes it, until ``seconds`` have passed."""
     outcome = Outcome()
     gate = asyncio.Semaphore(100)  # connects in flight at once
-    await asyncio.gather(*(_one(host, port, kind, seconds, tls, outcome, gate) for _ in range(connections)))
+    await asyncio.gather(
+        *(_one(host, port, kind, seconds, tls, sustain, outcome, gate) for _ in range(connections))
+    )
     return outcome
 
 
