@@ -1,7 +1,7 @@
 """Hostile clients against the exporter and the adapter: memory, a scraper's latency, connections.
 
 For each program: 1,000 slow connections (a third idle, a third slowloris, a third sending 8 KB
-header lines, each reconnecting as soon as it is closed) for ``--seconds``, from a separate
+header lines; each reconnecting as soon as it is closed, unless ``--once``) for ``--seconds``, from a separate
 process, while one keep-alive client requests at 10 Hz as a scraper would (the exporter's
 /metrics; the adapter's external metrics API over HTTPS, as kube-apiserver does). Prints resident
 memory before and at peak against the manifest's limit, the scraper's latency before and during
@@ -105,14 +105,14 @@ def _https_get(url: str) -> bytes:
     return get(url)[2]
 
 
-def run_attacker(host: str, port: int, connections: int, seconds: float, tls: bool) -> None:
+def run_attacker(host: str, port: int, connections: int, seconds: float, tls: bool, sustain: bool) -> None:
     """In its own process, so the scraper's latency is not the attacker's: print the outcome."""
 
     async def main() -> dict[str, object]:
         per_kind = [connections // 3 + (1 if i < connections % 3 else 0) for i in range(3)]
         outcomes = await asyncio.gather(
             *(
-                attack(host, port, n, kind, seconds, tls, sustain=True)
+                attack(host, port, n, kind, seconds, tls, sustain)
                 for n, kind in zip(per_kind, KINDS, strict=True)
             )
         )
@@ -140,6 +140,7 @@ def measure(
         str(args.connections),
         str(args.seconds),
         "tls" if parts.scheme == "https" else "plain",
+        "once" if args.once else "reconnect",
     ]
     with RssWatch(pid) as rss:
         done = subprocess.run(attacker, capture_output=True, text=True, timeout=args.seconds + 120, cwd=ROOT)
@@ -148,7 +149,8 @@ def measure(
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
     server = counters(url, prefix)
     connected = sum(o["connected"] for o in outcome.values())
-    print(f"\n{name}: {args.connections} slow connections for {args.seconds:.0f} s + one keep-alive client")
+    how = "opened once" if args.once else "reopened as soon as closed"
+    print(f"\n{name}: {args.connections} slow connections ({how}) for {args.seconds:.0f} s + one scraper")
     print(
         f"  RSS: {before / 2**20:.0f} MiB before, peak {rss.peak / 2**20:.0f} MiB during "
         f"(manifest limit {limit / 2**20:.0f} MiB)"
@@ -173,12 +175,13 @@ def measure(
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--attacker":
-        host, port, n, seconds, tls = sys.argv[2:7]
-        run_attacker(host, int(port), int(n), float(seconds), tls == "tls")
+        host, port, n, seconds, tls, sustain = sys.argv[2:8]
+        run_attacker(host, int(port), int(n), float(seconds), tls == "tls", sustain == "reconnect")
         return 0
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--connections", type=int, default=1000)
     p.add_argument("--seconds", type=float, default=30)
+    p.add_argument("--once", action="store_true", help="each slow connection is opened once, not reopened")
     args = p.parse_args()
     print(
         "bench/hostile.py: simulated fleet (default scenario, 8 GPUs), loopback, default limits "

@@ -235,9 +235,13 @@ async def start_listener(
     name: str = "http",
     ssl_context: ssl.SSLContext | None = None,
     error_body: ErrorBody = plain_error,
-    backlog: int = 1024,
+    backlog: int = 128,
 ) -> list[web.BaseSite]:
-    """Serve ``runner``'s app on every address of HOST:PORT. Raises OSError when it cannot bind."""
+    """Serve ``runner``'s app on every address of HOST:PORT. Raises OSError when it cannot bind.
+
+    ``backlog`` is also how many connections asyncio accepts in one event-loop pass: 1,024 let a
+    flood of connections hold the loop for 100 ms and more (bench/hostile.py), 128 keeps passes short.
+    """
     loop = asyncio.get_running_loop()
     if loop.get_exception_handler() is None:
         loop.set_exception_handler(_quiet_accept_errors)
