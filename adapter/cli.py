@@ -213,7 +213,8 @@ async def serve(cfg: AdapterConfig) -> int:
             from .keda.scaler import ExternalScaler, start_server
 
             try:
-                grpc_server, grpc_port = await start_server(cfg.grpc, ExternalScaler(cache, metrics))
+                scaler = ExternalScaler(cache, metrics)
+                grpc_server, grpc_port = await start_server(cfg.grpc, scaler, cfg.http)
             except ValueError as exc:
                 return fail(str(exc))
             fields["grpc_address"] = f"{parse_listen(cfg.grpc.listen)[0] or '0.0.0.0'}:{grpc_port}"

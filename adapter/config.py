@@ -151,7 +151,9 @@ class AdapterConfig:
     allow_insecure_remote: bool = setting(False, "Let insecure_http listen on a non-loopback address.")
     log_level: Literal["debug", "info", "warning", "error"] = setting("info", "Log level.")
     http: ListenerLimits = setting(
-        ListenerLimits(), "Limits of the HTTPS listener against slow, idle and oversized clients."
+        ListenerLimits(),
+        "Limits of the HTTPS listener against slow, idle and oversized clients; the gRPC listener takes "
+        "its header deadline (as HTTP/2 handshake deadline), idle timeout and connection cap.",
     )
     builtin_rules: bool = setting(True, "Serve the built-in rules (a rule of the same name replaces one).")
     rules: list[RuleConfig] = setting([], "Rules: which metrics are served and how (see README).")

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
 from adapter_support import adapter, get
 from hostile_clients import RssWatch, attack, manifest_memory_limit
 from servers import ROOT, Process, exporter, http_get, wait_for
@@ -150,3 +151,39 @@ async def test_out_of_file_descriptors_logs_one_line_and_keeps_serving() -> None
             assert p.proc.poll() is None
         finally:
             p.stop()
+
+
+async def _held_until_closed(host: str, port: int, seconds: float) -> bool:
+    """Connect, send nothing, read whatever comes: True when the server closes within ``seconds``."""
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        async with asyncio.timeout(seconds):
+            while await reader.read(65536):
+                pass  # the server's HTTP/2 preface
+        return True
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+    finally:
+        writer.transport.abort()
+
+
+async def test_grpc_listener_caps_connections_and_closes_unfinished_handshakes() -> None:
+    import grpc
+
+    from adapter.keda import externalscaler_pb2 as pb
+    from adapter.keda import externalscaler_pb2_grpc as pb_grpc
+
+    limits = {
+        "RIGHTSIZER_ADAPTER_HTTP_HEADER_TIMEOUT_SECONDS": "1",
+        "RIGHTSIZER_ADAPTER_HTTP_MAX_CONNECTIONS": "20",
+    }
+    with adapter([*NO_EXPORTER, "--insecure-http", "--grpc-listen", "127.0.0.1:0"], False, env=limits) as p:
+        host, port = address("grpc://" + p.extra["grpc"])
+        closed = await asyncio.gather(*(_held_until_closed(host, port, 8) for _ in range(60)))
+        assert all(closed), f"{closed.count(False)} of 60 connections still open"
+        async with grpc.aio.insecure_channel(p.extra["grpc"]) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:  # served again: a real answer
+                await pb_grpc.ExternalScalerStub(channel).GetMetricSpec(pb.ScaledObjectRef(name="w"))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT

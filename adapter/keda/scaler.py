@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 
 from exporter.config import parse_listen
+from rightsizer_core.limits import ListenerLimits
 
 from ..cache import Cache
 from ..config import GrpcSettings
@@ -170,8 +171,15 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
         yield  # pragma: no cover - makes this an async generator, as a server-streaming handler must be
 
 
-async def start_server(cfg: GrpcSettings, service: ExternalScaler) -> tuple[grpc.aio.Server, int]:
-    """Start the gRPC server; returns it and the bound port. Raises ValueError if it cannot listen."""
+async def start_server(
+    cfg: GrpcSettings, service: ExternalScaler, limits: ListenerLimits | None = None
+) -> tuple[grpc.aio.Server, int]:
+    """Start the gRPC server; returns it and the bound port. Raises ValueError if it cannot listen.
+
+    ``limits`` (the ``http`` settings) give the HTTP/2 handshake deadline, the connection cap and
+    the idle timeout (a connection with no call open is sent GOAWAY; KEDA reconnects at its next call).
+    """
+    limits = limits or ListenerLimits()
     assert cfg.listen is not None
     host, port = parse_listen(cfg.listen)
     address = f"[{host}]:{port}" if host and ":" in host else f"{host or '[::]'}:{port}"
@@ -182,6 +190,9 @@ async def start_server(cfg: GrpcSettings, service: ExternalScaler) -> tuple[grpc
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
             ("grpc.so_reuseport", 0),  # grpcio's default 1 would let a second adapter share the port
+            ("grpc.server_handshake_timeout_ms", int(limits.header_timeout_seconds * 1000)),
+            ("grpc.max_allowed_incoming_connections", limits.max_connections),
+            ("grpc.max_connection_idle_ms", int(limits.idle_timeout_seconds * 1000)),
         ]
     )
     pb_grpc.add_ExternalScalerServicer_to_server(service, server)
