@@ -108,18 +108,20 @@ class GuardedRequestHandler(web.RequestHandler):
         if self._head_timer is not None:
             self._head_bytes += len(data)
             refusal = None if self._line_checked else self._check_request_line(data)
-            if refusal is None and self._head_bytes > self._guard.limits.max_header_bytes:
-                refusal = (431, "request headers too large")
             if refusal is not None:
                 self._refuse(*refusal)
                 return
         before = self._request_count
         super().data_received(data)
-        if self._request_count != before and self._head_timer is not None:
+        if self._head_timer is None:
+            return
+        if self._request_count != before:  # a complete head (a body in the same read is not head)
             self._stop_head()
             if not self._served:
                 self._served = True
                 self._guard.evictable.pop(self, None)
+        elif self._head_bytes > self._guard.limits.max_header_bytes:
+            self._refuse(431, "request headers too large")
 
     def _check_request_line(self, data: bytes) -> tuple[int, str] | None:
         limit = self._guard.limits.max_request_line_bytes

@@ -154,3 +154,11 @@ def test_invalid_grpc_tls_files_are_named_with_the_reason(tmp_path: Path) -> Non
         assert result.returncode == 2, result.stderr
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "Failed to bind" not in result.stderr
+
+
+async def test_a_body_read_with_its_head_is_not_counted_as_header_bytes() -> None:
+    body = b"x" * 40000  # over http.max_header_bytes (32 KiB), sent in one write with the head
+    with exporter(["--simulate"]) as p:
+        head = b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+        answer = await raw_request(*address(p.url), head + body, timeout=3)
+    assert answer.startswith(b"HTTP/1.1 405 "), answer[:60]  # the route's answer, not 431
