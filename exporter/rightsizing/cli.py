@@ -58,10 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc))
     try:
         if args.command == "plan":
-            from .plan_cli import run as run_plan
+            from .plan_cli import main as run_plan
 
-            sys.stdout.write(run_plan(args, catalog))
-            return 0
+            return run_plan(args, catalog)
         from .report_cli import run as run_report
 
         return run_report(args, catalog, cfg)
