@@ -5,7 +5,8 @@ header lines; each reconnecting as soon as it is closed, unless ``--once``) for 
 process, while one keep-alive client requests at 10 Hz as a scraper would (the exporter's
 /metrics; the adapter's external metrics API over HTTPS, as kube-apiserver does). Prints resident
 memory before and at peak against the manifest's limit, the scraper's latency before and during
-the attack, and what became of the hostile connections.
+the attack, and what became of the hostile connections. Then the adapter's KEDA gRPC port:
+1,000 connections that never start HTTP/2, memory and when the server closed them.
 
     .venv/bin/python bench/hostile.py [--connections 1000] [--seconds 30]
 
@@ -173,6 +174,49 @@ def measure(
         )
 
 
+async def _grpc_hold(host: str, port: int, seconds: float) -> float | None:
+    """Connect to the gRPC port, send nothing; seconds until the server closed it (None: it did not)."""
+    started = time.monotonic()
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+    except OSError:
+        return 0.0
+    try:
+        async with asyncio.timeout(seconds):
+            while await reader.read(65536):
+                pass  # the server's HTTP/2 preface
+        return time.monotonic() - started
+    except TimeoutError:
+        return None
+    except OSError:
+        return time.monotonic() - started
+    finally:
+        writer.transport.abort()
+
+
+def measure_grpc(pid: int, address: str, limit: int, args: argparse.Namespace) -> None:
+    """KEDA's gRPC port: ``--connections`` that never start HTTP/2, held up to 20 s."""
+    host, port = address.rsplit(":", 1)
+
+    async def hold_all() -> list[float | None]:
+        return await asyncio.gather(*(_grpc_hold(host, int(port), 20) for _ in range(args.connections)))
+
+    before = rss_bytes(pid)
+    with RssWatch(pid) as rss:
+        closed = asyncio.run(hold_all())
+    at_once = sum(1 for c in closed if c is not None and c < 1)
+    at_deadline = sum(1 for c in closed if c is not None and c >= 1)
+    print(f"\nadapter gRPC: {args.connections} connections that never start HTTP/2, held up to 20 s")
+    print(
+        f"  RSS: {before / 2**20:.0f} MiB before, peak {rss.peak / 2**20:.0f} MiB during "
+        f"(manifest limit {limit / 2**20:.0f} MiB)"
+    )
+    print(
+        f"  closed by the server at once (over the cap): {at_once}; at the handshake deadline: "
+        f"{at_deadline}; still open after 20 s: {closed.count(None)}"
+    )
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--attacker":
         host, port, n, seconds, tls, sustain = sys.argv[2:8]
@@ -189,7 +233,7 @@ def main() -> int:
     )
     exporter = start_exporter(["--simulate"])
     try:
-        adapter = start_adapter(["--exporter", exporter.url])
+        adapter = start_adapter(["--exporter", exporter.url, "--grpc-listen", "127.0.0.1:0"])
         try:
             measure(
                 "exporter",
@@ -209,6 +253,7 @@ def main() -> int:
                 "rightsizer_adapter_http_",
                 args,
             )
+            measure_grpc(adapter.proc.pid, adapter.extra["grpc"], manifest_memory_limit("adapter"), args)
         finally:
             adapter.stop()
     finally:
