@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -77,7 +78,7 @@ def _keep_alive_twice(url: str, pause: float) -> list[bytes]:
     with socket.create_connection((host, port), timeout=10) as s:
         for i in range(2):
             if i:
-                asyncio.run(asyncio.sleep(pause))
+                time.sleep(pause)
             s.sendall(request)
             lines.append(s.recv(4096).split(b"\r\n", 1)[0])
     return lines
