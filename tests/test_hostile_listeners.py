@@ -119,6 +119,8 @@ async def test_connection_cap_makes_room_for_a_scraper_by_closing_connections_th
         family = "rightsizer_http_connections_dropped_total"
         dropped = [f'{family}{{reason="{r}"}}' for r in ("evicted", "refused")]
         wait_for(lambda: sum(published(p.url, d) for d in dropped) >= 70, 5, what="70 evictions counted")
+        # Every slot was given back: at most the scrape before this one is still open.
+        wait_for(lambda: published(p.url, "rightsizer_http_open_connections") <= 1, 5, what="slots back")
 
 
 def _limited_exporter(log: Path, nofile: int) -> Process:
