@@ -59,11 +59,12 @@ async def test_exporter_header_flood_stays_under_its_memory_limit_and_keeps_scra
         assert "Traceback" not in p.log()
 
 
-async def test_adapter_header_flood_stays_under_its_memory_limit() -> None:
-    with adapter([*NO_EXPORTER, "--insecure-http"], ready=False) as p:
+@pytest.mark.parametrize("scheme", ["https", "http"])
+async def test_adapter_header_flood_stays_under_its_memory_limit(scheme: str) -> None:
+    with adapter([*NO_EXPORTER] + (["--insecure-http"] if scheme == "http" else []), ready=False) as p:
         host, port = address(p.url)
         with RssWatch(p.proc.pid) as rss:
-            outcome = await attack(host, port, 300, "big_headers", 8)
+            outcome = await attack(host, port, 300, "big_headers", 8, tls=scheme == "https")
         assert rss.peak < ADAPTER_LIMIT, f"peak RSS {rss.peak / 2**20:.0f} MiB"
         assert outcome.still_open == 0 and outcome.closed_by_server == outcome.connected > 0
         assert published(p.url, "rightsizer_adapter_http_malformed_requests_total") > 0
