@@ -18,8 +18,8 @@ from exporter import __version__
 from exporter.config import parse_listen
 from exporter.logs import configure, event
 from exporter.settings import ConfigError
-from exporter.stopping import exiting_on_stop_signals, stop_event
 from rightsizer_core.listener import ListenerStats, start_listener
+from rightsizer_core.stopping import exiting_on_stop_signals, stop_event
 
 from .cache import Cache
 from .config import DEFAULT_PORT, AdapterConfig, load_config

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from rightsizer_core.listener import ListenerStats, start_listener
+from rightsizer_core.stopping import Stopped, exiting_on_stop_signals, stop_event, unless_stopped
 
 from . import __version__
 from .config import ExporterConfig, load_config, parse_listen
@@ -24,7 +25,6 @@ from .sampler import Extension, Sampler
 from .server import create_app
 from .settings import ConfigError
 from .sources.base import GpuSource, SourceUnavailable
-from .stopping import Stopped, exiting_on_stop_signals, stop_event, unless_stopped
 
 log = logging.getLogger("rightsizer.exporter")
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from .files import read_yaml_file
+from rightsizer_core.files import read_yaml_file
 
 T = TypeVar("T")
 
@@ -137,7 +137,7 @@ def build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """A YAML file's top-level mapping, read within the limits of ``files`` (size, aliases, depth)."""
+    """A YAML file's top-level mapping, read within the limits of ``rightsizer_core.files``."""
     try:
         data = read_yaml_file(path)
     except OSError as exc:

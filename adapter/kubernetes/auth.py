@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from exporter.files import checked_path
+from rightsizer_core.files import checked_path
 
 from ..config import AuthorizationSettings, RequestHeaderSettings, TlsSettings
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from exporter.files import checked_path, read_secret
+from rightsizer_core.files import checked_path, read_secret
 
 from ..config import KubernetesSettings
 

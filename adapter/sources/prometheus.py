@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Sequence
 
 import aiohttp
 
-from exporter.files import checked_path, read_secret
 from exporter.logs import event
+from rightsizer_core.files import checked_path, read_secret
 
 from ..config import PrometheusSettings
 from ..promql import render

@@ -12,7 +12,8 @@ import contextlib
 import logging
 from pathlib import Path
 
-from ..files import open_regular
+from rightsizer_core.files import open_regular
+
 from ..logs import event
 
 log = logging.getLogger("rightsizer.rightsizing")

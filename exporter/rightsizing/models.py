@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..files import MAX_CONFIG_BYTES, read_text
+from rightsizer_core.files import MAX_CONFIG_BYTES, read_text
 
 
 class PlanError(Exception):

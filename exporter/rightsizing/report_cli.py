@@ -9,7 +9,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..files import read_secret
+from rightsizer_core.files import read_secret
+
 from ..workloads import workload_of
 from .catalog import Catalog
 from .output import money, table, to_csv, to_json

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...files import open_regular
+from rightsizer_core.files import open_regular
 
 # "pod" + a UID: 8-4-4-4-12 hex digits joined by '-' (cgroupfs) or '_' (systemd), or 32 hex digits.
 _POD_UID = re.compile(

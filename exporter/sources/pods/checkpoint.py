@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...files import read_bytes
+from rightsizer_core.files import read_bytes
 
 _MAX_BYTES = 64 * 1024 * 1024
 

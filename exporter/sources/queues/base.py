@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from ...files import read_secret
+from rightsizer_core.files import read_secret
 
 REASON_LIMIT = 200
 

@@ -20,8 +20,9 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from rightsizer_core.files import checked_path
+
 from ... import __version__
-from ...files import checked_path
 from .base import QueueSourceError, SecretFile
 from .settings import QueueSettings
 

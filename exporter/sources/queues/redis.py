@@ -16,7 +16,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from ...files import checked_path, read_secret
+from rightsizer_core.files import checked_path, read_secret
+
 from .base import QueueSourceError, QueueValue
 from .settings import QueueSettings
 

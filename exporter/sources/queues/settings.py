@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ...files import checked_path
+from rightsizer_core.files import checked_path
+
 from ...settings import setting
 
 SCRAPE_KINDS = ("vllm", "tgi", "triton", "sglang", "prometheus")
