@@ -11,12 +11,14 @@ from . import __version__
 from .api import gpus_json
 from .render import OPENMETRICS_CONTENT_TYPE
 from .sampler import Sampler
+from .status import CONTENT_SECURITY_POLICY, StatusPage
 
 SAMPLER = web.AppKey("sampler", Sampler)
+STATUS_PAGE = web.AppKey("status_page", StatusPage)
 
 _LANDING = """<!doctype html><html><head><title>Rightsizer exporter</title></head><body>
 <h1>Rightsizer exporter {version}</h1>
-<p>GPU metrics under dcgm-exporter's names, plus right-sizing scores.</p>
+<p>No sample taken yet: the status page appears here after the first sampling cycle.</p>
 <ul><li><a href="/metrics">/metrics</a></li><li><a href="/api/v1/gpus">/api/v1/gpus</a></li>
 <li><a href="/healthz">/healthz</a></li><li><a href="/readyz">/readyz</a></li></ul></body></html>
 """
@@ -83,12 +85,21 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def landing(request: web.Request) -> web.Response:
-    return web.Response(text=_LANDING.format(version=__version__), content_type="text/html")
+    published = request.app[SAMPLER].current
+    if published is None:
+        return web.Response(text=_LANDING.format(version=__version__), content_type="text/html")
+    headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "Cache-Control": "no-store"}
+    body = request.app[STATUS_PAGE].body(published)
+    return web.Response(body=body, content_type="text/html", charset="utf-8", headers=headers)
 
 
 def create_app(sampler: Sampler) -> web.Application:
     app = web.Application()
     app[SAMPLER] = sampler
+    source = sampler.source
+    scenario = getattr(getattr(source, "scenario", None), "source", None)
+    described = f"{source.name} ({scenario})" if scenario else source.name
+    app[STATUS_PAGE] = StatusPage(described, sampler.interval)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/v1/gpus", api_gpus)
     app.router.add_get("/api/v1/{section}", api_section)

@@ -224,6 +224,25 @@ class Window:
             self._window_max = cached
         return cached
 
+    def bucket_series(self, signal: int) -> list[tuple[float, float | None, float | None]]:
+        """(bucket start time, mean, maximum) of each bucket of the window, oldest first; mean and
+        maximum are None for a bucket without values. The mean is read from the bucket's histogram
+        (bin midpoints, capped at its exact maximum): good to 1 %, for charts, not for decisions."""
+        if self._newest is None:
+            return []
+        out: list[tuple[float, float | None, float | None]] = []
+        for bucket in range(self._newest - self.bucket_count + 1, self._newest + 1):
+            slot = bucket % self.bucket_count
+            n = self._slot_count[slot][signal] if self._bucket_of_slot[slot] == bucket else 0
+            if not n:
+                out.append((bucket * self.width, None, None))
+                continue
+            hist = self._slot_hist[slot][signal]
+            top = self._slot_max[slot][signal]
+            mean = sum((b + 0.5) / BINS * c for b, c in enumerate(hist) if c) / n
+            out.append((bucket * self.width, min(mean, top), top))
+        return out
+
     def maximum(self, signal: int, seconds: float | None = None) -> float | None:
         """Exact maximum over the window, or over the buckets that overlap the last ``seconds``."""
         if self._last_t is None or self._newest is None:
