@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import PurePath
 
 from aiohttp import web
 from prometheus_client.exposition import choose_encoder
@@ -97,8 +98,8 @@ def create_app(sampler: Sampler) -> web.Application:
     app = web.Application()
     app[SAMPLER] = sampler
     source = sampler.source
-    scenario = getattr(getattr(source, "scenario", None), "source", None)
-    described = f"{source.name} ({scenario})" if scenario else source.name
+    scenario = getattr(getattr(source, "scenario", None), "source", None)  # a name or a file's path
+    described = f"{source.name} ({PurePath(scenario).stem})" if scenario else source.name
     app[STATUS_PAGE] = StatusPage(described, sampler.interval)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/v1/gpus", api_gpus)
