@@ -90,7 +90,7 @@ async def landing(request: web.Request) -> web.Response:
     if published is None:
         return web.Response(text=_LANDING.format(version=__version__), content_type="text/html")
     headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "Cache-Control": "no-store"}
-    body = request.app[STATUS_PAGE].body(published)
+    body = await request.app[STATUS_PAGE].body(published)
     return web.Response(body=body, content_type="text/html", charset="utf-8", headers=headers)
 
 

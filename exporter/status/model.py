@@ -53,27 +53,45 @@ class PageModel:
     sections: tuple[str, ...] = ()
 
 
-def _series(tracker: Any, signal: str) -> list[float | None]:
-    window = tracker.window
-    return [mean for _, mean, _ in window.bucket_series(window.index(signal))]
+class ChartMemo:
+    """Per GPU window, the figures of its finished buckets, kept across renders (see
+    ``Window.bucket_series``); forgets the GPUs that are gone and windows that were replaced."""
+
+    def __init__(self) -> None:
+        self._by_gpu: dict[str, tuple[Any, dict[str, dict[int, Any]]]] = {}
+
+    def series(self, uuid: str, window: Any, signal: str) -> list[float | None]:
+        kept = self._by_gpu.get(uuid)
+        if kept is None or kept[0] is not window:
+            kept = self._by_gpu[uuid] = (window, {})
+        memo = kept[1].setdefault(signal, {})
+        return [mean for _, mean, _ in window.bucket_series(window.index(signal), memo)]
+
+    def keep_only(self, uuids: set[str]) -> None:
+        for uuid in [u for u in self._by_gpu if u not in uuids]:
+            del self._by_gpu[uuid]
 
 
-def charts_of(tracker: Any, memory_total_bytes: float) -> tuple[Chart, ...]:
+def charts_of(uuid: str, tracker: Any, memory_total_bytes: float, memo: ChartMemo) -> tuple[Chart, ...]:
     """Activity, SM active vs GPU utilization, memory used vs total, DRAM active."""
     gib = memory_total_bytes / 2**30
     source = str(getattr(tracker, "activity_source", "activity")).replace("_", " ")
+    w = tracker.window
     return (
-        Chart("Activity", (Series(source, _series(tracker, "activity")),)),
+        Chart("Activity", (Series(source, memo.series(uuid, w, "activity")),)),
         Chart(
             "SM active vs GPU_UTIL",
-            (Series("SM", _series(tracker, "sm_active")), Series("util", _series(tracker, "utilization"))),
+            (
+                Series("SM", memo.series(uuid, w, "sm_active")),
+                Series("util", memo.series(uuid, w, "utilization")),
+            ),
         ),
-        Chart("Memory used", (Series("used", _series(tracker, "memory")),), f"of {gib:.0f} GiB"),
-        Chart("DRAM active", (Series("DRAM", _series(tracker, "dram_active")),)),
+        Chart("Memory used", (Series("used", memo.series(uuid, w, "memory")),), f"of {gib:.0f} GiB"),
+        Chart("DRAM active", (Series("DRAM", memo.series(uuid, w, "dram_active")),)),
     )
 
 
-def _row(g: GpuSample, entries: Any, judged_parents: set[str]) -> GpuRow:
+def _row(g: GpuSample, entries: Any, judged_parents: set[str], memo: ChartMemo) -> GpuRow:
     parts = entries.parts(g.identity.uuid) if hasattr(entries, "parts") else None
     if parts is None:
         if not g.up:
@@ -97,15 +115,19 @@ def _row(g: GpuSample, entries: Any, judged_parents: set[str]) -> GpuRow:
         a.hourly_savings_dollars,
         ev.history_seconds,
         ev.window_seconds,
-        charts=() if tracker is None else charts_of(tracker, ev.memory_total_bytes),
+        charts=() if tracker is None else charts_of(g.identity.uuid, tracker, ev.memory_total_bytes, memo),
     )
 
 
-def build(snapshot: Snapshot, source: str, interval: float) -> PageModel:
+def build(snapshot: Snapshot, source: str, interval: float, memo: ChartMemo | None = None) -> PageModel:
+    """The page's content. Reads the engine's live windows: call it on the event loop thread (where
+    the sampler feeds them), never from a worker thread."""
+    memo = memo or ChartMemo()
     api = snapshot.api
     entries = api.get("gpus")
     parents = {g.identity.parent_uuid for g in snapshot.gpus if g.identity.parent_uuid}
-    rows = tuple(_row(g, entries, {p for p in parents if p}) for g in snapshot.gpus)
+    rows = tuple(_row(g, entries, {p for p in parents if p}, memo) for g in snapshot.gpus)
+    memo.keep_only({g.identity.uuid for g in snapshot.gpus})
     summary = api.get("rightsizing")
     counts: dict[str, int] = {}
     savings = window = None
