@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import PurePath
+from typing import Any
 
 from aiohttp import web
 from prometheus_client.exposition import choose_encoder
 
 from . import __version__
-from .api import gpus_json
+from .api import gpus_json, pods_from_labels
 from .render import OPENMETRICS_CONTENT_TYPE
 from .sampler import Sampler
 from .status import CONTENT_SECURITY_POLICY, StatusPage
@@ -69,9 +70,15 @@ async def api_section(request: web.Request) -> web.Response:
     section = request.match_info["section"]
     if published is None:
         return web.json_response({"error": "no sample taken yet"}, status=503)
-    if section not in published.snapshot.api:
+    api = published.snapshot.api
+    if section not in api and section != "pods":
         return web.json_response({"error": f"unknown section {section!r}"}, status=404)
-    body = published.api_json(section, lambda snap: {"timestamp": snap.timestamp, section: snap.api[section]})
+
+    def view(snap: Any) -> dict[str, Any]:
+        value = snap.api[section] if section in snap.api else pods_from_labels(snap)
+        return {"timestamp": snap.timestamp, section: value}
+
+    body = published.api_json(section, view)
     return web.Response(body=body, content_type="application/json")
 
 
