@@ -158,7 +158,9 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def fail(message: str) -> int:
-    print(f"rightsizer-adapter: {message}", file=sys.stderr)
+    """Print each line of ``message`` (a configuration error may hold several problems); exit 2."""
+    for line in message.splitlines() or [""]:
+        print(f"rightsizer-adapter: {line}", file=sys.stderr)
     return 2
 
 

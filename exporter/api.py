@@ -76,5 +76,6 @@ def pods_from_labels(snap: Snapshot) -> dict[str, Any]:
             "why": "pod attribution is off (pods.enabled: false, or no kubelet socket at start)",
         }
     pods = {(g.pod.namespace, g.pod.pod) for g in held if g.pod is not None}
-    return {"enabled": True, "ok": True, "error": None, "phase": "on", "source": snap.collectors[0].name if snap.collectors else "gpu source",
+    source = snap.collectors[0].name if snap.collectors else "gpu source"
+    return {"enabled": True, "ok": True, "error": None, "phase": "on", "source": source,
             "pods": len(pods), "devices": devices}  # fmt: skip

@@ -103,7 +103,9 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
 
 
 def fail(message: str) -> int:
-    print(f"rightsizer-exporter: {message}", file=sys.stderr)
+    """Print each line of ``message`` (a configuration error may hold several problems); exit 2."""
+    for line in message.splitlines() or [""]:
+        print(f"rightsizer-exporter: {line}", file=sys.stderr)
     return 2
 
 
