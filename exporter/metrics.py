@@ -357,12 +357,29 @@ FAMILIES: tuple[Family, ...] = (
         extra_labels=("queue", "kind", "(static labels)"),
     ),
     Family(
+        "rightsizer_queue_kv_cache_usage_ratio",
+        "gauge",
+        "ratio",
+        "KV-cache usage (0-1) the inference server reports on the same poll as its queue depth "
+        "(vLLM kv_cache_usage_perc or gpu_cache_usage_perc, SGLang token_usage).",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
+        "rightsizer_queue_preemptions_total",
+        "counter",
+        "requests",
+        "Requests the inference server preempted (vLLM) or retracted (SGLang), as it counts them.",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
         "rightsizer_queue_source_up",
         "gauge",
         "bool",
-        "1 if the queue source's latest poll succeeded, 0 if it failed.",
+        "1 if the queue source's latest poll succeeded, 0 if it failed (labels as on the depth).",
         "extension",
-        extra_labels=("queue",),
+        extra_labels=("queue", "kind", "(static labels)"),
     ),
     Family(
         "rightsizer_queue_source_duration_seconds",
@@ -428,10 +445,11 @@ FAMILIES: tuple[Family, ...] = (
         "rightsizer_gpu_recommendation_info",
         "info",
         "info",
-        "Recommended catalog option (GPU key, '<GPU key>/<MIG profile>', 'release' or 'none') and the "
-        "reason in a few words; the full reason is in /api/v1/gpus.",
+        "Recommended catalog option (GPU key, '<GPU key>/<MIG profile>', 'release' or 'none'), the "
+        "reason in a few words (the full reason is in /api/v1/gpus), where the recommended option's "
+        "price comes from (list, estimate or configured) and, for multi-GPU work, the workload's move.",
         "extension",
-        extra_labels=("gpu", "recommended", "reason"),
+        extra_labels=("gpu", "recommended", "reason", "price_source", "workload_change"),
     ),
     Family(
         "rightsizer_gpu_hourly_savings_dollars",

@@ -1,11 +1,15 @@
 """KEDA external scaler (gRPC, grpcio asyncio), including the push of ``external-push``.
 
 Trigger metadata: ``metric`` (required, a served external metric), ``labelSelector``, ``target``
-(float; needed by GetMetricSpec), ``activationThreshold`` (float, default 0). Every other key KEDA
-passes along (``scalerAddress`` and so on) is ignored. The value is what HPA would compute from
-the external answer: the sum of the selected series, 0 when none. Active means value >
+(a number in (0, 1e18]; needed by GetMetricSpec), ``activationThreshold`` (float, default 0). Every
+other key KEDA passes along (``scalerAddress`` and so on) is ignored. The value is what HPA would
+compute from the external answer: the sum of the selected series. Active means value >
 activationThreshold. StreamIsActive sends ``true`` whenever the trigger goes from inactive to
 active, checked after every cache refresh (every exporter scrape in direct mode).
+
+Unknown is never 0: a selector matching nothing is NOT_FOUND, a queue source down or stale (or the
+backend down) UNAVAILABLE, so KEDA counts a failure and applies its ``fallback`` instead of scaling
+to zero; StreamIsActive pushes nothing while there is no value.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from ..kubernetes.selectors import SelectorError, parse
 from ..selfmetrics import AdapterMetrics
 from . import externalscaler_pb2 as pb
 from . import externalscaler_pb2_grpc as pb_grpc
+
+MAX_TARGET = 1e18  # GetMetricSpec also sends the target rounded into an int64 (targetSize)
 
 
 @dataclass(frozen=True)
@@ -67,8 +73,11 @@ def parse_trigger(ref: pb.ScaledObjectRef, cache: Cache) -> Trigger:
     except SelectorError as exc:
         raise ValueError(f"scalerMetadata.labelSelector {selector[:100]!r}: {exc}") from None
     target = _number(meta, "target")
-    if target is not None and target <= 0:
-        raise ValueError(f"scalerMetadata.target must be greater than 0; got {meta.get('target')!r}")
+    if target is not None and not 0 < target <= MAX_TARGET:
+        raise ValueError(
+            f"scalerMetadata.target must be greater than 0 and at most {MAX_TARGET:g}; "
+            f"got {meta.get('target', '')[:60]!r}"
+        )
     activation = _number(meta, "activationThreshold")
     return Trigger(metric, selector, target, activation or 0.0, ref.namespace)
 
@@ -107,7 +116,13 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
         try:
             return self.value(trigger)
         except Failure as exc:
-            code = grpc.StatusCode.UNAVAILABLE if exc.code >= 500 else grpc.StatusCode.INVALID_ARGUMENT
+            code = (
+                grpc.StatusCode.UNAVAILABLE
+                if exc.code >= 500
+                else grpc.StatusCode.NOT_FOUND
+                if exc.code == 404
+                else grpc.StatusCode.INVALID_ARGUMENT
+            )
             self.metrics.grpc(method, code.name)
             await context.abort(code, exc.message)
             raise  # not reached: abort raises

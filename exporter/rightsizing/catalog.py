@@ -31,6 +31,16 @@ DATA_FILE = Path(__file__).with_name("catalog.yaml")
 PCIE_LANE_BYTES_PER_SECOND = {1: 250e6, 2: 500e6, 3: 984.6e6, 4: 1969.2e6, 5: 3938.5e6, 6: 7877e6}
 
 
+_NVLINK = re.compile(r"^NVLink[^,]*,\s*([0-9.]+)\s*(GB|TB)/s", re.IGNORECASE)
+
+
+def nvlink_bytes_per_second(interconnect: str) -> float | None:
+    """A GPU's total NVLink bandwidth from its catalog ``interconnect`` ("NVLink 4, 900 GB/s"), or None
+    when its GPUs talk over PCIe (an optional bridge does not count)."""
+    m = _NVLINK.search(interconnect.strip())
+    return float(m.group(1)) * (1e12 if m.group(2).upper() == "TB" else 1e9) if m else None
+
+
 @dataclass(frozen=True, slots=True)
 class MigProfile:
     name: str  # e.g. "1g.10gb"

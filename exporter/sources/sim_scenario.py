@@ -133,7 +133,7 @@ def _expectation(e: ExpectEntry | None, where: str, catalog: Catalog) -> Expecta
     rec = e.recommended
     if rec is not None and rec not in ("release", "none") and catalog.candidate(rec) is None:
         raise ConfigError(f"{where}.expect.recommended: {rec!r} is not a catalog GPU or MIG profile")
-    return Expectation(e.verdict, tuple(e.bottlenecks), rec)
+    return Expectation(e.verdict, tuple(e.bottlenecks), rec, e.workload_change)
 
 
 def _check_links(e: GpuEntry | MigEntry, where: str) -> None:

@@ -51,6 +51,8 @@ class WorkloadEntry:
     queue_depth: float | None = _p("Mean depth of the GPU's queue.")
     queue_growth_per_hour: float | None = _p("Items the GPU's queue grows by per hour.")
     batch: float | None = _p("Requests in flight at full load.")
+    kv_cache_usage: float | None = _p("KV-cache usage (0-1) the queue's inference server reports.")
+    preemptions_per_hour: float | None = _p("Requests the queue's inference server preempts per hour.")
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,11 @@ class PodEntry:
 class QueueEntry:
     name: str = setting("", "Queue name (required).")
     labels: dict[str, str] = setting({}, "Labels, e.g. namespace and workload to link it to pods.")
+    server: Literal["vllm", "sglang", "tgi", "triton"] | None = setting(
+        None,
+        "Inference server behind the queue; vllm and sglang report KV-cache usage and preemptions "
+        "(the workload's kv_cache_usage, preemptions_per_hour), tgi and triton none.",
+    )
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,9 @@ class ExpectEntry:
     verdict: Verdict | None = setting(None, "Verdict the right-sizing engine should reach.")
     bottlenecks: list[Bottleneck] = setting([], "Bottlenecks it should find (exactly these).")
     recommended: str | None = setting(None, "Catalog key, '<key>/<MIG profile>', 'release' or 'none'.")
+    workload_change: str | None = setting(
+        None, "Multi-GPU work: the workload's move, e.g. '4 x H100-SXM-80GB -> 2 x B200-SXM-180GB'."
+    )
 
 
 @dataclass(frozen=True)
@@ -129,6 +139,7 @@ class Expectation:
     verdict: str | None
     bottlenecks: tuple[str, ...]
     recommended: str | None
+    workload_change: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

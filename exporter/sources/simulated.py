@@ -50,6 +50,9 @@ class QueueSample:
     depth: float
     in_flight: float
     gpus: tuple[str, ...]
+    server: str | None = None
+    kv_cache_usage: float | None = None
+    preemptions_total: float | None = None
 
     @property
     def queue(self) -> str:
@@ -212,7 +215,13 @@ class SimulatedSource:
             for q, uuid, a in feeds:
                 if q is not None:
                     depth, in_flight = float(round(a.queue_depth)), float(round(a.in_flight))
-                    out.append(QueueSample(q.name, dict(q.labels), depth, in_flight, (uuid,)))
+                    reports = q.server in ("vllm", "sglang")
+                    out.append(
+                        QueueSample(
+                            q.name, dict(q.labels), depth, in_flight, (uuid,), q.server,
+                            a.kv_cache if reports else None, a.preemptions if reports else None,
+                        )
+                    )  # fmt: skip
         return out
 
     def xid_events(self, since: float, until: float) -> list[XidEvent]:

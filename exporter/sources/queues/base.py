@@ -18,6 +18,9 @@ class QueueValue:
 
     depth: float
     in_flight: float | None = None
+    # Inference servers' memory pressure, read from the same exposition as the depth (scrape kinds).
+    kv_cache_usage: float | None = None  # KV-cache usage 0-1
+    preemptions_total: float | None = None  # preempted (vLLM) or retracted (SGLang) requests
 
 
 class QueueSourceError(Exception):
