@@ -74,7 +74,7 @@ def svg(chart: Chart) -> str:
         legend.append(f'<span class="key {cls}">{escape(series.name)} {_pct(_last(series.values))}</span>')
     label = escape(chart.title)
     body = "".join(parts)
-    empty = "" if points else '<span class="empty">no data yet</span>'
+    empty = "" if points else '<span class="empty">not reported</span>'
     note = f' <span class="note">{escape(chart.note)}</span>' if chart.note else ""
     return (
         f'<figure class="chart" data-points="{points}"><figcaption>{label}{note}</figcaption>'
