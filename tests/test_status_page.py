@@ -131,3 +131,28 @@ def test_window_bucket_series_reads_each_bucket() -> None:
     assert sorted(memo) == [-3, -2, -1, 0, 1]  # finished buckets only: the newest still changes
     w.add(29, (0.1, None))
     assert w.bucket_series(0, memo)[5][1] == pytest.approx(0.5, abs=0.01)
+
+
+async def test_mig_instances_have_rows_of_their_own(aiohttp_client: Any) -> None:
+    """One row per MIG instance with the engine's verdict; the parent GPU's row says it is judged
+    through them (and is not counted as unjudged). (The verdicts are the engine's, from
+    /api/v1/gpus: the mig scenario's ``expect`` is not held by the scenario suite.)"""
+    scenario = load_scenario("mig")
+    sampler = await _sampler("mig")
+    await sampler.start()
+    try:
+        client: TestClient = await aiohttp_client(create_app(sampler))
+        html = await (await client.get("/")).text()
+        api = await (await client.get("/api/v1/gpus")).json()
+    finally:
+        await sampler.stop()
+    rows = dict(re.findall(r'<tr class="gpu" data-uuid="([^"]+)" data-verdict="([^"]+)"', html))
+    engine = {
+        g["uuid"]: g["rightsizing"]["verdict"] if "rightsizing" in g else "unknown" for g in api["gpus"]
+    }
+    assert rows == engine
+    instances = {m.uuid for g in scenario.gpus for m in g.mig}
+    parents = {g.uuid for g in scenario.gpus if g.mig}
+    assert instances and instances <= set(rows) and all(rows[u] != "unknown" for u in instances)
+    assert {rows[u] for u in parents} == {"unknown"}
+    assert "judged through its MIG instances" in html and "not judged" not in html

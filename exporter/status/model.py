@@ -30,6 +30,7 @@ class GpuRow:
     history_seconds: float = 0.0
     window_seconds: float = 0.0
     why_unjudged: str = ""
+    mig_parent: bool = False  # judged through its MIG instances, which have rows of their own
     charts: tuple[Chart, ...] = ()
 
     @property
@@ -102,7 +103,7 @@ def _row(g: GpuSample, entries: Any, judged_parents: set[str], memo: ChartMemo) 
             why = "right-sizing is off"
         else:
             why = "no window yet"
-        return GpuRow(g, None, why_unjudged=why)
+        return GpuRow(g, None, why_unjudged=why, mig_parent=g.identity.uuid in judged_parents)
     a, ev, tracker = parts
     return GpuRow(
         g,

@@ -126,7 +126,7 @@ def _summary(m: PageModel) -> str:
         for v in _VERDICT_ORDER
         if m.verdict_counts.get(v, 0)
     )
-    unjudged = len(m.rows) - len(judged)
+    unjudged = sum(1 for r in m.rows if r.verdict is None and not r.mig_parent)
     if unjudged:
         chips += f'<span class="verdict v-unknown">{unjudged} not judged</span>'
     if m.savings is None:
