@@ -174,3 +174,10 @@ def test_screenshots(browser: webdriver.Chrome, fleet: Process, tmp_path: Path) 
         viewport(browser, 1280, 1120)
         browser.save_screenshot(str(docs))
     assert docs.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "run with UPDATE_SCREENSHOTS=1 once"
+
+
+def test_links_lead_to_the_apis(browser: webdriver.Chrome, fleet: Process) -> None:
+    open_page(browser, fleet.url)
+    links = {a.text: a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "header nav a")}
+    assert {"/metrics", "/api/v1/gpus", "/api/v1/rightsizing", "/api/v1/queues", "/api/v1/pods"} <= set(links)
+    assert all(href == fleet.url + text for text, href in links.items())

@@ -210,7 +210,8 @@ def _links(m: PageModel) -> str:
     paths = ["/metrics", "/api/v1/gpus", *(f"/api/v1/{s}" for s in m.sections if s != "gpus")]
     paths += ["/api/v1/pods"] if "pods" not in m.sections else []
     paths += ["/healthz", "/readyz"]
-    return "<nav>" + "".join(f'<a href="{_e(p)}">{_e(p)}</a>' for p in paths) + "</nav>"
+    # Relative links, so the page also works behind a proxy that serves it under a path prefix.
+    return "<nav>" + "".join(f'<a href="{_e(p.lstrip("/"))}">{_e(p)}</a>' for p in paths) + "</nav>"
 
 
 def render(m: PageModel) -> str:
