@@ -20,6 +20,7 @@ from exporter.argparsing import Parser, epilog
 from exporter.config import parse_listen
 from exporter.logs import configure, event
 from exporter.settings import ConfigError
+from rightsizer_core.listener import ListenerStats, start_listener
 
 from .cache import Cache
 from .config import DEFAULT_PORT, AdapterConfig, load_config
@@ -27,7 +28,7 @@ from .keda.metrics_api import MetricsApiAuth
 from .kubernetes.auth import Authenticator, serving_context
 from .kubernetes.pods import PodLister, wanted
 from .selfmetrics import AdapterMetrics
-from .server import create_app
+from .server import create_app, status_body
 from .sources import Source
 from .sources.prometheus import PrometheusSource
 from .sources.scrape import ScrapeSource
@@ -220,7 +221,18 @@ async def serve(cfg: AdapterConfig) -> int:
     try:
         host, port = parse_listen(cfg.listen)
         try:
-            await web.TCPSite(runner, host, port, ssl_context=tls, backlog=1024).start()
+            listener_stats = ListenerStats()
+            metrics.attach_listener(listener_stats)
+            await start_listener(
+                runner,
+                host,
+                port,
+                cfg.http,
+                listener_stats,
+                name="https" if tls else "http",
+                ssl_context=tls,
+                error_body=status_body,
+            )
         except OSError as exc:
             why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
             return fail(f"cannot listen on {cfg.listen}: {why}")
@@ -231,7 +243,8 @@ async def serve(cfg: AdapterConfig) -> int:
             from .keda.scaler import ExternalScaler, start_server
 
             try:
-                grpc_server, grpc_port = await start_server(cfg.grpc, ExternalScaler(cache, metrics))
+                scaler = ExternalScaler(cache, metrics)
+                grpc_server, grpc_port = await start_server(cfg.grpc, scaler, cfg.http)
             except ValueError as exc:
                 return fail(str(exc))
             fields["grpc_address"] = f"{parse_listen(cfg.grpc.listen)[0] or '0.0.0.0'}:{grpc_port}"

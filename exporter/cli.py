@@ -14,9 +14,12 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
+from rightsizer_core.listener import ListenerStats, start_listener
+
 from . import __version__
 from .argparsing import Parser, epilog
 from .config import ExporterConfig, load_config, parse_listen
+from .listener_metrics import ListenerMetrics
 from .logs import configure, event
 from .render import Renderer
 from .sampler import Extension, Sampler
@@ -177,18 +180,18 @@ def fail(message: str) -> int:
 
 async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
     host, port = parse_listen(cfg.listen)
+    listener_stats = ListenerStats()
     sampler = Sampler(
         source,
         Renderer(cfg.hostname_label),
         cfg.interval,
         cfg.effective_hostname,
-        make_extensions(cfg, source),
+        [*make_extensions(cfg, source), ListenerMetrics(listener_stats)],
     )
     runner = web.AppRunner(create_app(sampler), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024)
     try:
-        await site.start()
+        await start_listener(runner, host, port, cfg.http, listener_stats)
     except OSError as exc:
         await runner.cleanup()
         why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
