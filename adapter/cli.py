@@ -16,10 +16,10 @@ from typing import Any
 from aiohttp import web
 
 from exporter import __version__
-from exporter.argparsing import Parser, epilog
 from exporter.config import parse_listen
 from exporter.logs import configure, event
 from exporter.settings import ConfigError
+from rightsizer_core.argparsing import Parser, epilog
 from rightsizer_core.listener import ListenerStats, start_listener
 
 from .cache import Cache

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
+from rightsizer_core.argparsing import Parser, epilog
 from rightsizer_core.listener import ListenerStats, start_listener
 
 from . import __version__
-from .argparsing import Parser, epilog
 from .config import ExporterConfig, load_config, parse_listen
 from .listener_metrics import ListenerMetrics
 from .logs import configure, event

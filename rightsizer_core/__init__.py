@@ -1,5 +1,7 @@
 """Code shared by the exporter and the adapter (neither imports the other).
 
 ``listener``: HTTP listeners that no client can exhaust (deadlines, size limits, a connection cap,
-back-off when out of file descriptors); ``limits``: their settings.
+back-off when out of file descriptors); ``limits``: their settings; ``argparsing``: command lines
+whose ``--help`` carries examples, environment and exit codes, and which name the close flag for a
+mistyped one.
 """

@@ -6,8 +6,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from rightsizer_core.argparsing import Parser, epilog
+
 from .. import __version__
-from ..argparsing import Parser, epilog
 from ..settings import ConfigError
 from .catalog import Catalog, load_catalog
 from .models import PlanError
