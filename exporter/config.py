@@ -159,14 +159,14 @@ def load_config(
     try:
         build(ExporterConfig, data, "")
     except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise exc.within(where) from None
     env = env_overrides(ExporterConfig, environ=environ)
     try:
         build(ExporterConfig, merge(data, env), "")
     except ConfigError as exc:
-        raise ConfigError(f"environment (RIGHTSIZER_*): {exc}") from None
+        raise exc.within("environment (RIGHTSIZER_*)") from None
     merged = merge(merge(data, env), {k: v for k, v in flags.items() if v is not None})
     try:
         return build(ExporterConfig, merged, "")
     except ConfigError as exc:
-        raise ConfigError(f"command line: {exc}") from None
+        raise exc.within("command line") from None
