@@ -82,16 +82,24 @@ class Run:
 class Program:
     """One exporter process on the double: started, measured, stopped."""
 
-    def __init__(self, name: str, start: Callable[[dict[str, str], Path], tuple[subprocess.Popen[bytes], str]]):
+    def __init__(
+        self, name: str, start: Callable[[dict[str, str], Path], tuple[subprocess.Popen[bytes], str]]
+    ):
         self.name = name
         self._start = start
 
     def measure(self, double: NvmlDouble, gpus: int, args: argparse.Namespace, latency: bool) -> Run:
         proc, url = self._start(double.env(), double.control_path.parent)
         try:
-            wait_for(lambda: http_get(url + "/metrics", timeout=5)[0] == 200, 60, what=f"{self.name} /metrics")
+            wait_for(
+                lambda: http_get(url + "/metrics", timeout=5)[0] == 200, 60, what=f"{self.name} /metrics"
+            )
             time.sleep(args.warmup)
-            before_calls, before_cpu, t0 = sum(double.call_totals()[0]), cpu_seconds(proc.pid), time.monotonic()
+            before_calls, before_cpu, t0 = (
+                sum(double.call_totals()[0]),
+                cpu_seconds(proc.pid),
+                time.monotonic(),
+            )
             peak = rss_bytes(proc.pid)
             while time.monotonic() - t0 < args.seconds:
                 time.sleep(min(1.0, args.seconds - (time.monotonic() - t0)))
@@ -135,7 +143,9 @@ def nvitop(script: str, interval: float) -> Program:
     return Program("nvitop-exporter", start)
 
 
-def layout(lib: Path, gpus: int, mig: bool, programs: list[Program], args: argparse.Namespace) -> dict[str, list[Run]]:
+def layout(
+    lib: Path, gpus: int, mig: bool, programs: list[Program], args: argparse.Namespace
+) -> dict[str, list[Run]]:
     out: dict[str, list[Run]] = {p.name: [] for p in programs}
     for rep in range(args.reps):
         for program in programs:  # in turn: A B A B ...
