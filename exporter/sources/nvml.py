@@ -124,7 +124,7 @@ class NvmlSource:
             jobs[uuid] = dev.worker.submit(
                 run_job,
                 dev.handle,
-                frozenset(dev.unsupported),
+                dev.skip(),
                 dev.ecc_enabled,
                 slow,
                 dev.gpm,
