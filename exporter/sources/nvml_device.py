@@ -1,9 +1,9 @@
 """What the NVML source remembers about one GPU, and how a sampling job's result becomes a sample.
 
-Lives on the event loop: worker threads return ``DeviceResult`` values and never touch this state,
-so the late answer of a call that hung cannot change anything. The GPM sample buffers and the MIG
-layout (``gpm``, ``mig``) are the exception: they belong to the GPU's worker thread, which is
-handed them with each job (a GPU's jobs never overlap).
+Lives on the event loop: sampling threads return ``DeviceResult`` values and never touch this
+state, so the late answer of a call that hung cannot change anything. The GPM sample buffers and
+the MIG layout (``gpm``, ``mig``) are the exception: they belong to the thread running the GPU's
+job, which is handed them with each job (a GPU's jobs never overlap).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .nvml_events import XidReport
 from .nvml_gpm import GPM_CALLS, GPM_FIELDS, GpmReading, GpmState, read_gpm
 from .nvml_mig import MIG_CALLS, MIG_UNSUPPORTED_FIELDS, MigDevice, MigReading, MigState, read_mig
 from .nvml_read import sample_device
-from .nvml_worker import NvmlWorker
+from .nvml_sampling import CallState
 
 log = logging.getLogger("rightsizer.nvml")
 
@@ -53,7 +53,7 @@ def run_job(
     settings: JobSettings,
     now: float,
 ) -> DeviceResult:
-    """One cycle's reads of one GPU: the NVML queries, its MIG devices, GPM. Blocks; worker only."""
+    """One cycle's reads of one GPU: the NVML queries, its MIG devices, GPM. Blocks; sampling thread."""
     whole = gpm.series.get(None)
     if (
         gpm.supported
@@ -86,7 +86,7 @@ def run_job(
 @dataclass
 class Device:
     identity: GpuIdentity
-    worker: NvmlWorker
+    calls: CallState = field(default_factory=CallState)  # its job on the sampling thread
     handle: Handle | None = None  # None while the GPU is down after a lifecycle error
     down: str | None = None  # why it is down
     unsupported: set[str] = field(default_factory=set)  # calls that answered NOT_SUPPORTED
