@@ -14,8 +14,8 @@
   are matched again by UUID and come back as soon as they answer.
 - Other errors leave that call's fields out for the cycle and are logged when they change.
 - Each job also reads the GPU's MIG devices (``nvml_mig``; one sample per GPU instance, with its
-  MIG identity) and GPM profiling ratios (``nvml_gpm``); XID errors arrive on a thread of their
-  own (``nvml_events``) and are merged into the samples without waiting for it.
+  MIG identity) and GPM profiling ratios (``nvml_gpm``); XID events are read without waiting, as
+  the cycle's last job (``nvml_events``), and merged into the samples.
 """
 
 from __future__ import annotations
@@ -59,11 +59,7 @@ class NvmlSource:
         self._enumeration_failures: list[str] = []  # GPUs NVML counts but could not identify
         self._last_reinit_outcome: object = None  # to log re-initialisations only when they change
         self._job = JobSettings(settings.gpm_sample_spacing_seconds, settings.mig_scan_interval_seconds)
-        self._xid = (
-            XidWatcher(settings.event_wait_seconds, settings.call_timeout_seconds)
-            if settings.xid_events
-            else None
-        )
+        self._xid = XidWatcher(settings.call_timeout_seconds) if settings.xid_events else None
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -80,15 +76,11 @@ class NvmlSource:
             raise SourceUnavailable(f"NVML initialisation hung: {exc}; {SIMULATE_HINT}") from None
         self._initialised = True
         self._apply_enumeration(found, time.monotonic())
-        if self._xid is not None:
-            self._xid.start()
         event(log, logging.INFO, "NVML initialised", driver=found.driver_version, gpus=len(found.devices))
         if not found.devices and not found.failures:
             event(log, logging.WARNING, "NVML found no GPUs")
 
     async def stop(self) -> None:
-        if self._xid is not None:
-            self._xid.stop()
         self._sampling.close()
         if self._initialised and not self._control.busy:
             with contextlib.suppress(TimeoutError, HungError):  # a hung driver must not hold up the exit
@@ -110,7 +102,7 @@ class NvmlSource:
         return self._xid is not None
 
     def xid_report(self, _t: float = 0.0) -> XidReport:
-        """XID errors seen so far, per GPU UUID (no NVML call: the event thread's tally)."""
+        """XID errors seen so far, per GPU UUID (no NVML call: the tally of the cycles' drains)."""
         return self._xid.report() if self._xid is not None else XidReport()
 
     # -- sampling -------------------------------------------------------------------------------
@@ -129,8 +121,10 @@ class NvmlSource:
             args = (dev.handle, dev.skip(), dev.ecc_enabled, slow, dev.gpm, dev.mig, self._job, now)
             due.append(uuid)
             batch.append((dev.calls, run_job, args))
+        if self._xid is not None and due and not self._xid.calls.busy:
+            batch.append((self._xid.calls, self._xid.drain, ()))  # after the GPUs: XID events, no wait
         futures = await self._sampling.run(batch, self.settings.call_timeout_seconds) if batch else []
-        jobs: dict[str, Future[DeviceResult]] = dict(zip(due, futures, strict=True))
+        jobs: dict[str, Future[DeviceResult]] = dict(zip(due, futures[: len(due)], strict=True))
         ordered = sorted(self._devices.items(), key=lambda kv: kv[1].identity.index)
         xid = self.xid_report()
         samples = tuple(
