@@ -1,7 +1,7 @@
 """What the NVML source reads from one GPU, and how each answer becomes SI-unit fields.
 
-Everything here blocks (it calls the driver through nvidia-ml-py) and runs on a GPU's own worker
-thread, never on the event loop. Functions return plain results; the source applies them on the
+Everything here blocks (it calls the driver through nvidia-ml-py) and runs on the sampling thread
+(``nvml_sampling``), never on the event loop. Functions return plain results; the source applies them on the
 event loop, so a late answer from a call that hung is simply dropped.
 """
 
