@@ -3,7 +3,7 @@
 Both exporters run in turn (ours, nvitop, ours, nvitop, ...) as subprocesses on nvidia-ml-py and
 the tests' C double of libnvidia-ml.so.1, at the same interval, with no scrapes while their CPU is
 measured. Ours runs with its defaults: every DCGM field it reads, GPM profiling ratios (the double's
-GPUs are H100s with GPM), the XID event thread and right-sizing; no pods, queues or TLS. Per layout
+GPUs are H100s with GPM), XID events and right-sizing; no pods, queues or TLS. Per layout
 (8 GPUs; 8 GPUs x 7 MIG instances; 64 GPUs) it prints:
 
 - CPU: process CPU time (utime + stime from /proc) over ``--seconds`` with no scrapes, as % of one
