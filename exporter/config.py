@@ -57,11 +57,11 @@ class NvmlSettings:
         minimum=0.1,
         maximum=3600,
     )
-    xid_events: bool = setting(True, "Watch XID errors through NVML events on a thread of their own.")
+    xid_events: bool = setting(True, "Watch XID errors (NVML events, read once per cycle without waiting).")
     event_wait_seconds: float = setting(
         1.0,
-        "Timeout of one NVML event wait (nvmlEventSetWait_v2) of the XID thread; a wait that runs "
-        "past it by call_timeout_seconds is reported hung.",
+        "No longer used: XID events are read without waiting once per cycle. Accepted so existing "
+        "configurations still load.",
         minimum=0.05,
         maximum=60,
     )
