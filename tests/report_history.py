@@ -6,6 +6,9 @@ the exporter's own renderer and written as OpenMetrics with timestamps; ``promto
 create-blocks-from openmetrics`` turns that into TSDB blocks before Prometheus starts. Every
 sample of a fleet carries ``instance="<fleet>"``, as a scrape of that node's exporter would, so
 several fleets live in one Prometheus without their host CPUs mixing.
+
+The same samples go to VictoriaMetrics through its import API (``engine="victoria-metrics"``), so
+both engines answer from identical data.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servers import prometheus, require_binary
+from victoria_metrics import import_text, victoria_metrics
 
 from exporter.render import Renderer
 from exporter.rightsizing.catalog import load_catalog
@@ -72,13 +76,29 @@ def exporter_history(
     return Fleet(path.stem, source, ext, last)
 
 
+ENGINES = ("prometheus", "victoria-metrics")
+
+
+def _milliseconds(line: str) -> str:
+    """An OpenMetrics sample line (timestamp in seconds) as Prometheus text (milliseconds)."""
+    sample, _, timestamp = line.rpartition(" ")
+    return f"{sample} {round(float(timestamp) * 1000)}"
+
+
 @contextlib.contextmanager
 def prometheus_with_history(
-    paths: Sequence[Path], seconds: float, step: float, instances: bool = False
+    paths: Sequence[Path], seconds: float, step: float, instances: bool = False, engine: str = "prometheus"
 ) -> Iterator[tuple[str, list[Fleet]]]:
-    promtool = require_binary("promtool")
+    """``engine`` (one of ENGINES) holding the fleets' history; yields its URL and the fleets."""
     families: dict[str, list[str]] = {}
     fleets = [exporter_history(p, seconds, step, families, p.stem if instances else None) for p in paths]
+    if engine == "victoria-metrics":
+        with victoria_metrics() as vm:
+            import_text(vm.url, (_milliseconds(line) for lines in families.values() for line in lines))
+            yield vm.url, fleets
+        return
+    assert engine == "prometheus", engine
+    promtool = require_binary("promtool")
     text = "\n".join(f"# TYPE {name} unknown\n" + "\n".join(lines) for name, lines in families.items())
     tsdb = Path(tempfile.mkdtemp(prefix="report-tsdb-"))
     try:
