@@ -92,10 +92,31 @@ def prometheus_with_history(
     """``engine`` (one of ENGINES) holding the fleets' history; yields its URL and the fleets."""
     families: dict[str, list[str]] = {}
     fleets = [exporter_history(p, seconds, step, families, p.stem if instances else None) for p in paths]
+    with engine_holding(engine, families) as url:
+        yield url, fleets
+
+
+@contextlib.contextmanager
+def engines_with_history(
+    paths: Sequence[Path], seconds: float, step: float, extra: dict[str, list[str]] | None = None
+) -> Iterator[tuple[dict[str, str], list[Fleet]]]:
+    """Every engine of ENGINES holding the same history (each fleet as its own ``instance``) plus
+    ``extra`` samples (name -> OpenMetrics lines); yields {engine: URL} and the fleets."""
+    families: dict[str, list[str]] = {}
+    fleets = [exporter_history(p, seconds, step, families, p.stem) for p in paths]
+    for name, lines in (extra or {}).items():
+        families.setdefault(name, []).extend(lines)
+    with contextlib.ExitStack() as stack:
+        yield {e: stack.enter_context(engine_holding(e, families)) for e in ENGINES}, fleets
+
+
+@contextlib.contextmanager
+def engine_holding(engine: str, families: dict[str, list[str]]) -> Iterator[str]:
+    """A running ``engine`` holding ``families`` (name -> OpenMetrics sample lines); yields its URL."""
     if engine == "victoria-metrics":
         with victoria_metrics() as vm:
             import_text(vm.url, (_milliseconds(line) for lines in families.values() for line in lines))
-            yield vm.url, fleets
+            yield vm.url
         return
     assert engine == "prometheus", engine
     promtool = require_binary("promtool")
@@ -108,6 +129,6 @@ def prometheus_with_history(
         assert done.returncode == 0, done.stderr
         (tsdb / "history.om").unlink()
         with prometheus({}, data_dir=tsdb / "data") as prom:
-            yield prom.url, fleets
+            yield prom.url
     finally:
         shutil.rmtree(tsdb, ignore_errors=True)
