@@ -32,7 +32,10 @@ HOUR = 3600.0
 AGO = (-1.0, 307.5, 607.5, 1507.5, 2407.5)
 
 
-def _series(name: str, labels: dict[str, str], points: Iterator[tuple[float, float]]) -> list[str]:
+Points = Iterator[tuple[float, float]]
+
+
+def _series(name: str, labels: dict[str, str], points: Points) -> list[str]:
     text = ",".join(f'{k}="{v}"' for k, v in labels.items())
     return [f"{name}{{{text}}} {value} {t:.3f}" for t, value in points]
 
@@ -41,41 +44,40 @@ def alert_inputs(end: float) -> dict[str, list[str]]:
     """Series for the alerts the history cannot trigger, over the hour before ``end``."""
     times = [end - HOUR + k * STEP for k in range(int(HOUR / STEP) + 1)]
 
-    def step_down(t: float, at: float) -> float:
-        return 1.0 if t < end - at else 0.0
+    def until(ago: float) -> Points:  # 1, then 0 for the last ``ago`` seconds
+        return ((t, 1.0 if t < end - ago else 0.0) for t in times)
+
+    def counting(values: Any, start: float = HOUR, gap: tuple[float, float] = (0, 0)) -> Points:
+        return ((t, values(t)) for t in times if t >= end - start and not end - gap[0] <= t < end - gap[1])
 
     node = {"Hostname": "node-a", "instance": "node-a:9400"}
     gpu = {**node, "UUID": "GPU-lost", "gpu": "0", "model_name": "NVIDIA L4"}
     xid = {**node, "UUID": "GPU-xid", "gpu": "1"}
     adapter = {"job": "rightsizer-adapter", "instance": "adapter:6443"}
+    exporters = {"job": "rightsizer-exporter"}
     return {
-        "up": [
-            *_series("up", {"job": "rightsizer-exporter", "instance": "node-a:9400"},
-                     ((t, step_down(t, 1200)) for t in times)),
-            *_series("up", {"job": "rightsizer-exporter", "instance": "node-b:9400"}, ((t, 1.0) for t in times)),
-        ],  # fmt: skip
-        "rightsizer_gpu_up": _series("rightsizer_gpu_up", gpu, ((t, step_down(t, 900)) for t in times)),
+        "up": [*_series("up", {**exporters, "instance": "node-a:9400"}, until(1200)),
+               *_series("up", {**exporters, "instance": "node-b:9400"}, until(-1))],
+        "rightsizer_gpu_up": _series("rightsizer_gpu_up", gpu, until(900)),
+        # XID 13 appears 30 min before the end (at 1), then counts a second error 15 min later;
+        # XID 79 appears 4 min before the end; XID 48 sits at 3 the whole hour; XID 74 counted 4
+        # until the exporter restarted 20 min before the end, then 1 from 18 min before.
         "rightsizer_xid_errors_total": [
-            # XID 13 appears 30 min before the end (at 1), then counts a second error 15 min later;
-            # XID 79 appears 4 min before the end; XID 48 sits at 3 the whole hour.
             *_series("rightsizer_xid_errors_total", {**xid, "xid": "13"},
-                     ((t, 1.0 if t < end - 900 else 2.0) for t in times if t >= end - 1800)),
-            *_series("rightsizer_xid_errors_total", {**xid, "xid": "79"}, ((t, 1.0) for t in times if t >= end - 240)),
-            *_series("rightsizer_xid_errors_total", {**xid, "xid": "48"}, ((t, 3.0) for t in times)),
-            # XID 74 counted 4 until the exporter restarted 20 min before the end, then 1 from 18 min
-            # before (10 min before the end, the count is lower than 10 min earlier).
+                     counting(lambda t: 1.0 if t < end - 900 else 2.0, start=1800)),
+            *_series("rightsizer_xid_errors_total", {**xid, "xid": "79"}, counting(lambda t: 1.0, start=240)),
+            *_series("rightsizer_xid_errors_total", {**xid, "xid": "48"}, counting(lambda t: 3.0)),
             *_series("rightsizer_xid_errors_total", {**xid, "xid": "74"},
-                     ((t, 4.0 if t < end - 1200 else 1.0) for t in times if not end - 1200 <= t < end - 1080)),
-        ],  # fmt: skip
+                     counting(lambda t: 4.0 if t < end - 1200 else 1.0, gap=(1200, 1080))),
+        ],
         "rightsizer_adapter_cache_age_seconds": [
             *_series("rightsizer_adapter_cache_age_seconds", {**adapter, "rule": "rightsizer_queue_depth"},
-                     ((t, max(1.0, t - (end - 900))) for t in times)),
+                     counting(lambda t: max(1.0, t - (end - 900)))),
             *_series("rightsizer_adapter_cache_age_seconds", {**adapter, "rule": "rightsizer_gpu_idle"},
-                     ((t, 2.0) for t in times)),
-        ],  # fmt: skip
-        "rightsizer_adapter_rule_up": _series(
-            "rightsizer_adapter_rule_up", {**adapter, "rule": "rightsizer_gpu_busy"}, ((t, step_down(t, 600)) for t in times)
-        ),
+                     counting(lambda t: 2.0)),
+        ],
+        "rightsizer_adapter_rule_up": _series("rightsizer_adapter_rule_up", {**adapter, "rule": "busy"},
+                                              until(600)),
     }
 
 
@@ -130,8 +132,9 @@ def test_both_engines_answer_every_rule_expression_alike(engines, rule: str, exp
         answers = {engine: answer(urls[engine], expr, end - ago) for engine in ENGINES}
         ours, theirs = answers["prometheus"], answers["victoria-metrics"]
         if set(ours) != set(theirs):
-            differences.append(f"{ago:.0f} s before the end: only Prometheus {_show(set(ours) - set(theirs))}, "
-                               f"only VictoriaMetrics {_show(set(theirs) - set(ours))}")  # fmt: skip
+            only_ours, only_theirs = _show(set(ours) - set(theirs)), _show(set(theirs) - set(ours))
+            differences.append(f"{ago:.0f} s before the end: only Prometheus {only_ours}, "
+                               f"only VictoriaMetrics {only_theirs}")  # fmt: skip
         both = set(ours) & set(theirs)
         wrong = {k: (ours[k], theirs[k]) for k in both if not math.isclose(ours[k], theirs[k], rel_tol=1e-9)}
         if wrong:
