@@ -12,6 +12,7 @@ scrape jobs, and the adapter on it follows a Redis queue as it grows and drains.
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ import yaml
 from adapter_support import adapter, get_json
 from monitoring_stack import scrape_jobs
 from report_history import ENGINES, engines_with_history
-from servers import ROOT, Process, exporter, prom_query, redis_server, wait_for
+from servers import ROOT, Process, exporter, prom_query, redis_server, require_binary, wait_for
 from victoria_metrics import victoria_metrics
 
 from adapter.rules import BUILTIN_RULES
@@ -99,6 +100,14 @@ def test_every_rule_answers_alike_on_both_engines(adapters, rule: str) -> None:
             if code == 200:
                 nonzero += sum(1 for _, value in items if value != "0")
     assert nonzero, f"{rule}: nothing but zeros or errors, so nothing was compared"
+
+
+def test_victoria_metrics_takes_the_scrape_configuration_as_it_is() -> None:
+    scrape_configs = ROOT / "deploy" / "prometheus" / "scrape-configs.yaml"
+    cmd = [require_binary("victoria-metrics"), f"-promscrape.config={scrape_configs}"]
+    done = subprocess.run([*cmd, "-promscrape.config.dryRun"], capture_output=True, text=True, timeout=60)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0 and "-promscrape.config is ok" in said, said[-2000:]
 
 
 def test_victoria_metrics_scraping_the_exporter_feeds_the_adapter(tmp_path: Path) -> None:
