@@ -16,6 +16,7 @@ from aiohttp import web
 
 from . import __version__
 from .config import ExporterConfig, load_config, parse_listen
+from .families import resolve as resolve_families
 from .logs import configure, event
 from .render import Renderer
 from .sampler import Extension, Sampler
@@ -111,7 +112,7 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
     host, port = parse_listen(cfg.listen)
     sampler = Sampler(
         source,
-        Renderer(cfg.hostname_label),
+        Renderer(cfg.hostname_label, resolve_families(cfg.families)),
         cfg.interval,
         cfg.effective_hostname,
         make_extensions(cfg, source),
