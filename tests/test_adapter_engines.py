@@ -51,6 +51,7 @@ def extra_series(end: float) -> dict[str, list[str]]:
            'pod="nightly-7f9c8d6b5-x2x4z",container="main",instance="node-a:9400"')  # fmt: skip
     samples = {
         "rightsizer_queue_depth": (queue, 7),
+        "rightsizer_queue_source_up": (queue, 1),
         "rightsizer_pod_gpu_memory_used_bytes": (gpu, 3221225472),
         "rightsizer_gpu_fit_score": (gpu, 0.25),
         "rightsizer_gpu_verdict": (gpu + ',verdict="idle"', 1),

@@ -44,6 +44,7 @@ def families_named(texts: Iterable[str]) -> set[str]:
 def headless_readers() -> list[str]:
     rules = [r["expr"] for r in all_rules()]
     adapter = [r.query or "" for r in BUILTIN_RULES] + [r.direct.family for r in BUILTIN_RULES if r.direct]
+    adapter += [r.up_family for r in BUILTIN_RULES if r.up_family]
     report = [path.read_text() for path in REPORT_SOURCES]
     return rules + adapter + report
 

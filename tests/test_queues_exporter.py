@@ -75,7 +75,7 @@ def test_depth_follows_the_sources_and_a_dead_source_is_reported_then_recovers(
     chat = (("kind", "vllm"), ("namespace", "prod"), ("queue", "chat"), ("workload", "chat"))
     assert series[("rightsizer_queue_depth", chat)] == 4
     assert series[("rightsizer_queue_in_flight", chat)] == 2
-    assert series[("rightsizer_queue_source_up", (("queue", "jobs"),))] == 1
+    assert series[("rightsizer_queue_source_up", (("kind", "redis"), ("queue", "jobs")))] == 1
     assert series[("rightsizer_collector_success", (("collector", "queues"),))] == 1
 
     status, _, body = http_get(p.url + "/api/v1/queues")

@@ -54,11 +54,14 @@ def alert_inputs(end: float) -> dict[str, list[str]]:
     gpu = {**node, "UUID": "GPU-lost", "gpu": "0", "model_name": "NVIDIA L4"}
     xid = {**node, "UUID": "GPU-xid", "gpu": "1"}
     adapter = {"job": "rightsizer-adapter", "instance": "adapter:6443"}
+    queue = {**node, "queue": "jobs", "kind": "redis", "namespace": "batch", "workload": "worker"}
     exporters = {"job": "rightsizer-exporter"}
     return {
         "up": [*_series("up", {**exporters, "instance": "node-a:9400"}, until(1200)),
                *_series("up", {**exporters, "instance": "node-b:9400"}, until(-1))],
         "rightsizer_gpu_up": _series("rightsizer_gpu_up", gpu, until(900)),
+        "rightsizer_queue_source_up": _series("rightsizer_queue_source_up", queue, until(600)),
+        "rightsizer_queue_depth": _series("rightsizer_queue_depth", queue, counting(lambda t: 5.0)),
         # XID 13 appears 30 min before the end (at 1), then counts a second error 15 min later;
         # XID 79 appears 4 min before the end; XID 48 sits at 3 the whole hour; XID 74 counted 4
         # until the exporter restarted 20 min before the end, then 1 from 18 min before.

@@ -45,7 +45,8 @@ def test_simulated_and_configured_queues_are_published_together(tmp_path: Path) 
 
         def both() -> bool:
             text = http_get(p.url + "/metrics", {"Accept-Encoding": "identity"})[2].decode()
-            return 'rightsizer_queue_source_up{queue="jobs"} 0' in text and "summarizer-requests" in text
+            down = 'rightsizer_queue_source_up{queue="jobs",kind="redis"} 0'
+            return down in text and "summarizer-requests" in text
 
         wait_for(both, 20, what="configured and simulated queues side by side")
         names = {q["name"] for q in json.loads(http_get(p.url + "/api/v1/queues")[2])["queues"]}

@@ -80,7 +80,7 @@ class SimulatedQueues:
                 rows[PREEMPTIONS].append(Row(q.preemptions_total, series))
             if q.in_flight is not None:
                 rows[IN_FLIGHT].append(Row(q.in_flight, series))
-            rows[SOURCE_UP].append(Row(1.0, queue))
+            rows[SOURCE_UP].append(Row(1.0, series))
             rows[SOURCE_DURATION].append(Row(0.0, queue))
             rows[LAST_SUCCESS].append(Row(reading.timestamp, queue))
             api.append(

@@ -8,7 +8,8 @@ with it but the immutable ``Outcome`` each poller replaces after each poll.
 the depth and in-flight of sources whose latest poll succeeded, and for every source whether it
 is up, how long its latest poll took and when it last succeeded. A source that is down keeps
 its up/duration/last-success series and loses its depth series, so an old value is never
-published as if it were fresh.
+published as if it were fresh. The up series carries the depth's labels (queue, kind and the
+static labels), so whoever reads a selection of depths can tell which of them are down.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ class QueueExtension:
             api.append(item)
             if out is None:  # not polled yet
                 continue
-            up.append(Row(1.0 if out.up else 0.0, queue_labels))
+            up.append(Row(1.0 if out.up else 0.0, series_labels))  # the depth's labels: joined on them
             duration.append(Row(out.duration_seconds, queue_labels))
             slowest = max(slowest, out.duration_seconds)
             if out.last_success is not None:
