@@ -56,13 +56,15 @@ def _with_instance(line: str, instance: str | None) -> tuple[str, str]:
 
 
 def exporter_history(
-    path: Path, seconds: float, step: float, families: dict[str, list[str]], instance: str | None
+    path: Path, seconds: float, step: float, families: dict[str, list[str]], instance: str | None,
+    published: frozenset[str] | None = None,
 ) -> Fleet:
-    """Adds the fleet's samples to ``families`` (name -> OpenMetrics lines)."""
+    """Adds the fleet's samples to ``families`` (name -> OpenMetrics lines); ``published``: the
+    exporter's ``families`` setting (None: all)."""
     source = SimulatedSource(load_scenario(str(path)))
     ext = RightsizingExtension(RightsizingSettings(), load_catalog(), step, source)
     queues = SimulatedQueues(source)
-    renderer = Renderer("Hostname")
+    renderer = Renderer("Hostname", published)
     last = 0.0
     for reading in source.history(seconds, step):
         rows = dict(ext.contribute(reading, reading.gpus).rows)
@@ -87,11 +89,14 @@ def _milliseconds(line: str) -> str:
 
 @contextlib.contextmanager
 def prometheus_with_history(
-    paths: Sequence[Path], seconds: float, step: float, instances: bool = False, engine: str = "prometheus"
+    paths: Sequence[Path], seconds: float, step: float, instances: bool = False, engine: str = "prometheus",
+    published: frozenset[str] | None = None,
 ) -> Iterator[tuple[str, list[Fleet]]]:
-    """``engine`` (one of ENGINES) holding the fleets' history; yields its URL and the fleets."""
+    """``engine`` (one of ENGINES) holding the fleets' history; yields its URL and the fleets.
+    ``published``: the exporter's ``families`` setting (None: all)."""
     families: dict[str, list[str]] = {}
-    fleets = [exporter_history(p, seconds, step, families, p.stem if instances else None) for p in paths]
+    fleets = [exporter_history(p, seconds, step, families, p.stem if instances else None, published)
+              for p in paths]  # fmt: skip
     with engine_holding(engine, families) as url:
         yield url, fleets
 

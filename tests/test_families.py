@@ -8,6 +8,7 @@ samples out of a full exposition.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from report_history import prometheus_with_history
 from servers import ROOT, exporter, http_get
 from test_dashboards import targets, variable_selectors
 from test_rules import all_rules
@@ -119,3 +121,22 @@ def test_an_unknown_family_is_one_clear_line(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "'DCGM_FI_DEV_NOPE' is neither a metric family nor a preset (headless, shipped)" in out.stderr
+
+
+def report_conclusions(published: frozenset[str] | None) -> dict[tuple[str, str], tuple[object, ...]]:
+    """``rightsizer report``'s conclusions over an hour of the scenario suite's mixed fleet as an
+    exporter with ``published`` families would have published it."""
+    scenario = ROOT / "tests" / "scenarios" / "mixed_inference_fleet.yaml"
+    with prometheus_with_history([scenario], 3600, 15, published=published) as (url, fleets):
+        cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+               "--window", "1h", "--at", f"{fleets[0].last + 1:.3f}", "--format", "json"]  # fmt: skip
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    gpus = json.loads(out.stdout)["gpus"]
+    return {(g["uuid"], g["mig_profile"] or ""): (g["verdict"], g["bottlenecks"], g["recommended"],
+                                                  g["hourly_savings_dollars"]) for g in gpus}
+
+
+def test_the_report_concludes_the_same_from_a_headless_exporter() -> None:
+    full = report_conclusions(None)
+    assert full and report_conclusions(HEADLESS) == full
