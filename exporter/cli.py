@@ -19,6 +19,7 @@ from rightsizer_core.stopping import Stopped, exiting_on_stop_signals, stop_even
 
 from . import __version__
 from .config import ExporterConfig, load_config, parse_listen
+from .families import resolve as resolve_families
 from .listener_metrics import ListenerMetrics
 from .logs import configure, event
 from .render import Renderer
@@ -187,7 +188,7 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
     listener_stats = ListenerStats()
     sampler = Sampler(
         source,
-        Renderer(cfg.hostname_label),
+        Renderer(cfg.hostname_label, resolve_families(cfg.families)),
         cfg.interval,
         cfg.effective_hostname,
         [*make_extensions(cfg, source), ListenerMetrics(listener_stats)],

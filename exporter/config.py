@@ -119,8 +119,16 @@ class ExporterConfig:
     rightsizing: RightsizingSettings = setting(
         RightsizingSettings(), "Right-sizing: windows, verdict and bottleneck thresholds, queue links."
     )
+    families: list[str] = setting(
+        [],
+        "Publish only these metric families: family names and presets ('headless': what the shipped "
+        "rules, the adapter and the report read; 'shipped': that and the dashboards). Empty: all.",
+    )
 
     def validate(self) -> None:
+        from .families import resolve
+
+        resolve(self.families)  # raises ValueError naming an unknown entry
         parse_listen(self.listen)
         check_queue_names(self.queues)
         if self.nvml.reinit_backoff_initial_seconds > self.nvml.reinit_backoff_max_seconds:
