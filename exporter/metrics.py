@@ -374,6 +374,33 @@ FAMILIES: tuple[Family, ...] = (
         extra_labels=("queue", "kind", "(static labels)"),
     ),
     Family(
+        "rightsizer_queue_generated_tokens_total",
+        "counter",
+        "tokens",
+        "Tokens the inference server generated, as it counts them (vLLM and SGLang "
+        "generation_tokens_total, TGI tgi_request_generated_tokens_sum).",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
+        "rightsizer_queue_prompt_tokens_total",
+        "counter",
+        "tokens",
+        "Prompt tokens the inference server processed (vLLM and SGLang prompt_tokens_total, "
+        "TGI tgi_request_input_length_sum).",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
+        "rightsizer_queue_requests_total",
+        "counter",
+        "requests",
+        "Requests the inference server finished (vLLM request_success_total, SGLang num_requests_total, "
+        "TGI tgi_request_success, Triton nv_inference_count).",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
         "rightsizer_queue_source_up",
         "gauge",
         "bool",

@@ -23,6 +23,10 @@ class QueueEvidence:
     server: str | None = None  # inference server behind the queue: vllm, sglang, tgi, ...
     kv_cache_high: float | None = None  # KV-cache usage (0-1) at p95 over the window, when reported
     preemptions: float | None = None  # requests preempted (or retracted) over the window, when reported
+    # Measured throughput over the window, per second, when the server counts it (None: not counted).
+    generated_tokens_rate: float | None = None
+    prompt_tokens_rate: float | None = None
+    requests_rate: float | None = None
 
     @property
     def growth_per_hour(self) -> float:

@@ -61,7 +61,7 @@ class RightsizingExtension:
         self.trackers: dict[str, GpuTracker] = {}
         self.pods: dict[str, PodRef | None] = {}
         self.queues: dict[str, QueueTrend] = {}
-        self.servers: dict[str, ServerCounters] = {}  # KV-cache and preemptions of server queues
+        self.servers: dict[str, ServerCounters] = {}  # memory pressure and throughput of server queues
         self.assessments: dict[str, Assessment] = {}
         self._evidence: dict[str, Evidence] = {}
         self._decided: dict[str, tuple[tuple[object, ...] | None, Assessment]] = {}
@@ -119,6 +119,9 @@ class RightsizingExtension:
                     q.server,
                     q.kv_cache_usage,
                     q.preemptions_total,
+                    q.generated_tokens_total,
+                    q.prompt_tokens_total,
+                    q.requests_total,
                 )
                 for q in self._sim_queues(t)
             ]
@@ -156,13 +159,15 @@ class RightsizingExtension:
             last = trend.last_timestamp
             if last is None or not last - self.settings.window_seconds <= t <= last:
                 trend.add(t, q.depth)
-                if q.server is not None or q.kv_cache_usage is not None or q.preemptions_total is not None:
+                totals = [q.preemptions_total, q.generated_tokens_total, q.prompt_tokens_total]
+                totals.append(q.requests_total)
+                if q.server is not None or q.kv_cache_usage is not None or any(x is not None for x in totals):
                     counters = self.servers.get(q.name)
                     if counters is None:
                         counters = self.servers[q.name] = ServerCounters(
                             self.settings.window_seconds, self.settings.window_buckets
                         )
-                    counters.add(t, q.kv_cache_usage, q.preemptions_total)
+                    counters.add(t, q.kv_cache_usage, *totals)
             self.queue_meta[q.name] = q
 
     # -- scoring ------------------------------------------------------------------------------
@@ -175,11 +180,13 @@ class RightsizingExtension:
                 mean, span = trend.level()
                 meta = self.queue_meta.get(name)
                 counters = self.servers.get(name)
+                rates = counters.rates() if counters is not None else (None, None, None)
                 queues[name] = QueueEvidence(
                     name, last or 0.0, top or 0.0, rise, mean, span,
                     meta.server if meta is not None else None,
                     counters.kv_cache_p95() if counters is not None else None,
                     counters.preemptions() if counters is not None else None,
+                    *rates,
                 )  # fmt: skip
         metas = tuple(self.queue_meta.values())
         # A GPU in MIG mode is judged through its instances, each of which is a workload's device.
@@ -280,6 +287,9 @@ class QueueExtensionFeed:
                     server=p.cfg.kind if p.cfg.kind in INFERENCE_SERVERS else None,
                     kv_cache_usage=value.kv_cache_usage,
                     preemptions_total=value.preemptions_total,
+                    generated_tokens_total=value.generated_tokens_total,
+                    prompt_tokens_total=value.prompt_tokens_total,
+                    requests_total=value.requests_total,
                 )
             )
         return out

@@ -159,6 +159,9 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
                     "server": q.server,
                     "kv_cache_p95_ratio": _r(q.kv_cache_high),
                     "preemptions": q.preemptions,
+                    "generated_tokens_per_second": _r(q.generated_tokens_rate, 3),
+                    "prompt_tokens_per_second": _r(q.prompt_tokens_rate, 3),
+                    "requests_per_second": _r(q.requests_rate, 4),
                 }
                 for q in ev.queues
             ],

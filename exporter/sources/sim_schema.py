@@ -53,6 +53,9 @@ class WorkloadEntry:
     batch: float | None = _p("Requests in flight at full load.")
     kv_cache_usage: float | None = _p("KV-cache usage (0-1) the queue's inference server reports.")
     preemptions_per_hour: float | None = _p("Requests the queue's inference server preempts per hour.")
+    generated_tokens_per_second: float | None = _p("Mean tokens per second the queue's server generates.")
+    prompt_tokens_per_second: float | None = _p("Mean prompt tokens per second the queue's server processes.")
+    requests_per_second: float | None = _p("Mean requests per second the queue's server finishes.")
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,8 @@ class QueueEntry:
     server: Literal["vllm", "sglang", "tgi", "triton"] | None = setting(
         None,
         "Inference server behind the queue; vllm and sglang report KV-cache usage and preemptions "
-        "(the workload's kv_cache_usage, preemptions_per_hour), tgi and triton none.",
+        "(the workload's kv_cache_usage, preemptions_per_hour), tgi and triton none; vllm, sglang "
+        "and tgi count tokens and requests, triton requests only.",
     )
 
 

@@ -53,6 +53,9 @@ class QueueSample:
     server: str | None = None
     kv_cache_usage: float | None = None
     preemptions_total: float | None = None
+    generated_tokens_total: float | None = None
+    prompt_tokens_total: float | None = None
+    requests_total: float | None = None
 
     @property
     def queue(self) -> str:
@@ -216,10 +219,15 @@ class SimulatedSource:
                 if q is not None:
                     depth, in_flight = float(round(a.queue_depth)), float(round(a.in_flight))
                     reports = q.server in ("vllm", "sglang")
+                    tokens = reports or q.server == "tgi"
+                    served = q.server is not None
                     out.append(
                         QueueSample(
                             q.name, dict(q.labels), depth, in_flight, (uuid,), q.server,
                             a.kv_cache if reports else None, a.preemptions if reports else None,
+                            a.generated_tokens if tokens and served else None,
+                            a.prompt_tokens if tokens and served else None,
+                            a.requests if served else None,
                         )
                     )  # fmt: skip
         return out
