@@ -501,6 +501,25 @@ FAMILIES: tuple[Family, ...] = (
         "Share of the node's CPU time busy (from /proc/stat) at the latest sample.",
         "extension",
     ),
+    Family(
+        "rightsizer_workload_throughput_per_second",
+        "gauge",
+        "units/s",
+        "An inference server's measured throughput over the right-sizing window (option=current), and "
+        "projected on the recommended options (option=recommended); unit=tokens (generated) or requests.",
+        "extension",
+        extra_labels=("queue", "kind", "unit", "option"),
+    ),
+    Family(
+        "rightsizer_workload_cost_dollars",
+        "gauge",
+        "dollars",
+        "Cost per inference of the GPUs an inference server's queue feeds: dollars per million generated "
+        "tokens (per=million_tokens) or per thousand requests (per=thousand_requests), at today's price "
+        "(option=current) and projected on the recommended options (option=recommended).",
+        "extension",
+        extra_labels=("queue", "kind", "per", "option"),
+    ),
 )
 
 FAMILIES_BY_NAME = {f.name: f for f in FAMILIES}

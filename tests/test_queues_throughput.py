@@ -189,3 +189,15 @@ def test_token_rates_come_from_the_queue_poll_of_a_real_vllm_endpoint(tmp_path: 
                 ((labels, value),) = samples(text, name)
                 assert labels["queue"] == "chat" and labels["kind"] == "vllm"
                 assert (value - start) % per_poll == 0 and 1 <= (value - start) / per_poll <= polls
+            # Cost per inference of the H100 the queue feeds, on /api/v1/rightsizing and as series.
+            status, _, body = http_get(p.url + "/api/v1/rightsizing")
+            assert status == 200
+            (cost,) = [w for w in json.loads(body)["rightsizing"]["workloads"] if w["queue"] == "chat"]
+            h100 = load_catalog().candidate("H100-SXM-80GB")
+            assert h100 is not None and cost["unit"] == "tokens" and cost["gpus"] == 1
+            assert cost["hourly_dollars"] == pytest.approx(h100.hourly_price_dollars)
+            per_million = h100.hourly_price_dollars / (cost["per_second"] * 3600) * 1e6
+            assert cost["dollars_per_million_tokens"] == pytest.approx(per_million, rel=1e-4)
+            series = samples(text, "rightsizer_workload_cost_dollars")
+            current = [v for lab, v in series if lab["queue"] == "chat" and lab["option"] == "current"]
+            assert len(current) == 1 and current[0] > 0

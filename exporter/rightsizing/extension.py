@@ -20,6 +20,7 @@ from ..logs import event
 from ..sampler import Contribution
 from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef
 from .catalog import Catalog, nvlink_bytes_per_second
+from .cost import WorkloadCost, cost_json, cost_rows, workload_costs
 from .evidence import Evidence, QueueEvidence
 from .group import merge, multi_gpu_groups
 from .hostcpu import HostCpuMonitor
@@ -63,6 +64,7 @@ class RightsizingExtension:
         self.queues: dict[str, QueueTrend] = {}
         self.servers: dict[str, ServerCounters] = {}  # memory pressure and throughput of server queues
         self.assessments: dict[str, Assessment] = {}
+        self.costs: list[WorkloadCost] = []  # cost per inference of each inference server's GPUs
         self._evidence: dict[str, Evidence] = {}
         self._decided: dict[str, tuple[tuple[object, ...] | None, Assessment]] = {}
         self._links: dict[str, tuple[tuple[PodRef | None, tuple[str, ...]], list[str]]] = {}
@@ -221,6 +223,8 @@ class RightsizingExtension:
                 assessments[key] = assess(ev, s, self.catalog)
                 self._decided[key] = (inputs, assessments[key])
         self.assessments, self._evidence = assessments, evidence
+        units = ((k, "", judged[k], a) for k, a in assessments.items())
+        self.costs = workload_costs(units, self.catalog, s)
 
     def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
         started = time.perf_counter()
@@ -236,6 +240,7 @@ class RightsizingExtension:
             self._scored_at = t
         self._forget(gpus, t)
         rows = self.row_maker.rows(gpus, self.assessments, self._evidence, self._host_cpu(t))
+        rows.update(cost_rows(self.costs))
         entries = LazyApiEntries()
         for g in gpus:
             key = g.identity.key
@@ -245,7 +250,9 @@ class RightsizingExtension:
                     self._evidence[key],
                     self.trackers.get(key),
                 )
-        api = {"gpus": entries, "rightsizing": summary(self.assessments.values(), self.settings)}
+        overview = summary(self.assessments.values(), self.settings)
+        overview["workloads"] = [cost_json(c) for c in self.costs]
+        api = {"gpus": entries, "rightsizing": overview}
         status = CollectorStatus(self.name, True, time.perf_counter() - started)
         return Contribution(rows=rows, api=api, collectors=(status,))
 
