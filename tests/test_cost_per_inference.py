@@ -10,8 +10,9 @@ import pytest
 from report_history import exporter_history
 
 from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.cost import cost_rows, workload_costs
+from exporter.rightsizing.cost import cost_json, cost_rows, workload_costs
 from exporter.rightsizing.evidence import Evidence, QueueEvidence
+from exporter.rightsizing.report_cli import cost_table
 from exporter.rightsizing.settings import RightsizingSettings
 from exporter.rightsizing.verdicts import Assessment
 
@@ -54,6 +55,12 @@ def test_two_workloads_on_different_gpus_show_their_measured_cost_and_the_projec
     dollars = {dict(r.labels)["option"]: r.value for r in rows["rightsizer_workload_cost_dollars"]}
     assert dollars == pytest.approx({"current": agent.dollars, "recommended": agent.projected_dollars})
     assert {dict(r.labels)["per"] for r in rows["rightsizer_workload_cost_dollars"]} == {"million_tokens"}
+    # The report's text table, most expensive per hour first (the L40S's $1.86/h after the A100).
+    text = cost_table([cost_json(c) for c in fleet.live.costs])
+    lines = [line for line in text.splitlines() if line.split()[0] in ("rag", "agent")]
+    assert [line.split()[0] for line in lines] == ["rag", "agent"]
+    assert f"${agent.dollars:,.3f}/M tokens" in lines[1]
+    assert f"${agent.projected_dollars:,.3f}/M tokens" in lines[1]
 
 
 H100 = "NVIDIA H100 80GB HBM3"

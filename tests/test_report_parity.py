@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from report_history import Fleet, prometheus_with_history
 
+from exporter.rightsizing.cost import cost_json
 from exporter.sources.sim_scenario import SCENARIO_DIR
 
 SCENARIOS = [*sorted((Path(__file__).parent / "scenarios").glob("*.yaml")), SCENARIO_DIR / "default.yaml"]
@@ -86,6 +87,20 @@ def test_live_engine_and_report_judge_every_fleet_alike(history: tuple[str, list
     ]
     assert not wrong, "\n".join(wrong)
     assert by_fleet  # every fleet was judged
+    # Cost per inference: the same workloads, rates and dollars (live: counter increase over the
+    # readings' span; report: increase() over the queue's span in Prometheus).
+    live_costs = {(f.name, c.queue): cost_json(c) for f in fleets for c in f.live.costs}
+    report_costs = {(c["instance"], c["queue"]): c for c in data["inference_costs"]}
+    assert set(report_costs) == set(live_costs) and len(live_costs) >= 10, set(report_costs) ^ set(live_costs)
+    for key, mine in live_costs.items():
+        theirs = report_costs[key]
+        same = ("unit", "gpus", "server")
+        assert [theirs[f] for f in same] == [mine[f] for f in same], key
+        for field, value in mine.items():
+            if isinstance(value, float):
+                assert theirs[field] == pytest.approx(value, rel=0.02), (key, field)
+            else:
+                assert theirs[field] == value, (key, field)
     assert data["totals"]["history_found_seconds"] >= HOUR - 2 * STEP
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..snapshot import Row
 from .catalog import Catalog
@@ -178,3 +179,17 @@ def cost_rows(costs: Iterable[WorkloadCost]) -> dict[str, tuple[Row, ...]]:
             if cost is not None:
                 dollars.append(Row(round(cost, 6), (*base, ("per", per), ("option", option))))
     return {THROUGHPUT: tuple(throughput), COST: tuple(dollars)}
+
+
+def unit_cost(c: WorkloadCost | None) -> dict[str, Any]:
+    """The cost per inference of the workload a unit serves (its queue's, over all its GPUs)."""
+    out: dict[str, Any] = dict.fromkeys(("inference_queue", "dollars_per_million_tokens",
+                                         "projected_dollars_per_million_tokens"))  # fmt: skip
+    if c is not None and c.unit == TOKENS:
+        out["inference_queue"] = c.queue
+        out["dollars_per_million_tokens"] = None if c.dollars is None else round(c.dollars, 4)
+        projected = c.projected_dollars
+        out["projected_dollars_per_million_tokens"] = None if projected is None else round(projected, 4)
+    elif c is not None:
+        out["inference_queue"] = c.queue
+    return out
