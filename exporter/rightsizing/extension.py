@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from ..logs import event
 from ..sampler import Contribution
-from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef
+from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef, Row
 from .catalog import Catalog, nvlink_bytes_per_second
 from .cost import WorkloadCost, cost_json, cost_rows, workload_costs
 from .evidence import Evidence, QueueEvidence
@@ -65,6 +65,8 @@ class RightsizingExtension:
         self.servers: dict[str, ServerCounters] = {}  # memory pressure and throughput of server queues
         self.assessments: dict[str, Assessment] = {}
         self.costs: list[WorkloadCost] = []  # cost per inference of each inference server's GPUs
+        self._cost_rows: dict[str, tuple[Row, ...]] = {}
+        self._cost_json: list[dict[str, object]] = []
         self._evidence: dict[str, Evidence] = {}
         self._decided: dict[str, tuple[tuple[object, ...] | None, Assessment]] = {}
         self._links: dict[str, tuple[tuple[PodRef | None, tuple[str, ...]], list[str]]] = {}
@@ -225,6 +227,8 @@ class RightsizingExtension:
         self.assessments, self._evidence = assessments, evidence
         units = ((k, "", judged[k], a) for k, a in assessments.items())
         self.costs = workload_costs(units, self.catalog, s)
+        self._cost_rows = cost_rows(self.costs)
+        self._cost_json = [cost_json(c) for c in self.costs]
 
     def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
         started = time.perf_counter()
@@ -240,7 +244,7 @@ class RightsizingExtension:
             self._scored_at = t
         self._forget(gpus, t)
         rows = self.row_maker.rows(gpus, self.assessments, self._evidence, self._host_cpu(t))
-        rows.update(cost_rows(self.costs))
+        rows.update(self._cost_rows)
         entries = LazyApiEntries()
         for g in gpus:
             key = g.identity.key
@@ -251,7 +255,7 @@ class RightsizingExtension:
                     self.trackers.get(key),
                 )
         overview = summary(self.assessments.values(), self.settings)
-        overview["workloads"] = [cost_json(c) for c in self.costs]
+        overview["workloads"] = self._cost_json
         api = {"gpus": entries, "rightsizing": overview}
         status = CollectorStatus(self.name, True, time.perf_counter() - started)
         return Contribution(rows=rows, api=api, collectors=(status,))
