@@ -502,6 +502,16 @@ FAMILIES: tuple[Family, ...] = (
         "extension",
     ),
     Family(
+        "rightsizer_gpu_balance_finding",
+        "gauge",
+        "bool",
+        "1 when a system-balance check finds a problem with how the GPU sits in its host, 0 when it "
+        "finds none; absent while its evidence is missing. finding=pcie_link_degraded: the best PCIe "
+        "link generation or width over the window is below the maximum (the reason is in /api/v1/gpus).",
+        "extension",
+        extra_labels=("gpu", "finding"),
+    ),
+    Family(
         "rightsizer_workload_throughput_per_second",
         "gauge",
         "units/s",

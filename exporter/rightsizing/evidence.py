@@ -68,6 +68,11 @@ class Evidence:
     memory_copy_high: float | None = None  # ... at the bottleneck percentile
     nvlink_high: float | None = None  # NVLink traffic / the link's bandwidth at the bottleneck percentile
     workload_gpus: int = 1  # GPUs of its multi-GPU workload (``group.merge``); 1 for single-GPU work
+    # PCIe link: the best current generation and width over the window, and the maximum (NVML).
+    pcie_link_generation: float | None = None
+    pcie_link_generation_max: float | None = None
+    pcie_link_width: float | None = None
+    pcie_link_width_max: float | None = None
 
     @property
     def bandwidth(self) -> tuple[str, float] | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import report_queues
+from .balance import findings
 from .catalog import PCIE_LANE_BYTES_PER_SECOND, Catalog, nvlink_bytes_per_second
 from .cost import WorkloadCost, unit_cost, workload_costs
 from .evidence import Evidence
@@ -148,6 +149,9 @@ def collect(
     rx = c.quantile("PCIe RX", high, "DCGM_FI_PROF_PCIE_RX_BYTES")
     gen = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_generation_max[{w}])")
     width = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_width_max[{w}])")
+    # The best link the GPU trained at over the window (idle GPUs lower the generation to save power).
+    gen_now = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_generation[{w}])")
+    width_now = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_width[{w}])")
     cpu = {
         x.labels.get("instance", ""): x.value
         for x in c.run(
@@ -218,6 +222,10 @@ def collect(
             memory_copy_p95=copy95.get(k),
             memory_copy_high=copy_high.get(k),
             nvlink_high=nvlink[k] / nvlink_capacity if nvlink_capacity and k in nvlink else None,
+            pcie_link_generation=gen_now.get(k),
+            pcie_link_generation_max=gen.get(k),
+            pcie_link_width=width_now.get(k),
+            pcie_link_width_max=width.get(k),
         )
     units = []
     judged = []
@@ -299,6 +307,8 @@ def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
                 "memory_peak_bytes": None if ev.memory_peak_bytes is None else round(ev.memory_peak_bytes),
                 "activity_p95_ratio": None if ev.activity_p95 is None else round(ev.activity_p95, 4),
                 **unit_cost(cost),
+                "findings": [f.name for f in findings(ev)],
+                "findings_evidence": [f.evidence for f in findings(ev)],
             }
         )
     rows.sort(

@@ -106,6 +106,12 @@ class MigEntry:
 
 
 @dataclass(frozen=True)
+class PcieLinkEntry:
+    generation: int | None = setting(None, "PCIe generation the link runs at (default the GPU's).", minimum=1)
+    width: int | None = setting(None, "Lanes the link runs at (default the GPU's).", minimum=1)
+
+
+@dataclass(frozen=True)
 class GpuEntry:
     model: str = setting("", "Catalog key or NVML name of the GPU (required).")
     count: int = setting(1, "Replicate this GPU this many times.", minimum=1, maximum=1024)
@@ -121,6 +127,9 @@ class GpuEntry:
     expect: ExpectEntry | None = setting(None, "What the right-sizing engine should conclude.")
     mig: list[MigEntry] = setting([], "MIG mode: the GPU's instances, each with its own workload.")
     xids: list[XidEntry] = setting([], "XID errors to inject: [{after_seconds, xid}].")
+    pcie_link: PcieLinkEntry | None = setting(
+        None, "The PCIe link it trained at, when below its maximum: {generation, width}."
+    )
 
 
 @dataclass(frozen=True)
@@ -174,6 +183,7 @@ class SimGpu:
     expect: Expectation | None
     mig: tuple[SimMig, ...] = ()
     xids: tuple[tuple[float, int], ...] = ()  # (seconds after start, XID), in time order
+    pcie_link: tuple[int, int] | None = None  # (generation, width) trained at, when below the max
 
 
 @dataclass(frozen=True, slots=True)

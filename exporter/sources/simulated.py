@@ -93,6 +93,8 @@ class _Device:
     def __init__(self, gpu: SimGpu, scenario: Scenario, start: float) -> None:
         self.gpu = gpu
         self.board = Board.of(gpu.spec)
+        if gpu.pcie_link is not None:  # trained below its maximum: current values and capacity drop
+            self.board = self.board.with_link(*gpu.pcie_link)
         self.noise = Noise(scenario.seed, gpu.index)
         self.identity = GpuIdentity(
             index=gpu.index,
