@@ -32,6 +32,7 @@ WORKLOAD = sel(CLUSTER, NAMESPACE)
 # added where the option is chosen.
 COST = f'rightsizer_workload_cost_dollars{{{CLUSTER}, {INSTANCE}, per="million_tokens"'
 TOKENS_PER_SECOND = f'rightsizer_workload_throughput_per_second{{{CLUSTER}, {INSTANCE}, unit="tokens"'
+BALANCE = f"rightsizer_gpu_balance_finding{GPU}"
 BY_SERVER = "max by (cluster, instance, queue, kind)"  # one row per server: today's and projected merge
 
 
@@ -218,6 +219,28 @@ def build() -> db.Dashboard:
                 "currencyUSD",
                 query(f"{COST}, option=\"current\"}}", "{{queue}} ({{kind}})"),
                 width=10,
+            )
+        )
+        .with_row(db.Row("System balance"))
+        .with_panel(
+            stat_panel(
+                "GPUs with a balance finding",
+                "GPUs whose place in the host holds them back (a PCIe link trained below its maximum), "
+                "whatever their verdict.",
+                "none",
+                f"sum({BALANCE})",
+                width=6,
+            )
+        )
+        .with_panel(
+            table_panel(
+                "Balance findings per GPU",
+                "1 where a check finds a problem (finding pcie_link_degraded: the best PCIe link over "
+                "the window is below the GPU's maximum; the evidence is in /api/v1/gpus), 0 where it "
+                "finds none.",
+                query(f"sort_desc({BALANCE})"),
+                rename={"Value": "Found"},
+                width=18,
             )
         )
         .with_row(db.Row("Idle GPUs"))
