@@ -8,7 +8,6 @@ import contextlib
 import errno
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +18,8 @@ from exporter import __version__
 from exporter.config import parse_listen
 from exporter.logs import configure, event
 from exporter.settings import ConfigError
+from rightsizer_core.listener import ListenerStats, start_listener
+from rightsizer_core.stopping import exiting_on_stop_signals, stop_event
 
 from .cache import Cache
 from .config import DEFAULT_PORT, AdapterConfig, load_config
@@ -26,7 +27,7 @@ from .keda.metrics_api import MetricsApiAuth
 from .kubernetes.auth import Authenticator, serving_context
 from .kubernetes.pods import PodLister, wanted
 from .selfmetrics import AdapterMetrics
-from .server import create_app
+from .server import create_app, status_body
 from .sources import Source
 from .sources.prometheus import PrometheusSource
 from .sources.scrape import ScrapeSource
@@ -169,6 +170,7 @@ def make_source(cfg: AdapterConfig, metrics: AdapterMetrics) -> Source:
 
 
 async def serve(cfg: AdapterConfig) -> int:
+    stop = stop_event()  # from here on, SIGTERM/SIGINT stop the adapter wherever start-up is
     metrics = AdapterMetrics()
     try:
         tls = None if cfg.insecure_http else serving_context(cfg.tls, cfg.requestheader)
@@ -176,7 +178,10 @@ async def serve(cfg: AdapterConfig) -> int:
     except ValueError as exc:
         return fail(str(exc))
     source = make_source(cfg, metrics)
-    await source.start()
+    try:
+        await source.start()
+    except ValueError as exc:  # e.g. Prometheus TLS files that cannot be loaded
+        return fail(str(exc))
     cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers)
     auth = Authenticator(cfg.requestheader, cfg.authorization, enabled=not cfg.insecure_http)
     pod_lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None
@@ -190,7 +195,18 @@ async def serve(cfg: AdapterConfig) -> int:
     try:
         host, port = parse_listen(cfg.listen)
         try:
-            await web.TCPSite(runner, host, port, ssl_context=tls, backlog=1024).start()
+            listener_stats = ListenerStats()
+            metrics.attach_listener(listener_stats)
+            await start_listener(
+                runner,
+                host,
+                port,
+                cfg.http,
+                listener_stats,
+                name="https" if tls else "http",
+                ssl_context=tls,
+                error_body=status_body,
+            )
         except OSError as exc:
             why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
             return fail(f"cannot listen on {cfg.listen}: {why}")
@@ -201,7 +217,8 @@ async def serve(cfg: AdapterConfig) -> int:
             from .keda.scaler import ExternalScaler, start_server
 
             try:
-                grpc_server, grpc_port = await start_server(cfg.grpc, ExternalScaler(cache, metrics))
+                scaler = ExternalScaler(cache, metrics)
+                grpc_server, grpc_port = await start_server(cfg.grpc, scaler, cfg.http)
             except ValueError as exc:
                 return fail(str(exc))
             fields["grpc_address"] = f"{parse_listen(cfg.grpc.listen)[0] or '0.0.0.0'}:{grpc_port}"
@@ -220,10 +237,6 @@ async def serve(cfg: AdapterConfig) -> int:
         if not cfg.insecure_http and not cfg.requestheader.client_ca_file:
             event(log, logging.WARNING, "no request-header CA: every TLS client is served as anonymous")
         refresher = asyncio.create_task(cache.run())
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         event(log, logging.INFO, "stopping")
         return 0
@@ -241,6 +254,11 @@ async def serve(cfg: AdapterConfig) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with exiting_on_stop_signals():
+        return run(argv)
+
+
+def run(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
         cfg = load_config(args.config, flags_of(args))

@@ -8,14 +8,17 @@ import errno
 import gc
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
 from aiohttp import web
 
+from rightsizer_core.listener import ListenerStats, start_listener
+from rightsizer_core.stopping import Stopped, exiting_on_stop_signals, stop_event, unless_stopped
+
 from . import __version__
 from .config import ExporterConfig, load_config, parse_listen
+from .listener_metrics import ListenerMetrics
 from .logs import configure, event
 from .render import Renderer
 from .sampler import Extension, Sampler
@@ -55,9 +58,12 @@ def parser() -> argparse.ArgumentParser:
 
 def make_source(cfg: ExporterConfig) -> GpuSource:
     if cfg.simulate is not None:
+        from .sources.sim_scenario import check_pace
         from .sources.simulated import SimulatedSource, load_scenario
 
-        return SimulatedSource(load_scenario(cfg.simulate))
+        scenario = load_scenario(cfg.simulate)
+        check_pace(scenario, cfg.interval)
+        return SimulatedSource(scenario)
     from .sources.nvml import NvmlSource
 
     return NvmlSource(cfg.nvml)
@@ -108,32 +114,32 @@ def fail(message: str) -> int:
 
 
 async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
+    stop = stop_event()  # from here on, SIGTERM/SIGINT stop the exporter wherever start-up is
     host, port = parse_listen(cfg.listen)
+    listener_stats = ListenerStats()
     sampler = Sampler(
         source,
         Renderer(cfg.hostname_label),
         cfg.interval,
         cfg.effective_hostname,
-        make_extensions(cfg, source),
+        [*make_extensions(cfg, source), ListenerMetrics(listener_stats)],
     )
     runner = web.AppRunner(create_app(sampler), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024)
     try:
-        await site.start()
+        await start_listener(runner, host, port, cfg.http, listener_stats)
     except OSError as exc:
         await runner.cleanup()
         why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
         return fail(f"cannot listen on {cfg.listen}: {why}")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     try:
         try:
-            await sampler.start()
+            await unless_stopped(sampler.start(), stop)
         except SourceUnavailable as exc:
             return fail(str(exc))
+        except Stopped:
+            event(log, logging.INFO, "stopped during start-up")
+            return 0
         # Objects made at start-up (libraries, scenario, replayed history) are never scanned again
         # by the cyclic GC: its full collections otherwise stall every thread for 30-60 ms, which
         # makes the queue pollers' burst miss a render (bench/queues.py) and delays scrapes.
@@ -150,6 +156,11 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with exiting_on_stop_signals():
+        return run(argv)
+
+
+def run(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     flags = {
         "listen": args.listen,

@@ -7,6 +7,8 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rightsizer_core.limits import ListenerLimits
+
 from .rightsizing.settings import RightsizingSettings
 from .settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 from .sources.pods.settings import PodSettings
@@ -89,6 +91,9 @@ class CatalogSettings:
 class ExporterConfig:
     listen: str = setting(f":{DEFAULT_PORT}", "HOST:PORT to serve on; an empty host means all interfaces.")
     interval: float = setting(1.0, "Sampling interval in seconds.", minimum=0.05, maximum=300)
+    http: ListenerLimits = setting(
+        ListenerLimits(), "Limits of the HTTP listener against slow, idle and oversized clients."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = setting("info", "Log level.")
     hostname: str | None = setting(
         None,

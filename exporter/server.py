@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 from aiohttp import web
-from prometheus_client.exposition import choose_encoder
 
 from . import __version__
 from .api import gpus_json
@@ -22,12 +21,51 @@ _LANDING = """<!doctype html><html><head><title>Rightsizer exporter</title></hea
 """
 
 
+# What /metrics can be: (media type, versions we render). OpenMetrics 1.0.0 (also asked for as
+# 0.0.1 by older Prometheus) or the text format 0.0.4; "" stands for "no version given".
+_PRODUCED = {
+    "application/openmetrics-text": ("1.0.0", "0.0.1", ""),
+    "text/plain": ("0.0.4", ""),
+    "text/*": ("",),
+    "*/*": ("",),
+}
+TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
 @lru_cache(maxsize=64)
 def negotiate(accept: str) -> tuple[bool, str]:
-    """(openmetrics?, content type) for an Accept header, decided by prometheus-client."""
-    _, content_type = choose_encoder(accept)
-    om = content_type.startswith("application/openmetrics-text")
-    return om, (content_type if om else "text/plain; version=0.0.4; charset=utf-8")
+    """(openmetrics?, content type) for an Accept header.
+
+    As prometheus-client's ``choose_encoder`` and Prometheus's scrape header expect, with the two
+    faults of the former fixed: an entry with ``q=0`` is refused, not chosen, and the answer names
+    the version we render (OpenMetrics 1.0.0), never a version the client asked for that we do not
+    produce (such an entry is skipped). The highest q wins, the first listed among equals; nothing
+    acceptable: the text format, as both Prometheus clients do.
+    """
+    best: tuple[float, int, bool] | None = None
+    for position, entry in enumerate(accept.split(",")):
+        media, *params = (part.strip() for part in entry.split(";"))
+        versions = _PRODUCED.get(media.lower())
+        if versions is None:
+            continue
+        q, version = 1.0, ""
+        for param in params:
+            key, _, value = param.partition("=")
+            key, value = key.strip().lower(), value.strip().strip('"')
+            if key == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+            elif key == "version":
+                version = value
+        if q <= 0 or q != q or version not in versions:
+            continue
+        choice = (q, -position, media.lower() == "application/openmetrics-text")
+        if best is None or choice[:2] > best[:2]:
+            best = choice
+    om = best is not None and best[2]
+    return om, (OPENMETRICS_CONTENT_TYPE if om else TEXT_CONTENT_TYPE)
 
 
 def _accepts_gzip(header: str) -> bool:

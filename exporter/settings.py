@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-import yaml
+from rightsizer_core.files import read_yaml_file
 
 T = TypeVar("T")
 
@@ -87,7 +87,7 @@ def _convert(tp: Any, value: Any, where: str, meta: Mapping[str, Any]) -> Any:
             raise ConfigError(f"{where}: must be a number; got {_describe(value)}")
         try:
             number = tp(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ConfigError(
                 f"{where}: must be {'an integer' if tp is int else 'a number'}; got {_describe(value)}"
             ) from None
@@ -137,17 +137,13 @@ def build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML file's top-level mapping, read within the limits of ``rightsizer_core.files``."""
     try:
-        text = Path(path).read_text()
+        data = read_yaml_file(path)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}: not valid YAML{at}: {problem}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
