@@ -50,12 +50,13 @@ class LinkSeen:
     """The best current PCIe generation and width seen per bucket of the window, and the latest
     maximum values."""
 
-    __slots__ = ("_best", "bucket_count", "maximum", "width")
+    __slots__ = ("_best", "_cached", "bucket_count", "maximum", "width")
 
     def __init__(self, width: float, bucket_count: int) -> None:
         self.width = width
         self.bucket_count = bucket_count
         self._best: dict[int, tuple[float, float]] = {}
+        self._cached: tuple[float, float] | None = None  # best() until a bucket changes
         self.maximum: tuple[float, float] | None = None
 
     def add(self, t: float, gen: float | None, width: float | None, gen_max: float | None,
@@ -71,10 +72,13 @@ class LinkSeen:
             oldest = bucket - self.bucket_count + 1
             for b in [b for b in self._best if b < oldest]:
                 del self._best[b]
+            self._cached = None
         elif gen > best[0] or width > best[1]:
             self._best[bucket] = (max(gen, best[0]), max(width, best[1]))
+            self._cached = None
 
     def best(self) -> tuple[float, float] | None:
-        if not self._best:
-            return None
-        return (max(g for g, _ in self._best.values()), max(w for _, w in self._best.values()))
+        if self._cached is None and self._best:
+            values = self._best.values()
+            self._cached = (max(g for g, _ in values), max(w for _, w in values))
+        return self._cached
