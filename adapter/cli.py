@@ -18,6 +18,7 @@ from exporter import __version__
 from exporter.config import parse_listen
 from exporter.logs import configure, event
 from exporter.settings import ConfigError
+from rightsizer_core.argparsing import Parser, epilog
 from rightsizer_core.listener import ListenerStats, start_listener
 from rightsizer_core.stopping import exiting_on_stop_signals, stop_event
 
@@ -35,10 +36,37 @@ from .sources.scrape import ScrapeSource
 log = logging.getLogger("rightsizer.adapter")
 
 
+def _epilog() -> str:
+    return epilog(
+        [
+            (
+                "straight from an exporter, plain HTTP on loopback, KEDA gRPC too (for trying it out)",
+                "rightsizer-adapter --exporter http://127.0.0.1:9430 --insecure-http --listen 127.0.0.1:6443 "
+                "--grpc-listen 127.0.0.1:9443",
+            ),
+            (
+                "from Prometheus, as an aggregated API server behind the Kubernetes front proxy",
+                "rightsizer-adapter --prometheus-url http://prometheus:9090 "
+                "--requestheader-client-ca-file /var/run/front-proxy/ca.crt",
+            ),
+            ("check a configuration and exit", "rightsizer-adapter --check-config --config adapter.yaml"),
+        ],
+        [
+            ("RIGHTSIZER_ADAPTER_<KEY>", "any scalar setting, e.g. RIGHTSIZER_ADAPTER_PROMETHEUS_URL"),
+            ("", "(nested keys joined by _; flags win over the environment, which wins over --config)"),
+        ],
+        [
+            ("0", "stopped by SIGTERM or SIGINT, or --check-config found nothing wrong"),
+            ("2", "bad flags or configuration (every problem printed, one a line), cannot listen"),
+        ],
+    )
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="rightsizer-adapter",
         description="Rightsizer's signals for HPA (external/custom metrics APIs) and KEDA (external scaler).",
+        epilog_factory=_epilog,
     )
     a = p.add_argument
     a("--config", metavar="FILE", help="YAML configuration file")
@@ -103,7 +131,7 @@ def parser() -> argparse.ArgumentParser:
     a("--metrics-api-key-file", metavar="FILE", help="KEDA metrics-api: key expected in X-API-KEY")
     a("--metrics-api-bearer-token-file", metavar="FILE", help="KEDA metrics-api: expected bearer token")
     a("--log-level", choices=["debug", "info", "warning", "error"], help="log level (default info)")
-    a("--check-config", action="store_true", help="validate the configuration, print problems, exit")
+    a("--check-config", action="store_true", help="validate the configuration, print every problem, exit")
     a("--version", action="version", version=f"rightsizer-adapter {__version__}")
     return p
 
@@ -159,7 +187,9 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def fail(message: str) -> int:
-    print(f"rightsizer-adapter: {message}", file=sys.stderr)
+    """Print each line of ``message`` (a configuration error may hold several problems); exit 2."""
+    for line in message.splitlines() or [""]:
+        print(f"rightsizer-adapter: {line}", file=sys.stderr)
     return 2
 
 

@@ -21,7 +21,30 @@ T = TypeVar("T")
 
 
 class ConfigError(Exception):
-    """A configuration problem, worded for the person who wrote the configuration."""
+    """Configuration problems, worded for the person who wrote the configuration: one or more, each
+    naming its key; ``str()`` is one problem per line."""
+
+    def __init__(self, *problems: str) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(problems))
+
+    def within(self, where: str) -> ConfigError:
+        """The same problems, each prefixed with where they are (a file, the environment)."""
+        return ConfigError(*(f"{where}: {p}" for p in self.problems))
+
+
+def _gather(problems: list[str], convert: Any, *args: Any) -> Any:
+    """``convert(*args)``, adding its problems to ``problems`` instead of stopping at the first."""
+    try:
+        return convert(*args)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return None
+
+
+def _raise_all(problems: list[str]) -> None:
+    if problems:
+        raise ConfigError(*problems)
 
 
 def setting(
@@ -66,12 +89,18 @@ def _convert(tp: Any, value: Any, where: str, meta: Mapping[str, Any]) -> Any:
         if not isinstance(value, list):
             raise ConfigError(f"{where}: must be a list; got {_describe(value)}")
         (item,) = get_args(tp)
-        return [_convert(item, v, f"{where}[{i}]", {}) for i, v in enumerate(value)]
+        problems: list[str] = []
+        items = [_gather(problems, _convert, item, v, f"{where}[{i}]", {}) for i, v in enumerate(value)]
+        _raise_all(problems)
+        return items
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: must be a mapping; got {_describe(value)}")
         _, vt = get_args(tp)
-        return {str(k): _convert(vt, v, f"{where}.{k}", {}) for k, v in value.items()}
+        problems = []
+        entries = {str(k): _gather(problems, _convert, vt, v, f"{where}.{k}", {}) for k, v in value.items()}
+        _raise_all(problems)
+        return entries
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: must be a mapping; got {_describe(value)}")
@@ -115,14 +144,14 @@ def build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     prefix = f"{where}: " if where else ""  # the caller names the file for the top level
-    unknown = [k for k in data if k not in fields]
-    if unknown:
-        known = ", ".join(sorted(fields))
-        raise ConfigError(f"{prefix}unknown key {unknown[0]!r} (known keys: {known})")
+    known = ", ".join(sorted(fields))
+    problems = [f"{prefix}unknown key {k!r} (known keys: {known})" for k in data if k not in fields]
     kwargs = {
-        name: _convert(hints[name], value, f"{where}.{name}" if where else name, fields[name].metadata)
+        name: _gather(problems, _convert, hints[name], value, f"{where}.{name}" if where else name, meta)
         for name, value in data.items()
+        if (meta := fields[name].metadata if name in fields else None) is not None
     }
+    _raise_all(problems)
     try:
         obj = cls(**kwargs)
     except (TypeError, ValueError) as exc:

@@ -1,6 +1,7 @@
 """One judgement, two callers: every scenario fleet through the live engine and through
-``rightsizer report`` against a real Prometheus holding the same hour, with identical verdicts,
-bottlenecks, recommendations and workload moves, each as its scenario file says.
+``rightsizer report`` against a real Prometheus (and, again, a real VictoriaMetrics) holding the
+same hour, with identical verdicts, bottlenecks, recommendations and workload moves, each as its
+scenario file says.
 
 All fleets live in one Prometheus (each as its own ``instance``, so host CPUs stay apart); the
 live engine is the real right-sizing extension fed the very readings the history was rendered from.
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from report_history import Fleet, prometheus_with_history
+from report_history import ENGINES, Fleet, prometheus_with_history
 
 from exporter.rightsizing.balance import findings
 from exporter.rightsizing.cost import cost_json
@@ -28,9 +29,10 @@ HOUR = 3600.0
 Key = tuple[str, str, str]  # (fleet, UUID, MIG profile or "")
 
 
-@pytest.fixture(scope="module")
-def history() -> Iterator[tuple[str, list[Fleet]]]:
-    with prometheus_with_history(SCENARIOS, HOUR, STEP, instances=True) as h:
+@pytest.fixture(scope="module", params=ENGINES)
+def history(request: pytest.FixtureRequest) -> Iterator[tuple[str, list[Fleet]]]:
+    """The same hour in Prometheus and in VictoriaMetrics: the report must judge alike from either."""
+    with prometheus_with_history(SCENARIOS, HOUR, STEP, instances=True, engine=request.param) as h:
         yield h
 
 

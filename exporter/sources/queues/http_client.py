@@ -166,8 +166,13 @@ class HttpGetter:
         host_header = self.host if ":" not in self.host else f"[{self.host}]"
         host_header += "" if default_port else f":{self.port}"
         target = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        lines = [f"GET {target} HTTP/1.1", f"Host: {host_header}", f"User-Agent: {USER_AGENT}",
-                 f"Accept: {accept}", *(f"{k}: {v}" for k, v in cfg.headers.items())]
+        lines = [
+            f"GET {target} HTTP/1.1",
+            f"Host: {host_header}",
+            f"User-Agent: {USER_AGENT}",
+            f"Accept: {accept}",
+            *(f"{k}: {v}" for k, v in cfg.headers.items()),
+        ]
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         token = cfg.bearer_token_file
         self._bearer = SecretFile(token, "bearer_token_file") if token else None
