@@ -64,6 +64,9 @@ class Evidence:
     memory_copy_high: float | None = None  # ... at the bottleneck percentile
     nvlink_high: float | None = None  # NVLink traffic / the link's bandwidth at the bottleneck percentile
     workload_gpus: int = 1  # GPUs of its multi-GPU workload (``group.merge``); 1 for single-GPU work
+    # Max GPU utilization (a kernel ran) over the last idle_after_seconds: a GPU whose kernels run
+    # is not idle however little of the SMs they keep busy.
+    utilization_recent_max: float | None = None
 
     @property
     def bandwidth(self) -> tuple[str, float] | None:

@@ -202,6 +202,7 @@ def collect(
             activity_p95=a["p95"].get(k),
             activity_p99=a["p99"].get(k),
             activity_recent_max=a["recent"].get(k),
+            utilization_recent_max=act["gpu_utilization"]["recent"].get(k),
             utilization_p50=act["gpu_utilization"]["p50"].get(k),
             sm_active_p50=act["sm_active"]["p50"].get(k),
             sm_active_high=sm_high.get(k),

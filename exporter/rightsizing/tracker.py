@@ -180,6 +180,7 @@ class GpuTracker:
             host_cpu_high=w.percentile(HOST_CPU, high),
             starved_share=w.fraction_at_least(STARVED, 1.0),
             queues=tuple(queues),
+            utilization_recent_max=w.maximum(UTILIZATION, s.idle_after_seconds),
         )
         return self.with_details(ev) if details else ev
 

@@ -5,8 +5,9 @@ Decided in this order (``rightsizing`` settings, defaults in brackets):
    ``min_history_seconds`` (10 min); also when the GPU model is not in the catalog (over, under
    and rightsized compare prices and capacities).
 2. idle: activity (SM active, else GR engine active, else GPU utilization) below
-   ``idle_activity_ratio`` (5 %) for at least ``idle_after_seconds`` (15 min). Never inferred from
-   memory use: vLLM reserves 90 % of memory whatever it is doing.
+   ``idle_activity_ratio`` (5 %) for at least ``idle_after_seconds`` (15 min), and GPU utilization
+   too where reported (no kernel ran: a trickle of work is downsized, not released). Never
+   inferred from memory use: vLLM reserves 90 % of memory whatever it is doing.
 3. underprovisioned: memory full (peak >= ``memory_full_ratio``, 95 %) AND memory pressure shown by
    a linked inference server (``pressure``), or median activity >= ``saturation_activity_ratio``
    (90 %) while a linked queue grows (by its own level, ``pressure.growing``). Recommends the
@@ -88,6 +89,14 @@ def _cost(delta: float) -> str:
     return "at the same price"
 
 
+def idle_kernels(ev: Evidence, s: RightsizingSettings) -> bool:
+    """No kernel ran for idle_after_seconds: GPU utilization (when reported) stayed under the idle
+    ratio too. A big GPU serving a trickle (SM active 3 %, kernels running 10 % of the time) does
+    real work: it is downsized, never released."""
+    util = ev.utilization_recent_max
+    return util is None or util < s.idle_activity_ratio
+
+
 def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] | None:
     """Everything ``assess`` reads from the evidence, or None when it would read the sample count and
     history themselves (not enough data). Equal inputs give equal assessments, so the live engine
@@ -99,7 +108,7 @@ def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] 
         ev.activity_p50, ev.activity_p95, ev.activity_recent_max, ev.history_seconds >= s.idle_after_seconds,
         ev.utilization_p50, ev.sm_active_p50, ev.sm_active_high, ev.dram_active_high, ev.pcie_link_high,
         ev.host_cpu_high, ev.starved_share, ev.confidence, ev.dram_active_p95, ev.memory_copy_p95,
-        ev.nvlink_high, ev.workload_gpus, ev.memory_copy_high,
+        ev.nvlink_high, ev.workload_gpus, ev.memory_copy_high, idle_kernels(ev, s),
         tuple(
             (q.name, q.server, q.kv_cache_high, q.preemptions, backlog(q),
              (round(q.rise), round(100 * q.growth_per_hour)) if growing(q, s) else None)
@@ -127,6 +136,7 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
     if (
         ev.activity_recent_max is not None
         and ev.activity_recent_max < s.idle_activity_ratio
+        and idle_kernels(ev, s)
         and ev.history_seconds >= s.idle_after_seconds
     ):
         price = current.hourly_price_dollars if current else None
