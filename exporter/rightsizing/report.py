@@ -271,6 +271,8 @@ def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
                 "uuid": u.labels.get("UUID", ""),
                 "gpu": u.labels.get("gpu", ""),
                 "mig_profile": u.labels.get("GPU_I_PROFILE") or None,
+                # Two instances of one profile on a GPU differ only by their GPU instance id.
+                "mig_instance_id": int(u.labels["GPU_I_ID"]) if u.labels.get("GPU_I_ID") else None,
                 "host": u.labels.get("Hostname") or u.labels.get("hostname") or u.labels.get("instance", ""),
                 "instance": u.labels.get("instance") or None,
                 "model": ev.model,
