@@ -7,6 +7,8 @@ each from its own signal:
 - memory bandwidth: DRAM active p95 (else NVML's memory-controller utilization,
   DCGM_FI_DEV_MEM_COPY_UTIL) x current / candidate memory bandwidth. With no bandwidth signal at all
   a candidate must offer at least today's bandwidth: less bandwidth is never recommended unseen;
+  likewise with no activity signal at all (MIG instances of GPUs without profiling metrics report
+  no utilization) a candidate must offer at least today's compute;
 - topology: work spread over several GPUs or moving data over NVLink gets whole GPUs only (MIG
   instances have no NVLink or peer-to-peer), with NVLink when it uses NVLink.
 
@@ -35,7 +37,7 @@ class Fit:
 @dataclass(frozen=True, slots=True)
 class Demand:
     memory_bytes: float  # memory a candidate must hold (need x margin x widening)
-    activity: float  # compute activity at p95 (share of the current option's compute)
+    activity: float | None  # compute activity at p95 (share of the current option's compute); None: no signal
     bandwidth: float | None  # bandwidth activity at p95 (share of today's bandwidth); None: no signal
     widening: float
     whole_gpus: bool = False  # several GPUs or NVLink traffic: no MIG instance
@@ -44,9 +46,9 @@ class Demand:
     @property
     def binding(self) -> str:
         """The resource busier today (what limits the work on the current option)."""
-        if self.bandwidth is not None and self.bandwidth > self.activity:
+        if self.bandwidth is not None and (self.activity is None or self.bandwidth > self.activity):
             return "memory bandwidth"
-        return "compute"
+        return "compute" if self.activity is not None else "memory"
 
 
 @lru_cache(maxsize=4096)
@@ -79,12 +81,12 @@ def demand(
     w = widening(ev, s)
     need = max(ev.memory_peak_bytes or 0.0, memory_floor)
     bandwidth = ev.bandwidth
-    activity = ev.activity_p95 or 0.0
+    activity = ev.activity_p95
     # A floor on compute (saturated: at least today's capacity) raises bandwidth in proportion.
-    raised = activity_floor / activity if activity_floor > activity > 0 else 1.0
+    raised = activity_floor / activity if activity is not None and activity_floor > activity > 0 else 1.0
     return Demand(
         memory_bytes=need * (1.0 + s.memory_margin_ratio) * w,
-        activity=max(activity, activity_floor),
+        activity=None if activity is None else max(activity, activity_floor),
         bandwidth=None if bandwidth is None else min(1.0, bandwidth[1] * raised),
         widening=w,
         whole_gpus=multi_gpu(ev, s),
@@ -97,14 +99,16 @@ def has_nvlink(c: Candidate) -> bool:
 
 
 def project(d: Demand, current: Candidate, c: Candidate) -> tuple[float, str]:
-    """(highest projected activity on ``c``, the resource that projects it)."""
-    compute = (
-        d.activity * current.fp16_dense_tflops / c.fp16_dense_tflops * d.widening
-        if c.fp16_dense_tflops > 0
-        else float("inf")
-    )
+    """(highest projected activity on ``c``, the resource that projects it); (0, "memory") when
+    neither compute nor bandwidth is measured (``fits`` then asks for no less of either)."""
+    if d.activity is None:
+        compute, name = 0.0, "memory"
+    elif c.fp16_dense_tflops > 0:
+        compute, name = d.activity * current.fp16_dense_tflops / c.fp16_dense_tflops * d.widening, "compute"
+    else:
+        compute, name = float("inf"), "compute"
     if d.bandwidth is None:
-        return compute, "compute"
+        return compute, name
     theirs = c.memory_bandwidth_bytes_per_second
     bandwidth = (
         d.bandwidth * current.memory_bandwidth_bytes_per_second / theirs * d.widening
@@ -125,6 +129,8 @@ def fits(d: Demand, current: Candidate, c: Candidate, s: RightsizingSettings) ->
     less_bandwidth = c.memory_bandwidth_bytes_per_second < current.memory_bandwidth_bytes_per_second
     if d.bandwidth is None and less_bandwidth:
         return None  # no bandwidth signal: never less bandwidth than today
+    if d.activity is None and c.fp16_dense_tflops < current.fp16_dense_tflops:
+        return None  # no activity signal: never less compute than today
     projected = project(d, current, c)
     return projected if projected[0] <= s.target_activity_ratio else None
 

@@ -6,7 +6,8 @@ Decided in this order (``rightsizing`` settings, defaults in brackets):
    and rightsized compare prices and capacities).
 2. idle: activity (SM active, else GR engine active, else GPU utilization) below
    ``idle_activity_ratio`` (5 %) for at least ``idle_after_seconds`` (15 min), and GPU utilization
-   too where reported (no kernel ran: a trickle of work is downsized, not released). Never
+   too where reported (no kernel ran: a trickle of work is downsized, not released); without any
+   activity signal, when no process held memory over the window (``empty_without_signal``). Never
    inferred from memory use: vLLM reserves 90 % of memory whatever it is doing.
 3. underprovisioned: memory full (peak >= ``memory_full_ratio``, 95 %) AND memory pressure shown by
    a linked inference server (``pressure``), or median activity >= ``saturation_activity_ratio``
@@ -97,6 +98,21 @@ def idle_kernels(ev: Evidence, s: RightsizingSettings) -> bool:
     return util is None or util < s.idle_activity_ratio
 
 
+# Less device memory than any CUDA context takes: nothing can have run.
+NO_CONTEXT_BYTES = 256 * 2**20
+
+
+def empty_without_signal(ev: Evidence, s: RightsizingSettings) -> bool:
+    """No activity signal (a MIG instance of a GPU without profiling metrics reports no utilization),
+    but no process held memory over the whole window: idle, as surely as by activity."""
+    return (
+        ev.activity_p95 is None
+        and ev.memory_peak_bytes is not None
+        and ev.memory_peak_bytes < NO_CONTEXT_BYTES
+        and ev.history_seconds >= s.idle_after_seconds
+    )
+
+
 def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] | None:
     """Everything ``assess`` reads from the evidence, or None when it would read the sample count and
     history themselves (not enough data). Equal inputs give equal assessments, so the live engine
@@ -133,18 +149,25 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
             None,
             summary="not enough data yet",
         )
-    if (
+    idle = (
         ev.activity_recent_max is not None
         and ev.activity_recent_max < s.idle_activity_ratio
         and idle_kernels(ev, s)
         and ev.history_seconds >= s.idle_after_seconds
-    ):
+    )
+    if idle or empty_without_signal(ev, s):
         price = current.hourly_price_dollars if current else None
         saves = f"; releasing it saves ${price:.2f}/h" if price else ""
+        what = (
+            f"{ev.activity_source.replace('_', ' ')} below {_pct(s.idle_activity_ratio)} for the last "
+            f"{duration(s.idle_after_seconds)} (peak {_pct(ev.activity_recent_max)})"
+            if idle
+            else f"no process held memory for {duration(ev.history_seconds)} (peak "
+            f"{(ev.memory_peak_bytes or 0) / 2**20:.0f} MiB; no activity signal)"
+        )
         return Assessment(
             "idle",
-            f"{ev.activity_source.replace('_', ' ')} below {_pct(s.idle_activity_ratio)} for the last "
-            f"{duration(s.idle_after_seconds)} (peak {_pct(ev.activity_recent_max)}){saves}",
+            f"{what}{saves}",
             (),
             "release",
             current_key,
@@ -279,8 +302,8 @@ def _sized(
             each = f" per GPU (${saving * group.today:.2f}/h for the workload)" if group else ""
             return Assessment(
                 "overprovisioned",
-                f"{load} fit {where}, where {fit.binding} decides at {_pct(fit.projected_activity)} "
-                f"projected; saves ${saving:.2f}/h{each}{_estimated(cheaper)}.{why}",
+                f"{load} fit {where}, where {_deciding(fit.binding, fit.projected_activity)}; "
+                f"saves ${saving:.2f}/h{each}{_estimated(cheaper)}.{why}",
                 bottlenecks,
                 cheaper.key,
                 current.key,
@@ -347,12 +370,24 @@ def _load(ev: Evidence, d: Demand, s: RightsizingSettings) -> str:
         if bandwidth is not None
         else " (no bandwidth signal: no option with less bandwidth)"
     )
+    if d.activity is None:
+        band = (
+            " (no activity or bandwidth signal: no option with less compute or bandwidth)"
+            if bandwidth is None
+            else f"{band} (no activity signal: no option with less compute)"
+        )
     gpus = f" on each of {ev.workload_gpus} GPUs" if ev.workload_gpus > 1 else ""
     return (
         f"peak memory {gib(ev.memory_peak_bytes or 0)} (+{s.memory_margin_ratio:.0%} margin"
         f"{f', x{d.widening:.2f} for short history' if d.widening > 1.0001 else ''}), p95 "
         f"{ev.activity_source.replace('_', ' ')} {_pct(ev.activity_p95)}{band}{gpus}"
     )
+
+
+def _deciding(binding: str, projected: float) -> str:
+    if binding == "memory":  # nothing else measured: the option has no less of anything
+        return "memory decides"
+    return f"{binding} decides at {_pct(projected)} projected"
 
 
 def _delta(current: Candidate, new: Candidate, group: WorkloadFit | None) -> float:

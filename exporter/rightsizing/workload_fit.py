@@ -38,7 +38,7 @@ def workload_fit(
         scaled = dataclasses.replace(
             d,
             memory_bytes=d.memory_bytes * share,
-            activity=d.activity * share,
+            activity=None if d.activity is None else d.activity * share,
             bandwidth=None if d.bandwidth is None else d.bandwidth * share,
             whole_gpus=True,
             nvlink=(1 < n < gpus) or (n == gpus and d.nvlink),
