@@ -17,7 +17,7 @@ import pytest
 
 from exporter.api import gpus_json
 from exporter.rightsizing.bottlenecks import BOTTLENECKS
-from exporter.rightsizing.catalog import load_catalog
+from exporter.rightsizing.catalog import Catalog, load_catalog
 from exporter.rightsizing.extension import RightsizingExtension
 from exporter.rightsizing.settings import RightsizingSettings
 from exporter.rightsizing.verdicts import VERDICTS
@@ -29,13 +29,15 @@ SUITE = sorted((Path(__file__).parent / "scenarios").glob("*.yaml"))
 BUILTIN = [SCENARIO_DIR / "default.yaml", SCENARIO_DIR / "golden.yaml"]
 
 
-async def conclusions(path: Path, start: float | None = None) -> dict[str, dict]:
+async def conclusions(
+    path: Path, start: float | None = None, catalog: Catalog | None = None
+) -> dict[str, dict]:
     """What the engine concludes per GPU; ``start`` pins the simulated clock (noise follows it)."""
     scenario = load_scenario(str(path))
     if start is not None:
         scenario = dataclasses.replace(scenario, start=start, frozen=True)
     source = SimulatedSource(scenario)
-    ext = RightsizingExtension(RightsizingSettings(), load_catalog(), 1.0, source)
+    ext = RightsizingExtension(RightsizingSettings(), catalog or load_catalog(), 1.0, source)
     await ext.start()
     try:
         reading = await source.collect()
