@@ -277,9 +277,12 @@ def _sized(
     if full:  # full, but no evidence the work needs more: the server's reservation
         known = _pressure_words(ev)
         evidence = f"no memory pressure ({known})" if known else "no KV-cache usage or preemptions reported"
+        held = "memory reserved by the server; need unknown"
+        if server_queue(ev) is None:  # no server: a framework's allocator keeps what it frees
+            held, evidence = "need unknown", "no inference server linked to report pressure"
         return Assessment(
             "rightsized",
-            f"memory {peak_ratio:.0%} full at peak: memory reserved by the server; need unknown "
+            f"memory {peak_ratio:.0%} full at peak: {held} "
             f"({evidence}); p95 {ev.activity_source.replace('_', ' ')} {_pct(ev.activity_p95)}.{why}",
             bottlenecks,
             current.key,
@@ -288,7 +291,7 @@ def _sized(
             1.0,
             here,
             ev.memory_peak_bytes,
-            summary="memory reserved by the server; need unknown",
+            summary=held if held != "need unknown" else "memory full; need unknown",
             price_source=price_source(current),
         )
     group, fit = _fit(ev, catalog, d, current, s)
