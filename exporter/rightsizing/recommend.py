@@ -140,9 +140,17 @@ def cheapest_fit(
 ) -> Fit | None:
     """Cheapest candidate that carries the work; at equal price the current option wins (no churn
     for nothing). An ``upgrade`` leaves the current option out and looks first at the same GPU
-    model's larger MIG profiles and whole GPU, then at every other option."""
+    model's options that cost no more than today (a full 1g.10gb grows into the 1g.20gb at the same
+    price, never onto another GPU with less bandwidth), then at the cheapest option of any model
+    (a saturated 1g slice goes to an L40S at +$0.11/h rather than to its own 2g at +$1.76/h)."""
     if upgrade:
-        same = [c for c in catalog.candidates() if c.gpu.key == current.gpu.key and c.key != current.key]
+        same = [
+            c
+            for c in catalog.candidates()
+            if c.gpu.key == current.gpu.key
+            and c.key != current.key
+            and c.hourly_price_dollars <= current.hourly_price_dollars + 1e-9
+        ]
         found = _cheapest(same, d, current, s)
         if found is not None:
             return found

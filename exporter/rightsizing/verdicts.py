@@ -12,7 +12,7 @@ Decided in this order (``rightsizing`` settings, defaults in brackets):
 3. underprovisioned: memory full (peak >= ``memory_full_ratio``, 95 %) AND memory pressure shown by
    a linked inference server (``pressure``), or median activity >= ``saturation_activity_ratio``
    (90 %) while a linked queue grows (by its own level, ``pressure.growing``). Recommends the
-   same GPU model's larger MIG profiles or whole GPU first, then the cheapest other option that fits.
+   same GPU model's options at no extra cost first, then the cheapest option that fits.
    A full GPU without pressure evidence is rightsized: "memory reserved by the server; need unknown".
 4. overprovisioned: a catalog option at least ``min_savings_ratio`` (10 %) cheaper fits (see
    ``recommend``: every resource, each from its own signal).
