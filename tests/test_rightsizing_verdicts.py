@@ -233,3 +233,18 @@ def test_no_activity_signal_is_not_zero_activity() -> None:
     empty = assess(ev(**unseen, memory_peak_bytes=0.0), S, CATALOG)
     assert empty.verdict == "idle" and empty.recommended == "release"
     assert "no process held memory" in empty.reason
+
+
+def test_a_transfer_bound_gpu_keeps_its_host_link() -> None:
+    """PCIe at 84 % of an H100's Gen5 x16 link: no Gen4 GPU (half the link) and no MIG slice (its
+    share of the link) carries it, however little compute it needs."""
+    light = dict(memory_peak_bytes=20 * GIB, activity_p95=0.27, sm_active_high=0.27)
+    bound = assess(ev(**light, pcie_link_high=0.84), S, CATALOG)
+    rec = CATALOG.candidate(bound.recommended)
+    h100 = CATALOG.candidate("H100-SXM-80GB")
+    assert rec is not None and h100 is not None
+    assert rec.mig is None and rec.gpu.pcie_bytes_per_second >= h100.gpu.pcie_bytes_per_second
+    # The same work without the transfers goes to a slice or a Gen4 GPU.
+    free = CATALOG.candidate(assess(ev(**light, pcie_link_high=0.02), S, CATALOG).recommended)
+    assert free is not None
+    assert free.mig is not None or free.gpu.pcie_bytes_per_second < h100.gpu.pcie_bytes_per_second

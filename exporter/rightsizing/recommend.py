@@ -9,6 +9,9 @@ each from its own signal:
   a candidate must offer at least today's bandwidth: less bandwidth is never recommended unseen;
   likewise with no activity signal at all (MIG instances of GPUs without profiling metrics report
   no utilization) a candidate must offer at least today's compute;
+- host link: PCIe throughput high (p90) x today's link / the candidate's link (generation x width;
+  a MIG instance gets its compute share of its GPU's copy engines and link), judged on whole GPUs
+  today (NVML counts PCIe per GPU): a transfer-bound job is never sent to a narrower link;
 - topology: work spread over several GPUs or moving data over NVLink gets whole GPUs only (MIG
   instances have no NVLink or peer-to-peer), with NVLink when it uses NVLink.
 
@@ -42,6 +45,7 @@ class Demand:
     widening: float
     whole_gpus: bool = False  # several GPUs or NVLink traffic: no MIG instance
     nvlink: bool = False  # the work uses NVLink: candidates need it too
+    pcie: float | None = None  # PCIe throughput high as a share of today's link; None: unknown
 
     @property
     def binding(self) -> str:
@@ -91,11 +95,17 @@ def demand(
         widening=w,
         whole_gpus=multi_gpu(ev, s),
         nvlink=uses_nvlink(ev, s),
+        pcie=ev.pcie_link_high if ev.mig_profile is None else None,
     )
 
 
 def has_nvlink(c: Candidate) -> bool:
     return c.mig is None and c.gpu.interconnect.lower().startswith("nvlink")
+
+
+def host_link(c: Candidate) -> float:
+    """Host link bytes/s of a candidate: a MIG instance gets its compute share of the GPU's."""
+    return c.gpu.pcie_bytes_per_second * (c.mig.sm_fraction if c.mig is not None else 1.0)
 
 
 def project(d: Demand, current: Candidate, c: Candidate) -> tuple[float, str]:
@@ -131,6 +141,11 @@ def fits(d: Demand, current: Candidate, c: Candidate, s: RightsizingSettings) ->
         return None  # no bandwidth signal: never less bandwidth than today
     if d.activity is None and c.fp16_dense_tflops < current.fp16_dense_tflops:
         return None  # no activity signal: never less compute than today
+    if d.pcie is not None and c.key != current.key:
+        link = host_link(c)
+        carried = d.pcie * host_link(current) / link * d.widening if link > 0 else float("inf")
+        if carried > max(s.target_activity_ratio, d.pcie * d.widening):
+            return None  # a narrower host link than today's would not carry its transfers
     projected = project(d, current, c)
     return projected if projected[0] <= s.target_activity_ratio else None
 

@@ -40,6 +40,7 @@ def workload_fit(
             memory_bytes=d.memory_bytes * share,
             activity=None if d.activity is None else d.activity * share,
             bandwidth=None if d.bandwidth is None else d.bandwidth * share,
+            pcie=None if d.pcie is None else d.pcie * share,
             whole_gpus=True,
             nvlink=(1 < n < gpus) or (n == gpus and d.nvlink),
         )
