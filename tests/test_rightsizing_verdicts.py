@@ -195,9 +195,8 @@ def test_assessment_depends_only_on_its_decision_inputs(p50, p95, peak_gib, samp
         queues=(QueueEvidence("q", depth, depth, 0.0, depth + 1, 3000.0),),
     )
     later = (QueueEvidence("q", depth + 7, depth + 9, 0.0, depth + 1.2, 3100.0),)
-    b = dataclasses.replace(
-        a, samples=samples, history_seconds=history, activity_p99=0.99, memory_p95_bytes=1.0, queues=later
-    )
+    # activity p99 decides (bursts), so it is not among what may change here.
+    b = dataclasses.replace(a, samples=samples, history_seconds=history, memory_p95_bytes=1.0, queues=later)
     assert decision_inputs(a, S) == decision_inputs(b, S)
     assert assess(a, S, CATALOG) == assess(b, S, CATALOG)
 
@@ -248,3 +247,16 @@ def test_a_transfer_bound_gpu_keeps_its_host_link() -> None:
     free = CATALOG.candidate(assess(ev(**light, pcie_link_high=0.02), S, CATALOG).recommended)
     assert free is not None
     assert free.mig is not None or free.gpu.pcie_bytes_per_second < h100.gpu.pcie_bytes_per_second
+
+
+def test_rare_bursts_must_not_saturate_the_option() -> None:
+    """p95 5 % but p99 75 % (a 20 s burst every 10 min): the option carries the p99 at <= 100 %."""
+    quiet = dict(activity_p95=0.05, sm_active_high=0.05, dram_active_p95=0.04, dram_active_high=0.04)
+    steady = assess(ev(**quiet, activity_p99=0.06, dram_active_p99=0.05), S, CATALOG)
+    bursty = assess(ev(**quiet, activity_p99=0.75, dram_active_p99=0.55), S, CATALOG)
+    assert steady.recommended == "L4-24GB"
+    rec = CATALOG.candidate(bursty.recommended)
+    assert bursty.verdict == "overprovisioned" and rec is not None
+    assert 0.75 * 989 / rec.fp16_dense_tflops <= 1.0
+    assert 0.55 * 3.35e12 / rec.memory_bandwidth_bytes_per_second <= 1.0
+    assert "bursts (p99) decide" in bursty.reason

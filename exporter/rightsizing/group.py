@@ -28,6 +28,7 @@ _MAX_FIELDS = (
     "activity_recent_max", "utilization_p50", "sm_active_p50", "sm_active_high", "sm_occupancy_p50",
     "tensor_active_p95", "dram_active_p95", "dram_active_high", "pcie_link_high", "host_cpu_high",
     "starved_share", "memory_copy_p95", "memory_copy_high", "nvlink_high", "utilization_recent_max",
+    "dram_active_p99", "memory_copy_p99",
 )  # fmt: skip
 
 

@@ -9,6 +9,8 @@ each from its own signal:
   a candidate must offer at least today's bandwidth: less bandwidth is never recommended unseen;
   likewise with no activity signal at all (MIG instances of GPUs without profiling metrics report
   no utilization) a candidate must offer at least today's compute;
+- bursts: the p99 of compute and of bandwidth project at or under ``BURST_CEILING`` (100 %): rare
+  bursts (above p95) must not saturate the option, or they would take several times longer;
 - host link: PCIe throughput high (p90) x today's link / the candidate's link (generation x width;
   a MIG instance gets its compute share of its GPU's copy engines and link), judged on whole GPUs
   today (NVML counts PCIe per GPU): a transfer-bound job is never sent to a narrower link;
@@ -29,6 +31,9 @@ from .catalog import Candidate, Catalog
 from .evidence import Evidence
 from .settings import RightsizingSettings
 
+# Bursts (p99) may use all of an option, never more: beyond it they queue and take longer.
+BURST_CEILING = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class Fit:
@@ -46,6 +51,8 @@ class Demand:
     whole_gpus: bool = False  # several GPUs or NVLink traffic: no MIG instance
     nvlink: bool = False  # the work uses NVLink: candidates need it too
     pcie: float | None = None  # PCIe throughput high as a share of today's link; None: unknown
+    activity_burst: float | None = None  # compute activity at p99 (bursts); None: no signal
+    bandwidth_burst: float | None = None  # bandwidth activity at p99 (bursts); None: no signal
 
     @property
     def binding(self) -> str:
@@ -96,7 +103,17 @@ def demand(
         whole_gpus=multi_gpu(ev, s),
         nvlink=uses_nvlink(ev, s),
         pcie=ev.pcie_link_high if ev.mig_profile is None else None,
+        activity_burst=binding_burst(ev.activity_p95, ev.activity_p99, s),
+        bandwidth_burst=binding_burst(None if bandwidth is None else bandwidth[1], ev.bandwidth_p99, s),
     )
+
+
+def binding_burst(p95: float | None, p99: float | None, s: RightsizingSettings) -> float | None:
+    """The p99 when it can decide anything: at or under p95 / target it never projects past the
+    ceiling where the p95 fits (None then, which also keeps the live engine's reuse of decisions)."""
+    if p99 is None or (p95 is not None and p99 * s.target_activity_ratio <= p95 * BURST_CEILING):
+        return None
+    return p99
 
 
 def has_nvlink(c: Candidate) -> bool:
@@ -146,8 +163,28 @@ def fits(d: Demand, current: Candidate, c: Candidate, s: RightsizingSettings) ->
         carried = d.pcie * host_link(current) / link * d.widening if link > 0 else float("inf")
         if carried > max(s.target_activity_ratio, d.pcie * d.widening):
             return None  # a narrower host link than today's would not carry its transfers
+    if not carries_bursts(d, current, c):
+        return None
     projected = project(d, current, c)
     return projected if projected[0] <= s.target_activity_ratio else None
+
+
+def burst_share(d: Demand, current: Candidate, c: Candidate) -> float:
+    """The highest p99 projection (compute or bandwidth) on ``c``; 0 when neither is measured."""
+    shares = [0.0]
+    if d.activity_burst is not None:
+        tflops = c.fp16_dense_tflops
+        shares.append(d.activity_burst * current.fp16_dense_tflops / tflops if tflops > 0 else float("inf"))
+    if d.bandwidth_burst is not None:
+        theirs = c.memory_bandwidth_bytes_per_second
+        ours = current.memory_bandwidth_bytes_per_second
+        shares.append(d.bandwidth_burst * ours / theirs if theirs > 0 else float("inf"))
+    return max(shares) * d.widening
+
+
+def carries_bursts(d: Demand, current: Candidate, c: Candidate) -> bool:
+    """Today's option carries its own bursts; another must keep them at or under ``BURST_CEILING``."""
+    return c.key == current.key or burst_share(d, current, c) <= BURST_CEILING
 
 
 def cheapest_fit(

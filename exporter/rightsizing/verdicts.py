@@ -31,7 +31,18 @@ from .bottlenecks import describe, find_bottlenecks
 from .catalog import Candidate, Catalog
 from .evidence import Evidence
 from .pressure import backlog, growing, growing_queues, memory_pressure, server_queue, starvation_demand
-from .recommend import Demand, Fit, cheapest_fit, current_candidate, demand, gib, project
+from .recommend import (
+    BURST_CEILING,
+    Demand,
+    Fit,
+    binding_burst,
+    burst_share,
+    cheapest_fit,
+    current_candidate,
+    demand,
+    gib,
+    project,
+)
 from .settings import RightsizingSettings
 from .workload_fit import WorkloadFit, workload_fit
 
@@ -125,6 +136,8 @@ def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] 
         ev.utilization_p50, ev.sm_active_p50, ev.sm_active_high, ev.dram_active_high, ev.pcie_link_high,
         ev.host_cpu_high, ev.starved_share, ev.confidence, ev.dram_active_p95, ev.memory_copy_p95,
         ev.nvlink_high, ev.workload_gpus, ev.memory_copy_high, idle_kernels(ev, s),
+        binding_burst(ev.activity_p95, ev.activity_p99, s),
+        binding_burst(None if ev.bandwidth is None else ev.bandwidth[1], ev.bandwidth_p99, s),
         tuple(
             (q.name, q.server, q.kv_cache_high, q.preemptions, backlog(q),
              (round(q.rise), round(100 * q.growth_per_hour)) if growing(q, s) else None)
@@ -305,7 +318,8 @@ def _sized(
             each = f" per GPU (${saving * group.today:.2f}/h for the workload)" if group else ""
             return Assessment(
                 "overprovisioned",
-                f"{load} fit {where}, where {_deciding(fit.binding, fit.projected_activity)}; "
+                f"{load} fit {where}, where {_deciding(fit.binding, fit.projected_activity)}"
+                f"{_bursts(d, current, cheaper, fit, s) if group is None else ''}; "
                 f"saves ${saving:.2f}/h{each}{_estimated(cheaper)}.{why}",
                 bottlenecks,
                 cheaper.key,
@@ -385,6 +399,14 @@ def _load(ev: Evidence, d: Demand, s: RightsizingSettings) -> str:
         f"{f', x{d.widening:.2f} for short history' if d.widening > 1.0001 else ''}), p95 "
         f"{ev.activity_source.replace('_', ' ')} {_pct(ev.activity_p95)}{band}{gpus}"
     )
+
+
+def _bursts(d: Demand, current: Candidate, c: Candidate, fit: Fit, s: RightsizingSettings) -> str:
+    """Said when bursts (p99) are closer to their ceiling than the p95 to its target."""
+    burst = burst_share(d, current, c)
+    if burst / BURST_CEILING <= fit.projected_activity / s.target_activity_ratio:
+        return ""
+    return f" and bursts (p99) decide at {_pct(burst)}"
 
 
 def _deciding(binding: str, projected: float) -> str:
