@@ -331,6 +331,38 @@ FAMILIES: tuple[Family, ...] = (
         "last_sample",
     ),
     Family(
+        "rightsizer_http_malformed_requests_total",
+        "counter",
+        "requests",
+        "HTTP requests refused before reaching a handler: malformed, over a size limit, or without "
+        "HTTP/1.x (each logged at debug level only).",
+        "extension",
+    ),
+    Family(
+        "rightsizer_http_connections_dropped_total",
+        "counter",
+        "connections",
+        "HTTP connections the listener closed to protect itself: header_timeout (no complete request "
+        "in time), evicted (at the connection cap, to make room), refused (at the cap, nothing to evict).",
+        "extension",
+        extra_labels=("reason",),
+    ),
+    Family(
+        "rightsizer_http_accept_errors_total",
+        "counter",
+        "errors",
+        "Times accepting a connection failed for lack of file descriptors or memory (accepting then "
+        "pauses for a second).",
+        "extension",
+    ),
+    Family(
+        "rightsizer_http_open_connections",
+        "gauge",
+        "connections",
+        "Open HTTP connections, TLS handshakes included.",
+        "extension",
+    ),
+    Family(
         "rightsizer_build_info",
         "info",
         "info",

@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 
 from exporter.config import parse_listen
+from rightsizer_core.limits import ListenerLimits
 
 from ..cache import Cache
 from ..config import GrpcSettings
@@ -30,6 +31,7 @@ from ..kubernetes.selectors import SelectorError, parse
 from ..selfmetrics import AdapterMetrics
 from . import externalscaler_pb2 as pb
 from . import externalscaler_pb2_grpc as pb_grpc
+from .grpc_checks import bind_problem, check_tls_files
 
 MAX_TARGET = 1e18  # GetMetricSpec also sends the target rounded into an int64 (targetSize)
 
@@ -184,8 +186,15 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
         yield  # pragma: no cover - makes this an async generator, as a server-streaming handler must be
 
 
-async def start_server(cfg: GrpcSettings, service: ExternalScaler) -> tuple[grpc.aio.Server, int]:
-    """Start the gRPC server; returns it and the bound port. Raises ValueError if it cannot listen."""
+async def start_server(
+    cfg: GrpcSettings, service: ExternalScaler, limits: ListenerLimits | None = None
+) -> tuple[grpc.aio.Server, int]:
+    """Start the gRPC server; returns it and the bound port. Raises ValueError if it cannot listen.
+
+    ``limits`` (the ``http`` settings) give the HTTP/2 handshake deadline, the connection cap and
+    the idle timeout (a connection with no call open is sent GOAWAY; KEDA reconnects at its next call).
+    """
+    limits = limits or ListenerLimits()
     assert cfg.listen is not None
     host, port = parse_listen(cfg.listen)
     address = f"[{host}]:{port}" if host and ":" in host else f"{host or '[::]'}:{port}"
@@ -195,31 +204,26 @@ async def start_server(cfg: GrpcSettings, service: ExternalScaler) -> tuple[grpc
             ("grpc.keepalive_timeout_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ("grpc.so_reuseport", 0),  # grpcio's default 1 would let a second adapter share the port
+            ("grpc.server_handshake_timeout_ms", int(limits.header_timeout_seconds * 1000)),
+            ("grpc.max_allowed_incoming_connections", limits.max_connections),
+            ("grpc.max_connection_idle_ms", int(limits.idle_timeout_seconds * 1000)),
         ]
     )
     pb_grpc.add_ExternalScalerServicer_to_server(service, server)
     try:
         if cfg.tls_cert_file and cfg.tls_private_key_file:
-            key = _read(cfg.tls_private_key_file)
-            cert = _read(cfg.tls_cert_file)
-            ca = _read(cfg.client_ca_file) if cfg.client_ca_file else None
+            cert, key, ca = check_tls_files(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file)
             creds = grpc.ssl_server_credentials(
                 [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
             )
             bound = server.add_secure_port(address, creds)
         else:
             bound = server.add_insecure_port(address)
-    except RuntimeError as exc:
-        raise ValueError(f"cannot listen on {cfg.listen} for gRPC: {exc}") from None
+    except RuntimeError:
+        bound = 0
     if not bound:
-        raise ValueError(f"cannot listen on {cfg.listen} for gRPC")
+        raise ValueError(f"cannot listen on {cfg.listen} for gRPC: {bind_problem(host, port)}")
     await server.start()
     return server, bound
 
-
-def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None

@@ -2,8 +2,9 @@
 
 Windows run on the samples' own timestamps, so a simulated fleet may run faster than wall time.
 A GPU's window restarts when another pod takes the GPU (the window belongs to the workload). At
-start, a source that can replay its recent past (``history(seconds, step)``, the simulated fleet)
-fills the windows so verdicts are there within seconds. ``contribute`` does no I/O: host CPU comes
+start, a source that can replay its recent past (``history(seconds, step, cancelled)``, the
+simulated fleet) fills the windows so verdicts are there within seconds; a stop signal ends the
+replay between two readings. ``contribute`` does no I/O: host CPU comes
 from a background reader of /proc/stat (or the simulated host), queue depth from the queue
 extension's latest values (or the simulated queues).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
@@ -79,7 +81,13 @@ class RightsizingExtension:
             started = time.perf_counter()
             seconds = self.settings.window_seconds
             step = max(self.interval, seconds / REPLAY_POINTS)
-            count = await asyncio.to_thread(self._replay, history(seconds, step))
+            event(log, logging.INFO, "filling windows from history", seconds=seconds, step=step)
+            cancel = threading.Event()  # the thread cannot be cancelled: it stops when asked
+            try:
+                count = await asyncio.to_thread(self._replay, history(seconds, step, cancel.is_set), cancel)
+            except asyncio.CancelledError:  # a stop signal during start-up
+                cancel.set()
+                raise
             event(
                 log,
                 logging.INFO,
@@ -92,9 +100,11 @@ class RightsizingExtension:
         if self.host_cpu is not None:
             await self.host_cpu.stop()
 
-    def _replay(self, readings: Iterable[GpuReading]) -> int:
+    def _replay(self, readings: Iterable[GpuReading], cancel: threading.Event) -> int:
         count = 0
         for reading in readings:
+            if cancel.is_set():
+                break
             self.feed(reading.timestamp, reading.gpus, live=False)
             count += 1
         return count

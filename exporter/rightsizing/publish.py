@@ -101,6 +101,14 @@ class LazyApiEntries(dict[str, Any]):
             ev = tracker.with_details(ev)
         return api_entry(a, ev)
 
+    def parts(self, uuid: str) -> tuple[Assessment, Evidence, Any] | None:
+        """The (assessment, evidence, tracker) a GPU's entry is built from, or None (read-only use:
+        the status page draws its charts from the tracker's window)."""
+        if uuid not in self:
+            return None
+        a, ev, tracker = super().__getitem__(uuid)
+        return a, ev, tracker
+
     def get(self, uuid: str, default: Any = None) -> Any:
         if uuid not in self:
             return default

@@ -7,8 +7,9 @@ import sys
 import time
 from collections import Counter
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rightsizer_core.files import read_secret
 
 from ..workloads import workload_of
 from .catalog import Catalog
@@ -67,7 +68,7 @@ def _headers(args: argparse.Namespace) -> dict[str, str]:
         headers[name.strip()] = value.strip()
     if args.bearer_token_file:
         try:
-            token = Path(args.bearer_token_file).read_text().strip()
+            token = read_secret(args.bearer_token_file)
         except OSError as exc:
             raise ReportError(
                 f"--bearer-token-file {args.bearer_token_file}: {exc.strerror or exc}"

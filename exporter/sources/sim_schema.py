@@ -12,6 +12,15 @@ from ..rightsizing.catalog import GpuSpec, MigProfile
 from ..settings import setting
 from . import sim_workloads as wl
 
+# Start-up cost bounds: replaying the past costs about 45 ms of CPU per simulated device (GPU or MIG
+# instance) for the right-sizing windows, plus the energy counters' integration from the start of
+# the history (10 s steps). These keep a scenario's start at a few seconds (bench/simulated.py).
+MAX_DEVICES = 64  # GPUs plus MIG instances: an 8-GPU node with every GPU split in seven fits
+MAX_HISTORY_DEVICE_HOURS = 256  # devices x history_seconds, e.g. 64 devices x 4 h or 8 GPUs x 32 h
+# Each cycle integrates the simulated time since the last one: devices x speed x interval seconds,
+# about 0.6 ms of CPU per 1,000 on the event loop. 64 devices at speed 1,500, or 8 GPUs at 12,500.
+MAX_DEVICE_SECONDS_PER_CYCLE = 100_000
+
 Verdict = Literal["idle", "overprovisioned", "rightsized", "underprovisioned", "insufficient_data"]
 Bottleneck = Literal[
     "memory_capacity", "memory_bandwidth", "compute", "launch_overhead", "data_loading", "host_cpu"
@@ -107,7 +116,7 @@ class MigEntry:
 @dataclass(frozen=True)
 class GpuEntry:
     model: str = setting("", "Catalog key or NVML name of the GPU (required).")
-    count: int = setting(1, "Replicate this GPU this many times.", minimum=1, maximum=1024)
+    count: int = setting(1, "Replicate this GPU this many times.", minimum=1, maximum=MAX_DEVICES)
     name: str | None = setting(None, "A short name for messages and docs.")
     uuid: str | None = setting(None, "UUID override (default: derived from seed and index).")
     pci_bus_id: str | None = setting(None, "PCI bus id override (default: derived from the index).")

@@ -177,16 +177,31 @@ class SimulatedSource:
         )
         return GpuReading(t, gpus, CollectorStatus(self.name, True, time.perf_counter() - began))
 
-    def history(self, seconds: float, step: float) -> Iterator[GpuReading]:
+    def history(
+        self, seconds: float, step: float, cancelled: Callable[[], bool] = lambda: False
+    ) -> Iterator[GpuReading]:
         """Readings of the recent past, oldest first, every ``step`` seconds of simulated time, all
         strictly before the current simulated time, going back at most ``seconds`` and never before
-        the scenario's ``history_seconds`` ahead of its start."""
+        the scenario's ``history_seconds`` ahead of its start. Ends early once ``cancelled()``."""
         if step <= 0:
             raise ValueError("step must be positive")
         now = self.now()
         earliest = max(now - seconds, self.start_time - self.scenario.history_seconds)
         n = math.floor((now - earliest) / step + 1e-9)
+        # The energy counters integrate from the start of the history: do it in slices, so that a
+        # stop is seen within one slice rather than after the whole past of every GPU.
+        for d in self.devices:
+            t = (d.origin_bucket + 1) * ENERGY_BUCKET_SECONDS
+            while True:
+                if cancelled():
+                    return
+                t = min(t + ENERGY_BUCKET_SECONDS * 512, now - n * step)
+                self._integrals(d, t)
+                if t >= now - n * step:
+                    break
         for k in range(n, 0, -1):
+            if cancelled():
+                return
             yield self.reading_at(now - k * step, history=True)
 
     # -- signals for the right-sizing engine ------------------------------------------------------
