@@ -39,7 +39,10 @@ async def external(request: web.Request) -> web.Response:
 
 
 async def discovery(request: web.Request) -> web.Response:
-    body = request.app[DISCOVERY].get(request.path)
+    found, cache = request.app[DISCOVERY], request.app[CACHE]
+    if found.generation != cache.rules_generation:
+        found.rebuild(list(cache.rules.values()), cache.rules_generation)
+    body = found.get(request.path)
     if body is None:
         return respond(status(404, f"the server could not find the requested resource {request.path[:200]}"))
     return web.Response(body=body, content_type=JSON)
