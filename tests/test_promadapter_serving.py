@@ -11,15 +11,17 @@ evaluated, and the adapter's answer must carry the same names, objects, labels a
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from adapter_support import client_get
+from adapter_support import adapter, client_get, get_json
 from prometheus_client import generate_latest
-from servers import Process, exporter, prom_query, prometheus, redis_server, wait_for
+from servers import Process, exporter, free_port, prom_query, prometheus, redis_server, wait_for
 
 from adapter.cache import Cache
 from adapter.config import load_config
@@ -208,3 +210,58 @@ async def test_one_query_per_metric_per_refresh_and_unbatchable_named(served: An
 def test_fixture_is_unchanged_prometheus_adapter_format() -> None:
     assert shutil.which("prometheus")  # the Prometheus these tests run against
     assert schema.load(str(FILE)).has_resource_rules
+
+
+def run_adapter(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "adapter", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_check_config_prints_each_rules_metric_names(prom: Process) -> None:
+    done = run_adapter(
+        "--check-config", "--prometheus-adapter-config", str(FILE), "--prometheus-url", prom.url
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{FILE}: OK (6 rules)"
+    assert "resourceRules: not served (the resource metrics API is out of scope)" in lines
+    assert "rules[0] (custom.metrics.k8s.io): gpu_GPU_utilization, gpu_MEM_COPY_utilization" in lines
+    assert "rules[2] (custom.metrics.k8s.io): TOTAL_ENERGY" in lines
+    assert "rules[3] (custom.metrics.k8s.io): DCGM_FI_DEV_GPU_TEMP" in lines
+    assert any(line.startswith("  DCGM_FI_DEV_GPU_TEMP: not served: uses topk") for line in lines)
+    assert "externalRules[1] (external.metrics.k8s.io): any_namespace_queue_in_flight" in lines
+
+
+def test_check_config_says_when_prometheus_is_unreachable() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    done = run_adapter("--check-config", "--prometheus-adapter-config", str(FILE), "--prometheus-url", url)
+    assert done.returncode == 1
+    assert f"cannot list series from {url}" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_the_adapter_process_serves_the_file_unchanged(prom: Process) -> None:
+    with adapter(
+        ["--insecure-http", "--prometheus-adapter-config", str(FILE), "--prometheus-url", prom.url]
+    ) as served:
+        assert "resourceRules (the resource metrics API, metrics.k8s.io) are not served" in served.log()
+        code, body = get_json(served.url + f"{EXTERNAL}/namespaces/prod/rightsizer_queue_depth")
+        assert code == 200 and [i["value"] for i in body["items"]] == ["7"]
+        code, body = get_json(served.url + f"{CUSTOM}/namespaces/search/pods/*/gpu_GPU_utilization")
+        assert code == 200 and body["items"]
+
+
+def test_a_malformed_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "adapter.yaml"
+    bad.write_text("rules:\n- seriesQuery: x\n  metricsQuery: y\n  name: {matches: '(a)(b)'}\n")
+    done = run_adapter("--prometheus-adapter-config", str(bad), "--prometheus-url", "http://127.0.0.1:1")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"rightsizer-adapter: {bad}: rules[0].name.as: must be given when name.matches has more than "
+        "one capture group"
+    ]
+    bad.write_text("rules: [\n")
+    done = run_adapter(
+        "--check-config", "--prometheus-adapter-config", str(bad), "--prometheus-url", "http://x"
+    )
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and "not valid YAML" in done.stderr
