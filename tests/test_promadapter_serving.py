@@ -99,10 +99,12 @@ async def test_discovery_names_follow_name_matches_and_as(served: Any) -> None:
     client, cache, _ = served
     assert sorted(cache.rules) == [
         "DCGM_FI_DEV_FB_USED",  # no name block: $0, the series name
+        "DCGM_FI_DEV_GPU_TEMP",  # served per request
         "TOTAL_ENERGY",  # one capture group, no `as`: $1
         "any_namespace_queue_in_flight",
         "gpu_GPU_utilization",  # ${1} inside a longer name; ENC/DEC_UTIL filtered out by isNot
         "gpu_MEM_COPY_utilization",
+        "queue_in_flight_per_request",  # served per request
         "rightsizer_queue_depth",
     ]
     code, body = await client_get(client, CUSTOM)
@@ -113,6 +115,7 @@ async def test_discovery_names_follow_name_matches_and_as(served: Any) -> None:
     assert code == 200
     assert sorted(r["name"] for r in body["resources"]) == [
         "any_namespace_queue_in_flight",
+        "queue_in_flight_per_request",
         "rightsizer_queue_depth",
     ]
 
@@ -188,23 +191,82 @@ async def test_external_namespaced_false_ignores_the_hpas_namespace(served: Any,
         assert len(want) >= 2  # the simulated fleet's queues, from the llm namespace
 
 
+async def settled(prom: Process, query: str, ask: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """The adapter's answer and Prometheus's to ``query``, taken with no scrape in between (the
+    answers before and after the adapter's are the same); a few tries at most."""
+    for _ in range(10):
+        before = prom_query(prom.url, query)
+        answer = await ask()
+        after = prom_query(prom.url, query)
+        if [(s["metric"], s["value"][1]) for s in before] == [(s["metric"], s["value"][1]) for s in after]:
+            return answer, after
+    raise AssertionError(f"Prometheus kept changing under {query!r}")
+
+
+async def test_unbatchable_custom_metric_is_queried_per_request_like_upstream(
+    served: Any, prom: Process
+) -> None:
+    client, _, _ = served
+    ns = namespaces_of(prom, "DCGM_FI_DEV_GPU_TEMP")[0]
+    pods = sorted(
+        {s["metric"]["pod"] for s in prom_query(prom.url, f'DCGM_FI_DEV_GPU_TEMP{{namespace="{ns}"}}')}
+    )
+    query = f'topk(1, DCGM_FI_DEV_GPU_TEMP{{namespace="{ns}",pod=~"{"|".join(pods)}"}})'
+    (code, body), expected = await settled(
+        prom, query, lambda: client_get(client, f"{CUSTOM}/namespaces/{ns}/pods/*/DCGM_FI_DEV_GPU_TEMP")
+    )
+    assert code == 200, body
+    assert [(i["describedObject"]["name"], i["value"]) for i in body["items"]] == [
+        (s["metric"]["pod"], format_quantity(float(s["value"][1]))) for s in expected
+    ]
+    code, body = await client_get(client, f"{CUSTOM}/namespaces/{ns}/pods/no-such-pod/DCGM_FI_DEV_GPU_TEMP")
+    assert code == 404
+
+
+async def test_unbatchable_external_metric_is_queried_per_request_like_upstream(
+    served: Any, prom: Process
+) -> None:
+    client, _, _ = served
+    query = 'sum without (namespace) (rightsizer_queue_in_flight{queue="chat-requests",namespace="llm"})'
+    (code, body), expected = await settled(
+        prom,
+        query,
+        lambda: client_get(
+            client,
+            f"{EXTERNAL}/namespaces/llm/queue_in_flight_per_request?labelSelector=queue%3Dchat-requests",
+        ),
+    )
+    assert code == 200, body
+    assert [(i["metricLabels"], i["value"]) for i in body["items"]] == [
+        (s["metric"], format_quantity(float(s["value"][1]))) for s in expected
+    ]
+    assert "namespace" not in body["items"][0]["metricLabels"]
+
+
 async def test_one_query_per_metric_per_refresh_and_unbatchable_named(served: Any) -> None:
     client, cache, metrics = served
     before = generate_latest(metrics.registry).decode()
     for _ in range(20):
         await client_get(client, f"{CUSTOM}/namespaces/search/pods/*/gpu_GPU_utilization")
         await client_get(client, f"{EXTERNAL}/namespaces/prod/rightsizer_queue_depth")
+    for _ in range(3):
+        await client_get(client, f"{CUSTOM}/namespaces/search/pods/*/DCGM_FI_DEV_GPU_TEMP")
     await cache.refresh_once()
     text = generate_latest(metrics.registry).decode()
 
     def count(text: str, source: str) -> float:
         line = f'rightsizer_adapter_upstream_queries_total{{outcome="success",source="{source}"}}'
-        return next(float(x.split()[-1]) for x in text.splitlines() if x.startswith(line))
+        return next((float(x.split()[-1]) for x in text.splitlines() if x.startswith(line)), 0.0)
 
-    assert count(text, "prometheus") - count(before, "prometheus") == len(cache.rules) == 6
+    batched = [n for n in cache.rules if n not in ("DCGM_FI_DEV_GPU_TEMP", "queue_in_flight_per_request")]
+    assert count(text, "prometheus") - count(before, "prometheus") == len(batched) == 6
+    assert count(text, "prometheus_per_request") - count(before, "prometheus_per_request") == 3
     assert count(text, "prometheus_series") == 6  # one per distinct seriesQuery, relist not yet due
-    unbatchable = 'rightsizer_adapter_promadapter_unbatchable{metric="DCGM_FI_DEV_GPU_TEMP",rule="rules[3]"}'
-    assert f"{unbatchable} 1.0" in text
+    for rule, metric in (
+        ("rules[3]", "DCGM_FI_DEV_GPU_TEMP"),
+        ("externalRules[2]", "queue_in_flight_per_request"),
+    ):
+        assert f'rightsizer_adapter_promadapter_per_request{{metric="{metric}",rule="{rule}"}} 1.0' in text
 
 
 def test_fixture_is_unchanged_prometheus_adapter_format() -> None:
@@ -224,12 +286,12 @@ def test_check_config_prints_each_rules_metric_names(prom: Process) -> None:
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == f"{FILE}: OK (6 rules)"
+    assert lines[0] == f"{FILE}: OK (7 rules)"
     assert "resourceRules: not served (the resource metrics API is out of scope)" in lines
     assert "rules[0] (custom.metrics.k8s.io): gpu_GPU_utilization, gpu_MEM_COPY_utilization" in lines
     assert "rules[2] (custom.metrics.k8s.io): TOTAL_ENERGY" in lines
     assert "rules[3] (custom.metrics.k8s.io): DCGM_FI_DEV_GPU_TEMP" in lines
-    assert any(line.startswith("  DCGM_FI_DEV_GPU_TEMP: not served: uses topk") for line in lines)
+    assert any(line.startswith("  DCGM_FI_DEV_GPU_TEMP: queried per request: uses topk") for line in lines)
     assert "externalRules[1] (external.metrics.k8s.io): any_namespace_queue_in_flight" in lines
 
 

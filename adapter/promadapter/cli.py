@@ -62,7 +62,9 @@ async def check_promadapter(cfg: AdapterConfig, file: PromAdapterConfig) -> int:
         names = found.by_rule.get(rule.where, [])
         print(f"{rule.where} ({apis[rule.kind]}): {', '.join(names) if names else '(no metrics)'}")
         for name in names:
-            reason = found.unbatchable.get(f"{rule.where}/{name}")
-            if reason:
-                print(f"  {name}: not served: {reason}")
+            key = f"{rule.where}/{name}"
+            if key in found.unbatchable:
+                print(f"  {name}: queried per request: {found.unbatchable[key]}")
+            if key in found.not_served:
+                print(f"  {name}: not served: {found.not_served[key]}")
     return 0

@@ -16,6 +16,7 @@ from exporter.settings import ConfigError, build
 from ..rules import RuleConfig
 from .batching import REAGGREGATE, NotBatchable, plan
 from .naming import metric_name, namespace_label, resource_labels
+from .per_request import PerRequest
 from .schema import PromAdapterRule
 
 
@@ -24,6 +25,8 @@ class Discovered:
     rules: list[RuleConfig] = field(default_factory=list)
     renames: dict[str, dict[str, str]] = field(default_factory=dict)  # metric -> {label: new label}
     unbatchable: dict[str, str] = field(default_factory=dict)  # "rules[i]/metric" -> reason
+    not_served: dict[str, str] = field(default_factory=dict)  # "rules[i]/metric" -> reason
+    per_request: dict[str, PerRequest] = field(default_factory=dict)  # metric -> how to query it
     by_rule: dict[str, list[str]] = field(default_factory=dict)  # "rules[i]" -> metric names
 
 
@@ -92,7 +95,29 @@ def _rule_for(
     return data, renames
 
 
-def discover(rules: Iterable[PromAdapterRule], series: Mapping[str, Sequence[Mapping[str, str]]]) -> Discovered:
+def _per_request(
+    rule: PromAdapterRule, exposed: str, series_name: str, labels: set[str], out: Discovered
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A metric answered with one query per request, as prometheus-adapter does for every metric."""
+    mapped = resource_labels(rule.resources, labels)
+    ns_label = namespace_label(mapped)
+    objects = {res: label for label, res in mapped.items() if res != "namespaces"}
+    if rule.kind == "external":
+        ns_label = (ns_label or "namespace") if rule.resources.namespaced else None
+    out.per_request[exposed] = PerRequest(rule.kind, rule.metrics_query, series_name, ns_label, objects)
+    data = {
+        "name": exposed,
+        "apis": [rule.kind],
+        "query": rule.metrics_query,
+        "namespace": "match" if ns_label else "ignore",
+        "objects": objects,
+    }
+    return data, {}
+
+
+def discover(
+    rules: Iterable[PromAdapterRule], series: Mapping[str, Sequence[Mapping[str, str]]]
+) -> Discovered:
     """Rules for every metric ``series`` (seriesQuery -> label sets) exposes; the first rule wins a name."""
     out = Discovered()
     taken: set[str] = set()
@@ -106,9 +131,15 @@ def discover(rules: Iterable[PromAdapterRule], series: Mapping[str, Sequence[Map
             names.append(exposed)
             try:
                 data, renames = _rule_for(rule, exposed, series_name, labels)
-                config = build(RuleConfig, data, f"{rule.where} metric {exposed}")
-            except (NotBatchable, ConfigError) as exc:
+            except NotBatchable as exc:
                 out.unbatchable[f"{rule.where}/{exposed}"] = str(exc)
+                data, renames = _per_request(rule, exposed, series_name, labels, out)
+            try:
+                config = build(RuleConfig, data, f"{rule.where} metric {exposed}")
+            except ConfigError as exc:
+                out.not_served[f"{rule.where}/{exposed}"] = str(exc)
+                out.unbatchable.pop(f"{rule.where}/{exposed}", None)
+                out.per_request.pop(exposed, None)
                 continue
             taken.add(exposed)
             out.rules.append(config)

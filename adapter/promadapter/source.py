@@ -20,15 +20,21 @@ from prometheus_client.core import GaugeMetricFamily
 from exporter.logs import event
 
 from ..config import PrometheusSettings
+from ..kubernetes.answers import status
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..sources import RuleResult
 from ..sources.prometheus import PrometheusSource, QueryError
 from ..vectors import Series
+from . import per_request
 from .discovery import Discovered, discover
 from .schema import PromAdapterConfig
 
 log = logging.getLogger("rightsizer.adapter.promadapter")
+PER_REQUEST_ONLY = (
+    "its metricsQuery cannot be batched, so it is queried per request on the Kubernetes metrics APIs "
+    "only (not for KEDA)"
+)
 
 
 class _UnbatchableCollector:
@@ -37,9 +43,9 @@ class _UnbatchableCollector:
 
     def collect(self) -> Iterator[Any]:
         family = GaugeMetricFamily(
-            "rightsizer_adapter_promadapter_unbatchable",
-            "prometheus-adapter rule metrics not served: their metricsQuery cannot be answered from one "
-            "query per refresh (1 per metric; the reason is in the log).",
+            "rightsizer_adapter_promadapter_per_request",
+            "prometheus-adapter rule metrics queried once per request, as their metricsQuery cannot be "
+            "answered from one query per refresh (1 per metric; the reason is in the log).",
             labels=["rule", "metric"],
         )
         for key in sorted(self.source.found.unbatchable):
@@ -120,6 +126,11 @@ class PromAdapterSource(PrometheusSource):
             return self.found
         self._listed_at = time.monotonic()
         found = discover(self.file.rules, series)
+        for key, reason in found.not_served.items():
+            if key not in self._logged:
+                self._logged.add(key)
+                rule, metric = key.split("/", 1)
+                event(log, logging.WARNING, "metric not served", rule=rule, metric=metric, reason=reason)
         for key, reason in found.unbatchable.items():
             if key not in self._logged:
                 self._logged.add(key)
@@ -127,7 +138,7 @@ class PromAdapterSource(PrometheusSource):
                 event(
                     log,
                     logging.WARNING,
-                    "metric not served: its metricsQuery cannot be batched",
+                    "metric queried per request: its metricsQuery cannot be batched",
                     rule=rule,
                     metric=metric,
                     reason=reason,
@@ -149,8 +160,39 @@ class PromAdapterSource(PrometheusSource):
             return None
         return (await self.relist()).rules
 
+    async def _query_now(self, promql: str) -> list[Series]:
+        started = time.perf_counter()
+        try:
+            series, _, _ = await self.query(promql)
+        except QueryError:
+            self.metrics.upstream("prometheus_per_request", time.perf_counter() - started, False)
+            raise
+        self.metrics.upstream("prometheus_per_request", time.perf_counter() - started, True)
+        return series
+
+    async def answer_per_request(
+        self,
+        api: str,
+        version: str,
+        parts: Sequence[str],
+        params: Mapping[str, str],
+        pod_labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> tuple[int, bytes] | None:
+        """The answer for a metric served per request, or None when ``parts`` names another metric."""
+        if not self.found.per_request or not parts or parts[-1] not in self.found.per_request:
+            return None
+        try:
+            return await per_request.answer(
+                self.found.per_request, self._query_now, api, version, parts, params, pod_labels
+            )
+        except QueryError as exc:
+            return status(503, f"no current values for {parts[-1]}: {exc}")
+
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
-        results = await super().collect(rules, everything)
+        own = self.found.per_request
+        results = await super().collect([r for r in rules if r.name not in own], everything)
+        for name in own:
+            results[name] = RuleResult(error=PER_REQUEST_ONLY)
         for name, renames in self.found.renames.items():
             result = results.get(name)
             if result is not None and result.error is None:
