@@ -225,14 +225,14 @@ def bench_promadapter(prom_url: str, window: int, connections: int) -> None:
     with adapter([*args, "--prometheus-adapter-config", str(PROMADAPTER_FILE)]) as served:
         metrics = get(served.url + "/metrics")[2].decode()
         exposed = len(re.findall(r"^rightsizer_adapter_rule_up\{", metrics, re.M))
-        unbatchable = len(re.findall(r"^rightsizer_adapter_promadapter_unbatchable\{", metrics, re.M))
+        per_request = len(re.findall(r"^rightsizer_adapter_promadapter_per_request\{", metrics, re.M))
         q0, r0 = counter(prom_url + "/metrics", QUERIES), counter(served.url + "/metrics", REFRESHES)
         lat = run_wrk(served.url + PROMADAPTER_EXT, connections, window, ROTATE % PROMADAPTER_EXT)
         time.sleep(1.1)
         q1, r1 = counter(prom_url + "/metrics", QUERIES), counter(served.url + "/metrics", REFRESHES)
     print(
         f"prometheus-adapter file ({PROMADAPTER_FILE.name}: {rules} rules -> {exposed} metrics served, "
-        f"{unbatchable} not batchable), 1,000 distinct selectors for {window} s "
+        f"{per_request} of them per request), 1,000 distinct selectors for {window} s "
         f"({lat.requests_per_second:.0f} req/s): {q1 - q0:.0f} queries over {r1 - r0:.0f} refreshes = "
         f"{(q1 - q0) / max(1, r1 - r0):.2f} per refresh"
     )

@@ -83,6 +83,14 @@ def test_resources_from_overrides_and_template() -> None:
         ({"externalRules": [{"seriesQuery": "x"}]}, "externalRules[0].metricsQuery: is required"),
         ({"rules": [{**CONTAINER, "seriesFilters": [{"is": "a", "isNot": "b"}]}]}, "exactly one of is"),
         ({"rules": [{**CONTAINER, "metricsQuery": "<<.Nope>>"}]}, "<<.Nope>> is not supported"),
+        (
+            {"rules": [{**CONTAINER, "metricsQuery": "<<.GroupBySlice>>"}]},
+            "<<.GroupBySlice>> is not supported",
+        ),
+        (
+            {"rules": [{**CONTAINER, "metricsQuery": '<<index .LabelValuesByName "pod">>'}]},
+            '<<index .LabelValuesByName "pod">> is not supported',
+        ),
         ({"rules": [{**CONTAINER, "resources": {"namespaced": False}}]}, "applies to externalRules only"),
         ({"resourceRules": {"cpu": {}}}, "no rules and no externalRules"),
         ({"rule": []}, "top level: unknown key 'rule'"),

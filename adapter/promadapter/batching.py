@@ -105,8 +105,6 @@ def _group(text: str, keys: Sequence[str]) -> tuple[str, str | None]:
 
 def plan(template: str, series: str, keys: Sequence[str]) -> Batch:
     """The query answering every request for ``series`` in one refresh; NotBatchable if none does."""
-    if "<<.LabelValuesByName" in template or "<<.GroupBySlice" in template:
-        raise NotBatchable("uses <<.LabelValuesByName>> or <<.GroupBySlice>>")
     bad = _UNBATCHABLE.search(template)
     if bad:
         raise NotBatchable(f"uses {bad.group(1) or bad.group(2)}, which selection after the query changes")

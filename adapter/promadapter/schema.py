@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from exporter.settings import ConfigError, read_yaml
 
-TEMPLATE_FIELDS = {"Series", "LabelMatchers", "GroupBy", "GroupBySlice", "LabelValuesByName"}
+TEMPLATE_FIELDS = {"Series", "LabelMatchers", "GroupBy"}  # the others only make sense with functions
 _TEMPLATE_ACTION = re.compile(r"<<-?\s*(.*?)\s*-?>>", re.S)
 _TOP_KEYS = {"rules", "externalRules", "resourceRules"}
 _RULE_KEYS = {"seriesQuery", "seriesFilters", "resources", "name", "metricsQuery", "labelValueReplacements"}
