@@ -35,6 +35,9 @@ class NotBatchable(Exception):
 class Batch:
     query: str
     outer: str | None  # the outermost aggregation of the template, if the whole query is one
+    # Labels the template's answers keep: None all (no aggregation), else the outer ``by`` list
+    # (empty when it cannot be told, e.g. an aggregation inside arithmetic).
+    kept: frozenset[str] | None = None
 
 
 def _close(text: str, start: int) -> int:
@@ -63,11 +66,12 @@ def _labels(text: str) -> list[str]:
     return [label.strip() for label in text.split(",") if label.strip()]
 
 
-def _group(text: str, keys: Sequence[str]) -> tuple[str, str | None]:
+def _group(text: str, keys: Sequence[str]) -> tuple[str, str | None, frozenset[str] | None]:
     """``text`` with every aggregation grouped also by ``keys``, and the outermost aggregator."""
     out: list[str] = []
     pos = 0
     outer = None
+    kept: frozenset[str] | None = None
     for found in _AGG.finditer(text):
         if found.start() < pos:
             continue
@@ -84,6 +88,8 @@ def _group(text: str, keys: Sequence[str]) -> tuple[str, str | None]:
             raise NotBatchable(f"cannot read the aggregation at {text[found.start() :][:40]!r}")
         end = _close(text, i)
         inner = _group(text[i + 1 : end - 1], keys)[0]
+        if kept is None:
+            kept = frozenset()
         after = None if before else _CLAUSE.match(text, end)
         if after:
             clauses.append(after)
@@ -98,9 +104,10 @@ def _group(text: str, keys: Sequence[str]) -> tuple[str, str | None]:
         out.append(f"{clause} ({inner})")
         if found.start() == 0 and (after.end() if after else end) == len(text):
             outer = found.group(1)
+            kept = frozenset(listed) if kind == "by" else frozenset()
         pos = after.end() if after else end
     out.append(text[pos:])
-    return "".join(out), outer
+    return "".join(out), outer, kept
 
 
 def plan(template: str, series: str, keys: Sequence[str]) -> Batch:
@@ -118,5 +125,5 @@ def plan(template: str, series: str, keys: Sequence[str]) -> Batch:
         text = re.sub(r"\(\s*<<\.GroupBy>>\s*,", "(", re.sub(r",\s*<<\.GroupBy>>\s*", "", text))
         if "<<.GroupBy>>" in text:
             raise NotBatchable("<<.GroupBy>> appears outside a by (...) clause")
-    query, outer = _group(text, keys)
-    return Batch(query, outer)
+    query, outer, kept = _group(text, keys)
+    return Batch(query, outer, kept)

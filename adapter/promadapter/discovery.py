@@ -26,7 +26,9 @@ class Discovered:
     renames: dict[str, dict[str, str]] = field(default_factory=dict)  # metric -> {label: new label}
     unbatchable: dict[str, str] = field(default_factory=dict)  # "rules[i]/metric" -> reason
     not_served: dict[str, str] = field(default_factory=dict)  # "rules[i]/metric" -> reason
-    per_request: dict[str, PerRequest] = field(default_factory=dict)  # metric -> how to query it
+    per_request: dict[str, PerRequest] = field(default_factory=dict)  # metrics only served per request
+    plans: dict[str, PerRequest] = field(default_factory=dict)  # every metric: its per-request query
+    kept: dict[str, frozenset[str] | None] = field(default_factory=dict)  # batched external: Batch.kept
     by_rule: dict[str, list[str]] = field(default_factory=dict)  # "rules[i]" -> metric names
 
 
@@ -48,7 +50,7 @@ def _metrics_of(
 
 
 def _rule_for(
-    rule: PromAdapterRule, exposed: str, series_name: str, labels: set[str]
+    rule: PromAdapterRule, exposed: str, series_name: str, labels: set[str], out: Discovered
 ) -> tuple[dict[str, Any], dict[str, str]]:
     mapped = resource_labels(rule.resources, labels)
     ns_label = namespace_label(mapped)
@@ -56,6 +58,7 @@ def _rule_for(
         keys = [ns_label or "namespace"] if rule.resources.namespaced else []
         batch = plan(rule.metrics_query, series_name, keys)
         visible = plan(rule.metrics_query, series_name, []).query == batch.query
+        out.kept[exposed] = batch.kept
         renames = {}
         if keys and keys[0] != "namespace":
             if visible:
@@ -99,20 +102,24 @@ def _per_request(
     rule: PromAdapterRule, exposed: str, series_name: str, labels: set[str], out: Discovered
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """A metric answered with one query per request, as prometheus-adapter does for every metric."""
+    per_request = out.per_request[exposed] = _plan(rule, series_name, labels)
+    data = {
+        "name": exposed,
+        "apis": [rule.kind],
+        "query": rule.metrics_query,
+        "namespace": "match" if per_request.namespace_label else "ignore",
+        "objects": dict(per_request.objects),
+    }
+    return data, {}
+
+
+def _plan(rule: PromAdapterRule, series_name: str, labels: set[str]) -> PerRequest:
     mapped = resource_labels(rule.resources, labels)
     ns_label = namespace_label(mapped)
     objects = {res: label for label, res in mapped.items() if res != "namespaces"}
     if rule.kind == "external":
         ns_label = (ns_label or "namespace") if rule.resources.namespaced else None
-    out.per_request[exposed] = PerRequest(rule.kind, rule.metrics_query, series_name, ns_label, objects)
-    data = {
-        "name": exposed,
-        "apis": [rule.kind],
-        "query": rule.metrics_query,
-        "namespace": "match" if ns_label else "ignore",
-        "objects": objects,
-    }
-    return data, {}
+    return PerRequest(rule.kind, rule.metrics_query, series_name, ns_label, objects)
 
 
 def discover(
@@ -130,7 +137,7 @@ def discover(
                 continue
             names.append(exposed)
             try:
-                data, renames = _rule_for(rule, exposed, series_name, labels)
+                data, renames = _rule_for(rule, exposed, series_name, labels, out)
             except NotBatchable as exc:
                 out.unbatchable[f"{rule.where}/{exposed}"] = str(exc)
                 data, renames = _per_request(rule, exposed, series_name, labels, out)
@@ -141,6 +148,7 @@ def discover(
                 out.unbatchable.pop(f"{rule.where}/{exposed}", None)
                 out.per_request.pop(exposed, None)
                 continue
+            out.plans[exposed] = _plan(rule, series_name, labels)
             taken.add(exposed)
             out.rules.append(config)
             if renames:

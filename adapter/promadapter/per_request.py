@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -132,6 +132,8 @@ async def custom(
 
 async def answer(
     plans: Mapping[str, PerRequest],
+    only: Collection[str],
+    kept: Mapping[str, frozenset[str] | None],
     query: Query,
     api: str,
     version: str,
@@ -143,6 +145,8 @@ async def answer(
     metric = parts[-1]
     plan = plans.get(metric)
     if plan is None or plan.kind != api:
+        return None
+    if metric not in only and not _needs_own_query(api, params, kept.get(metric)):
         return None
     try:
         answers.check_namespace(
@@ -163,6 +167,21 @@ async def answer(
     except Failure as exc:
         return status(exc.code, exc.message)
     return None
+
+
+def _needs_own_query(api: str, params: Mapping[str, str], kept: frozenset[str] | None) -> bool:
+    """Whether a batched metric's vector cannot answer this request: its selector names labels the
+    query aggregates away (prometheus-adapter applies selectors before aggregating)."""
+    if api == "custom":
+        return bool(params.get("metricLabelSelector", "").strip())
+    text = params.get("labelSelector", "").strip()
+    if not text or kept is None:
+        return False
+    try:
+        keys = {r.key for r in selector_from(params, "labelSelector").requirements}
+    except Failure:
+        return False  # the batched path answers the 400
+    return not keys <= kept
 
 
 def _pods(params: Mapping[str, str], pod_labels: Mapping[str, Mapping[str, str]] | None) -> list[str] | None:

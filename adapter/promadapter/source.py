@@ -179,11 +179,20 @@ class PromAdapterSource(PrometheusSource):
         pod_labels: Mapping[str, Mapping[str, str]] | None = None,
     ) -> tuple[int, bytes] | None:
         """The answer for a metric served per request, or None when ``parts`` names another metric."""
-        if not self.found.per_request or not parts or parts[-1] not in self.found.per_request:
+        found = self.found
+        if not parts or parts[-1] not in found.plans:
             return None
         try:
             return await per_request.answer(
-                self.found.per_request, self._query_now, api, version, parts, params, pod_labels
+                found.plans,
+                found.per_request,
+                found.kept,
+                self._query_now,
+                api,
+                version,
+                parts,
+                params,
+                pod_labels,
             )
         except QueryError as exc:
             return status(503, f"no current values for {parts[-1]}: {exc}")
