@@ -241,7 +241,7 @@ def load_config(
         try:
             cfg = build(AdapterConfig, merged, "")
         except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+            raise exc.within(where) from None
     assert cfg is not None
     try:
         cfg.check_complete()

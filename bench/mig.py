@@ -2,7 +2,7 @@
 
 The exporter runs as a subprocess on nvidia-ml-py and the tests' C double of libnvidia-ml.so.1
 (8 GPUs with GPM; in the MIG run each GPU in MIG mode with 7 x 1g.10gb instances, 56 in all, each
-with its own memory and GPM values), with the XID event thread on. The same 8 GPUs without MIG are
+with its own memory and GPM values), with XID events on. The same 8 GPUs without MIG are
 measured first, as the baseline. Printed per layout:
 
 - per-cycle cost: the nvml collector's duration (median and p95 over the run) and the NVML calls

@@ -57,11 +57,11 @@ class NvmlSettings:
         minimum=0.1,
         maximum=3600,
     )
-    xid_events: bool = setting(True, "Watch XID errors through NVML events on a thread of their own.")
+    xid_events: bool = setting(True, "Watch XID errors (NVML events, read once per cycle without waiting).")
     event_wait_seconds: float = setting(
         1.0,
-        "Timeout of one NVML event wait (nvmlEventSetWait_v2) of the XID thread; a wait that runs "
-        "past it by call_timeout_seconds is reported hung.",
+        "No longer used: XID events are read without waiting once per cycle. Accepted so existing "
+        "configurations still load.",
         minimum=0.05,
         maximum=60,
     )
@@ -119,8 +119,16 @@ class ExporterConfig:
     rightsizing: RightsizingSettings = setting(
         RightsizingSettings(), "Right-sizing: windows, verdict and bottleneck thresholds, queue links."
     )
+    families: list[str] = setting(
+        [],
+        "Publish only these metric families: family names and presets ('headless': what the shipped "
+        "rules, the adapter and the report read; 'shipped': that and the dashboards). Empty: all.",
+    )
 
     def validate(self) -> None:
+        from .families import resolve
+
+        resolve(self.families)  # raises ValueError naming an unknown entry
         parse_listen(self.listen)
         check_queue_names(self.queues)
         if self.nvml.reinit_backoff_initial_seconds > self.nvml.reinit_backoff_max_seconds:
@@ -159,14 +167,14 @@ def load_config(
     try:
         build(ExporterConfig, data, "")
     except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise exc.within(where) from None
     env = env_overrides(ExporterConfig, environ=environ)
     try:
         build(ExporterConfig, merge(data, env), "")
     except ConfigError as exc:
-        raise ConfigError(f"environment (RIGHTSIZER_*): {exc}") from None
+        raise exc.within("environment (RIGHTSIZER_*)") from None
     merged = merge(merge(data, env), {k: v for k, v in flags.items() if v is not None})
     try:
         return build(ExporterConfig, merged, "")
     except ConfigError as exc:
-        raise ConfigError(f"command line: {exc}") from None
+        raise exc.within("command line") from None

@@ -80,10 +80,12 @@ class Exposition:
 class Renderer:
     """Turns snapshots into Expositions. Keeps label strings cached across cycles."""
 
-    def __init__(self, hostname_label: str = "Hostname") -> None:
+    def __init__(self, hostname_label: str = "Hostname", families: frozenset[str] | None = None) -> None:
+        """``families``: publish only these (None: all)."""
         if hostname_label not in ("Hostname", "hostname"):
             raise ValueError("hostname_label must be 'Hostname' or 'hostname'")
         self.hostname_label = hostname_label
+        self.families = FAMILIES if families is None else tuple(f for f in FAMILIES if f.name in families)
         self._gpu_labels: dict[tuple[GpuIdentity, PodRef | None, str, bool], str] = {}
         self._row_labels: dict[tuple[tuple[str, str], ...], str] = {}
         self._family_headers: dict[Family, tuple[str, str]] = {}
@@ -208,7 +210,7 @@ class Renderer:
         text: list[str] = []
         om: list[str] = []
         fmt = format_value
-        for fam in FAMILIES:
+        for fam in self.families:
             name = fam.name
             lines = [
                 f"{name}{{{lab}}} {fmt(value)}\n" if lab else f"{name} {fmt(value)}\n"

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import PurePath
+from typing import Any
 
 from aiohttp import web
 
 from . import __version__
-from .api import gpus_json
+from .api import gpus_json, pods_from_labels
 from .render import OPENMETRICS_CONTENT_TYPE
 from .sampler import Sampler
+from .status import CONTENT_SECURITY_POLICY, StatusPage
 
 SAMPLER = web.AppKey("sampler", Sampler)
+STATUS_PAGE = web.AppKey("status_page", StatusPage)
 
 _LANDING = """<!doctype html><html><head><title>Rightsizer exporter</title></head><body>
 <h1>Rightsizer exporter {version}</h1>
-<p>GPU metrics under dcgm-exporter's names, plus right-sizing scores.</p>
+<p>No sample taken yet: the status page appears here after the first sampling cycle.</p>
 <ul><li><a href="/metrics">/metrics</a></li><li><a href="/api/v1/gpus">/api/v1/gpus</a></li>
 <li><a href="/healthz">/healthz</a></li><li><a href="/readyz">/readyz</a></li></ul></body></html>
 """
@@ -104,9 +108,15 @@ async def api_section(request: web.Request) -> web.Response:
     section = request.match_info["section"]
     if published is None:
         return web.json_response({"error": "no sample taken yet"}, status=503)
-    if section not in published.snapshot.api:
+    api = published.snapshot.api
+    if section not in api and section != "pods":
         return web.json_response({"error": f"unknown section {section!r}"}, status=404)
-    body = published.api_json(section, lambda snap: {"timestamp": snap.timestamp, section: snap.api[section]})
+
+    def view(snap: Any) -> dict[str, Any]:
+        value = snap.api[section] if section in snap.api else pods_from_labels(snap)
+        return {"timestamp": snap.timestamp, section: value}
+
+    body = published.api_json(section, view)
     return web.Response(body=body, content_type="application/json")
 
 
@@ -121,12 +131,21 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def landing(request: web.Request) -> web.Response:
-    return web.Response(text=_LANDING.format(version=__version__), content_type="text/html")
+    published = request.app[SAMPLER].current
+    if published is None:
+        return web.Response(text=_LANDING.format(version=__version__), content_type="text/html")
+    headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "Cache-Control": "no-store"}
+    body = await request.app[STATUS_PAGE].body(published)
+    return web.Response(body=body, content_type="text/html", charset="utf-8", headers=headers)
 
 
 def create_app(sampler: Sampler) -> web.Application:
     app = web.Application()
     app[SAMPLER] = sampler
+    source = sampler.source
+    scenario = getattr(getattr(source, "scenario", None), "source", None)  # a name or a file's path
+    described = f"{source.name} ({PurePath(scenario).stem})" if scenario else source.name
+    app[STATUS_PAGE] = StatusPage(described, sampler.interval)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/v1/gpus", api_gpus)
     app.router.add_get("/api/v1/{section}", api_section)

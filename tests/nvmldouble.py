@@ -5,7 +5,9 @@ package ``nvidia-nvml-dev`` (test extra), so every struct layout and constant is
 A process loads it instead of the real library when ``LD_LIBRARY_PATH`` names its directory;
 nvidia-ml-py then talks to it exactly as to a driver. The double answers from a control file
 (``NVML_DOUBLE_CONTROL``; keys documented in ``nvml_double/control.c``) that a test may rewrite
-at any time, and appends every call to a trace file (``NVML_DOUBLE_TRACE``).
+at any time, and appends every call to a trace file (``NVML_DOUBLE_TRACE``). It also counts calls
+per GPU slot in a small shared file (``NVML_DOUBLE_COUNTERS``, read by ``call_totals``), which costs
+no system call, for benchmarks.
 
 Build by hand: ``python tests/nvmldouble.py OUTDIR`` (prints the library's path).
 """
@@ -16,6 +18,7 @@ import importlib.metadata
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -30,6 +33,7 @@ from servers import http_get, wait_for
 
 SOURCE_DIR = Path(__file__).resolve().parent / "nvml_double"
 SONAME = "libnvidia-ml.so.1"
+MAX_GPUS = 64  # DBL_MAX_GPUS in nvml_double/double.h
 
 # NVML return codes used by the tests (nvmlReturn_t in nvml.h).
 NOT_SUPPORTED = 3
@@ -74,20 +78,25 @@ def build(out_dir: Path) -> Path:
 class NvmlDouble:
     """One test's control and trace files for a built double."""
 
-    def __init__(self, lib_dir: Path, work_dir: Path) -> None:
+    def __init__(self, lib_dir: Path, work_dir: Path, trace: bool = True) -> None:
         self.lib_dir = lib_dir
+        self.trace = trace  # False: no trace file (benchmarks), the counters only
         self.control_path = work_dir / "nvml-control.txt"
         self.trace_path = work_dir / "nvml-trace.txt"
+        self.counters_path = work_dir / "nvml-counters.bin"
         self.values: dict[str, ControlValue] = {}
         self._mtime_ns = 0
         self.write()
 
     def env(self) -> dict[str, str]:
-        return {
+        env = {
             "LD_LIBRARY_PATH": str(self.lib_dir),
             "NVML_DOUBLE_CONTROL": str(self.control_path),
-            "NVML_DOUBLE_TRACE": str(self.trace_path),
+            "NVML_DOUBLE_COUNTERS": str(self.counters_path),
         }
+        if self.trace:
+            env["NVML_DOUBLE_TRACE"] = str(self.trace_path)
+        return env
 
     def set(self, values: Mapping[str, ControlValue | None] | None = None, **kw: ControlValue | None) -> None:
         """Change control keys (``None`` removes a key, so it falls back to the double's default)."""
@@ -118,6 +127,14 @@ class NvmlDouble:
             return Counter()
         lines = self.trace_path.read_text().splitlines()
         return Counter(tuple(line.split(" ", 1)) for line in lines if " " in line)  # type: ignore[misc]
+
+    def call_totals(self) -> tuple[list[int], int]:
+        """Calls answered so far from the counters file: (per GPU slot, without a device)."""
+        if not self.counters_path.exists():
+            return [0] * MAX_GPUS, 0
+        data = self.counters_path.read_bytes()[: (MAX_GPUS + 1) * 8].ljust((MAX_GPUS + 1) * 8, b"\0")
+        counts = list(struct.unpack(f"={MAX_GPUS + 1}Q", data))
+        return counts[:MAX_GPUS], counts[MAX_GPUS]
 
     def call_count(self, function: str, slot: int | None = None) -> int:
         where = "-" if slot is None else str(slot)

@@ -6,6 +6,9 @@ the exporter's own renderer and written as OpenMetrics with timestamps; ``promto
 create-blocks-from openmetrics`` turns that into TSDB blocks before Prometheus starts. Every
 sample of a fleet carries ``instance="<fleet>"``, as a scrape of that node's exporter would, so
 several fleets live in one Prometheus without their host CPUs mixing.
+
+The same samples go to VictoriaMetrics through its import API (``engine="victoria-metrics"``), so
+both engines answer from identical data.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servers import prometheus, require_binary
+from victoria_metrics import import_text, victoria_metrics
 
 from exporter.render import Renderer
 from exporter.rightsizing.catalog import load_catalog
@@ -52,13 +56,15 @@ def _with_instance(line: str, instance: str | None) -> tuple[str, str]:
 
 
 def exporter_history(
-    path: Path, seconds: float, step: float, families: dict[str, list[str]], instance: str | None
+    path: Path, seconds: float, step: float, families: dict[str, list[str]], instance: str | None,
+    published: frozenset[str] | None = None,
 ) -> Fleet:
-    """Adds the fleet's samples to ``families`` (name -> OpenMetrics lines)."""
+    """Adds the fleet's samples to ``families`` (name -> OpenMetrics lines); ``published``: the
+    exporter's ``families`` setting (None: all)."""
     source = SimulatedSource(load_scenario(str(path)))
     ext = RightsizingExtension(RightsizingSettings(), load_catalog(), step, source)
     queues = SimulatedQueues(source)
-    renderer = Renderer("Hostname")
+    renderer = Renderer("Hostname", published)
     last = 0.0
     for reading in source.history(seconds, step):
         rows = dict(ext.contribute(reading, reading.gpus).rows)
@@ -72,13 +78,53 @@ def exporter_history(
     return Fleet(path.stem, source, ext, last)
 
 
+ENGINES = ("prometheus", "victoria-metrics")
+
+
+def _milliseconds(line: str) -> str:
+    """An OpenMetrics sample line (timestamp in seconds) as Prometheus text (milliseconds)."""
+    sample, _, timestamp = line.rpartition(" ")
+    return f"{sample} {round(float(timestamp) * 1000)}"
+
+
 @contextlib.contextmanager
 def prometheus_with_history(
-    paths: Sequence[Path], seconds: float, step: float, instances: bool = False
+    paths: Sequence[Path], seconds: float, step: float, instances: bool = False, engine: str = "prometheus",
+    published: frozenset[str] | None = None,
 ) -> Iterator[tuple[str, list[Fleet]]]:
-    promtool = require_binary("promtool")
+    """``engine`` (one of ENGINES) holding the fleets' history; yields its URL and the fleets.
+    ``published``: the exporter's ``families`` setting (None: all)."""
     families: dict[str, list[str]] = {}
-    fleets = [exporter_history(p, seconds, step, families, p.stem if instances else None) for p in paths]
+    fleets = [exporter_history(p, seconds, step, families, p.stem if instances else None, published)
+              for p in paths]  # fmt: skip
+    with engine_holding(engine, families) as url:
+        yield url, fleets
+
+
+@contextlib.contextmanager
+def engines_with_history(
+    paths: Sequence[Path], seconds: float, step: float, extra: dict[str, list[str]] | None = None
+) -> Iterator[tuple[dict[str, str], list[Fleet]]]:
+    """Every engine of ENGINES holding the same history (each fleet as its own ``instance``) plus
+    ``extra`` samples (name -> OpenMetrics lines); yields {engine: URL} and the fleets."""
+    families: dict[str, list[str]] = {}
+    fleets = [exporter_history(p, seconds, step, families, p.stem) for p in paths]
+    for name, lines in (extra or {}).items():
+        families.setdefault(name, []).extend(lines)
+    with contextlib.ExitStack() as stack:
+        yield {e: stack.enter_context(engine_holding(e, families)) for e in ENGINES}, fleets
+
+
+@contextlib.contextmanager
+def engine_holding(engine: str, families: dict[str, list[str]]) -> Iterator[str]:
+    """A running ``engine`` holding ``families`` (name -> OpenMetrics sample lines); yields its URL."""
+    if engine == "victoria-metrics":
+        with victoria_metrics() as vm:
+            import_text(vm.url, (_milliseconds(line) for lines in families.values() for line in lines))
+            yield vm.url
+        return
+    assert engine == "prometheus", engine
+    promtool = require_binary("promtool")
     text = "\n".join(f"# TYPE {name} unknown\n" + "\n".join(lines) for name, lines in families.items())
     tsdb = Path(tempfile.mkdtemp(prefix="report-tsdb-"))
     try:
@@ -88,6 +134,6 @@ def prometheus_with_history(
         assert done.returncode == 0, done.stderr
         (tsdb / "history.om").unlink()
         with prometheus({}, data_dir=tsdb / "data") as prom:
-            yield prom.url, fleets
+            yield prom.url
     finally:
         shutil.rmtree(tsdb, ignore_errors=True)

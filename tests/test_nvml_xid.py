@@ -137,6 +137,29 @@ def test_xid_watch_survives_nvml_reinitialisation(nvml_double: NvmlDouble, tmp_p
         assert value(samples, "DCGM_FI_DEV_XID_ERRORS", UUID=UUID0) == 43
 
 
+def test_xid_events_are_read_once_per_cycle_without_a_pending_wait(
+    nvml_double: NvmlDouble, tmp_path: Path
+) -> None:
+    """No wait is left pending in NVML (whose waits poll inside some builds): each cycle reads the
+    event set once with a zero timeout, and an XID is published by the next cycle."""
+    two_gpus(nvml_double)
+    with exporter(exporter_args(tmp_path), env=nvml_double.env()) as proc:
+        registered(nvml_double, 0)
+        start_waits, start_cycles = nvml_double.call_count("nvmlEventSetWait_v2"), cycles(nvml_double)
+        wait_for(lambda: cycles(nvml_double) >= start_cycles + 10, 20, what="10 cycles")
+        waits = nvml_double.call_count("nvmlEventSetWait_v2") - start_waits
+        done = cycles(nvml_double) - start_cycles
+        assert done - 1 <= waits <= done + 1  # one read per cycle, none while idle
+        nvml_double.gpu(1, xids="94,94")
+        samples = scrape_until(proc.url, lambda s: xid_total(s, UUID1, 94) == 2, what="two XIDs in one read")
+        assert value(samples, "DCGM_FI_DEV_XID_ERRORS", UUID=UUID1) == 94
+        assert proc.stop() == 0
+
+
+def cycles(double: NvmlDouble) -> int:
+    return double.call_count("nvmlDeviceGetUtilizationRates", 0)
+
+
 def test_gpu_without_xid_events_is_left_out_and_explained(nvml_double: NvmlDouble, tmp_path: Path) -> None:
     two_gpus(nvml_double, **{"gpu.1.error.nvmlDeviceRegisterEvents": NOT_SUPPORTED})
     with exporter(exporter_args(tmp_path, **FAST), env=nvml_double.env()) as proc:

@@ -3,7 +3,8 @@
 The history is what the exporter itself renders for a simulated fleet (the scenario suite's mixed
 inference fleet), one exposition every 15 s over the past hour, written as OpenMetrics with
 timestamps and turned into TSDB blocks by ``promtool tsdb create-blocks-from openmetrics`` before
-Prometheus starts. The report must then reach the same verdicts as the live engine and as the
+Prometheus starts (and sent to VictoriaMetrics's import API: every test runs on both engines).
+The report must then reach the same verdicts as the live engine and as the
 scenario file says, per GPU and per workload, sorted by money.
 """
 
@@ -33,14 +34,15 @@ HOUR = 3600.0
 
 
 @contextlib.contextmanager
-def prometheus_with_history() -> Iterator[tuple[str, float, SimulatedSource]]:
-    with report_history.prometheus_with_history([SCENARIO], HOUR, STEP) as (url, fleets):
+def prometheus_with_history(engine: str = "prometheus") -> Iterator[tuple[str, float, SimulatedSource]]:
+    with report_history.prometheus_with_history([SCENARIO], HOUR, STEP, engine=engine) as (url, fleets):
         yield url, fleets[0].last, fleets[0].source
 
 
-@pytest.fixture(scope="module")
-def history() -> Iterator[tuple[str, float, SimulatedSource]]:
-    with prometheus_with_history() as h:
+@pytest.fixture(scope="module", params=report_history.ENGINES)
+def history(request: pytest.FixtureRequest) -> Iterator[tuple[str, float, SimulatedSource]]:
+    """The same hour in Prometheus and in VictoriaMetrics (its import API)."""
+    with prometheus_with_history(request.param) as h:
         yield h
 
 
@@ -159,7 +161,12 @@ def test_not_a_prometheus_and_no_gpu_data(history) -> None:
     empty = report(url, at - 10 * HOUR)  # before the history: no series
     assert empty.returncode == 2 and "no GPU series (DCGM_FI_DEV_FB_USED)" in empty.stderr
     wrong = report(url + "/not-prometheus", at)
-    assert wrong.returncode == 2 and "answered 404" in wrong.stderr and "Traceback" not in wrong.stderr
+    # Prometheus answers an unknown path 404, VictoriaMetrics 400: either way one line naming it.
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
+    assert re.fullmatch(
+        r"rightsizer: \S+/not-prometheus is not the Prometheus query API: /api/v1/query answered 40[04] .*\n",
+        wrong.stderr,
+    )
 
 
 def test_idle_from_the_first_hour_and_the_history_found_is_said(history) -> None:

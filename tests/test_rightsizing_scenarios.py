@@ -26,7 +26,7 @@ from exporter.sources.sim_scenario import SCENARIO_DIR
 from exporter.sources.simulated import SimulatedSource, load_scenario
 
 SUITE = sorted((Path(__file__).parent / "scenarios").glob("*.yaml"))
-BUILTIN = [SCENARIO_DIR / "default.yaml", SCENARIO_DIR / "golden.yaml"]
+BUILTIN = [SCENARIO_DIR / "default.yaml", SCENARIO_DIR / "golden.yaml", SCENARIO_DIR / "mig.yaml"]
 
 
 async def conclusions(path: Path, start: float | None = None) -> dict[str, dict]:

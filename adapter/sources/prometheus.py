@@ -17,11 +17,11 @@ import math
 import ssl
 import time
 from collections.abc import Awaitable, Sequence
-from pathlib import Path
 
 import aiohttp
 
 from exporter.logs import event
+from rightsizer_core.files import checked_path, read_secret
 
 from ..config import PrometheusSettings
 from ..promql import render
@@ -48,18 +48,22 @@ class QueryError(Exception):
 def _ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
     if not cfg.url or not cfg.url.startswith("https://"):
         return True
-    ctx = ssl.create_default_context(cafile=cfg.ca_file)
-    if cfg.insecure_skip_verify:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    if cfg.cert_file and cfg.key_file:
-        ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+    try:
+        ctx = ssl.create_default_context(cafile=checked_path(cfg.ca_file) if cfg.ca_file else None)
+        if cfg.insecure_skip_verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if cfg.cert_file and cfg.key_file:
+            ctx.load_cert_chain(checked_path(cfg.cert_file), checked_path(cfg.key_file))
+    except (OSError, ssl.SSLError) as exc:  # one line at start (the caller says so and exits)
+        name = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+        raise ValueError(f"cannot load Prometheus TLS files: {name}{exc.strerror or exc}") from None
     return ctx
 
 
 def _read_secret(path: str, what: str) -> str:
     try:
-        return Path(path).read_text().strip()
+        return read_secret(path)
     except OSError as exc:
         raise QueryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 

@@ -2,8 +2,9 @@
 
 Windows run on the samples' own timestamps, so a simulated fleet may run faster than wall time.
 A GPU's window restarts when another pod takes the GPU (the window belongs to the workload). At
-start, a source that can replay its recent past (``history(seconds, step)``, the simulated fleet)
-fills the windows so verdicts are there within seconds. ``contribute`` does no I/O: host CPU comes
+start, a source that can replay its recent past (``history(seconds, step, cancelled)``, the
+simulated fleet) fills the windows so verdicts are there within seconds; a stop signal ends the
+replay between two readings. ``contribute`` does no I/O: host CPU comes
 from a background reader of /proc/stat (or the simulated host), queue depth from the queue
 extension's latest values (or the simulated queues).
 """
@@ -12,14 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from ..logs import event
 from ..sampler import Contribution
-from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef
+from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef, Row
 from .catalog import Catalog, nvlink_bytes_per_second
+from .cost import WorkloadCost, cost_json, cost_rows, workload_costs
 from .evidence import Evidence, QueueEvidence
 from .group import merge, multi_gpu_groups
 from .hostcpu import HostCpuMonitor
@@ -61,8 +64,11 @@ class RightsizingExtension:
         self.trackers: dict[str, GpuTracker] = {}
         self.pods: dict[str, PodRef | None] = {}
         self.queues: dict[str, QueueTrend] = {}
-        self.servers: dict[str, ServerCounters] = {}  # KV-cache and preemptions of server queues
+        self.servers: dict[str, ServerCounters] = {}  # memory pressure and throughput of server queues
         self.assessments: dict[str, Assessment] = {}
+        self.costs: list[WorkloadCost] = []  # cost per inference of each inference server's GPUs
+        self._cost_rows: dict[str, tuple[Row, ...]] = {}
+        self._cost_json: list[dict[str, object]] = []
         self._evidence: dict[str, Evidence] = {}
         self._decided: dict[str, tuple[tuple[object, ...] | None, Assessment]] = {}
         self._links: dict[str, tuple[tuple[PodRef | None, tuple[str, ...]], list[str]]] = {}
@@ -79,7 +85,13 @@ class RightsizingExtension:
             started = time.perf_counter()
             seconds = self.settings.window_seconds
             step = max(self.interval, seconds / REPLAY_POINTS)
-            count = await asyncio.to_thread(self._replay, history(seconds, step))
+            event(log, logging.INFO, "filling windows from history", seconds=seconds, step=step)
+            cancel = threading.Event()  # the thread cannot be cancelled: it stops when asked
+            try:
+                count = await asyncio.to_thread(self._replay, history(seconds, step, cancel.is_set), cancel)
+            except asyncio.CancelledError:  # a stop signal during start-up
+                cancel.set()
+                raise
             event(
                 log,
                 logging.INFO,
@@ -92,9 +104,11 @@ class RightsizingExtension:
         if self.host_cpu is not None:
             await self.host_cpu.stop()
 
-    def _replay(self, readings: Iterable[GpuReading]) -> int:
+    def _replay(self, readings: Iterable[GpuReading], cancel: threading.Event) -> int:
         count = 0
         for reading in readings:
+            if cancel.is_set():
+                break
             self.feed(reading.timestamp, reading.gpus, live=False)
             count += 1
         return count
@@ -119,6 +133,9 @@ class RightsizingExtension:
                     q.server,
                     q.kv_cache_usage,
                     q.preemptions_total,
+                    q.generated_tokens_total,
+                    q.prompt_tokens_total,
+                    q.requests_total,
                 )
                 for q in self._sim_queues(t)
             ]
@@ -156,13 +173,15 @@ class RightsizingExtension:
             last = trend.last_timestamp
             if last is None or not last - self.settings.window_seconds <= t <= last:
                 trend.add(t, q.depth)
-                if q.server is not None or q.kv_cache_usage is not None or q.preemptions_total is not None:
+                totals = [q.preemptions_total, q.generated_tokens_total, q.prompt_tokens_total]
+                totals.append(q.requests_total)
+                if q.server is not None or q.kv_cache_usage is not None or any(x is not None for x in totals):
                     counters = self.servers.get(q.name)
                     if counters is None:
                         counters = self.servers[q.name] = ServerCounters(
                             self.settings.window_seconds, self.settings.window_buckets
                         )
-                    counters.add(t, q.kv_cache_usage, q.preemptions_total)
+                    counters.add(t, q.kv_cache_usage, *totals)
             self.queue_meta[q.name] = q
 
     # -- scoring ------------------------------------------------------------------------------
@@ -175,11 +194,13 @@ class RightsizingExtension:
                 mean, span = trend.level()
                 meta = self.queue_meta.get(name)
                 counters = self.servers.get(name)
+                rates = counters.rates() if counters is not None else (None, None, None)
                 queues[name] = QueueEvidence(
                     name, last or 0.0, top or 0.0, rise, mean, span,
                     meta.server if meta is not None else None,
                     counters.kv_cache_p95() if counters is not None else None,
                     counters.preemptions() if counters is not None else None,
+                    *rates,
                 )  # fmt: skip
         metas = tuple(self.queue_meta.values())
         # A GPU in MIG mode is judged through its instances, each of which is a workload's device.
@@ -214,6 +235,10 @@ class RightsizingExtension:
                 assessments[key] = assess(ev, s, self.catalog)
                 self._decided[key] = (inputs, assessments[key])
         self.assessments, self._evidence = assessments, evidence
+        units = ((k, "", judged[k], a) for k, a in assessments.items())
+        self.costs = workload_costs(units, self.catalog, s)
+        self._cost_rows = cost_rows(self.costs)
+        self._cost_json = [cost_json(c) for c in self.costs]
 
     def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
         started = time.perf_counter()
@@ -229,6 +254,7 @@ class RightsizingExtension:
             self._scored_at = t
         self._forget(gpus, t)
         rows = self.row_maker.rows(gpus, self.assessments, self._evidence, self._host_cpu(t))
+        rows.update(self._cost_rows)
         entries = LazyApiEntries()
         for g in gpus:
             key = g.identity.key
@@ -238,7 +264,9 @@ class RightsizingExtension:
                     self._evidence[key],
                     self.trackers.get(key),
                 )
-        api = {"gpus": entries, "rightsizing": summary(self.assessments.values(), self.settings)}
+        overview = summary(self.assessments.values(), self.settings)
+        overview["workloads"] = self._cost_json
+        api = {"gpus": entries, "rightsizing": overview}
         status = CollectorStatus(self.name, True, time.perf_counter() - started)
         return Contribution(rows=rows, api=api, collectors=(status,))
 
@@ -280,6 +308,9 @@ class QueueExtensionFeed:
                     server=p.cfg.kind if p.cfg.kind in INFERENCE_SERVERS else None,
                     kv_cache_usage=value.kv_cache_usage,
                     preemptions_total=value.preemptions_total,
+                    generated_tokens_total=value.generated_tokens_total,
+                    prompt_tokens_total=value.prompt_tokens_total,
+                    requests_total=value.requests_total,
                 )
             )
         return out

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rightsizer_core.files import MAX_CONFIG_BYTES, read_text
+
 
 class PlanError(Exception):
     """Input ``rightsizer plan`` cannot work with; the message says what and how to fix it."""
@@ -155,12 +157,15 @@ def from_config(path: str) -> Architecture:
     all experts, and the active ones per token)."""
     file = config_file(path)
     try:
-        cfg = json.loads(file.read_text())
+        cfg = json.loads(read_text(file, MAX_CONFIG_BYTES))
     except OSError as exc:
         inside = "" if file == Path(path) else f" {file}"
         raise PlanError(f"--config {path}: cannot read{inside}: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise PlanError(f"--config {path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+    except (RecursionError, ValueError) as exc:  # nested too deep; an integer of over 4300 digits
+        why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise PlanError(f"--config {path}: not valid JSON: {why}") from None
     if not isinstance(cfg, dict):
         raise PlanError(f"--config {path}: must be a JSON object")
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the language model here

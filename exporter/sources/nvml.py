@@ -1,9 +1,12 @@
 """GPUs through NVML (nvidia-ml-py), sampled off the event loop with a deadline per GPU.
 
-- Each GPU has its own worker thread (``nvml_worker``); a cycle gives every idle worker one job
-  and waits at most ``call_timeout_seconds`` for all of them together. A GPU whose job has not
-  returned is published down ("GPU is hung: <call> has not returned …") and gets no new work until
-  the call returns; the other GPUs and the scrape never wait for it.
+- One sampling thread runs every GPU's job of a cycle (``nvml_sampling``) and wakes the event loop
+  once per cycle. A GPU whose call does not return within ``call_timeout_seconds`` keeps that
+  thread to itself; the rest of the cycle moves to a new thread. The hung GPU is published down
+  ("GPU is hung: <call> has not returned …") and gets no new work until the call returns; the other
+  GPUs are sampled, and the scrape (which serves the last cycle) never waits for it.
+- Identity and static values are read once per NVML initialisation, slow values on their cadence,
+  and only what changes each cycle (``nvml_calls.READS``).
 - Support is probed per GPU: a call that answers NOT_SUPPORTED is never made again on that GPU
   (until NVML is re-initialised for it) and its fields are listed as unsupported.
 - After a lifecycle error (GPU lost, NVML uninitialised, driver gone …) the GPU is published down
@@ -11,8 +14,8 @@
   are matched again by UUID and come back as soon as they answer.
 - Other errors leave that call's fields out for the cycle and are logged when they change.
 - Each job also reads the GPU's MIG devices (``nvml_mig``; one sample per GPU instance, with its
-  MIG identity) and GPM profiling ratios (``nvml_gpm``); XID errors arrive on a thread of their
-  own (``nvml_events``) and are merged into the samples without waiting for it.
+  MIG identity) and GPM profiling ratios (``nvml_gpm``); XID events are read without waiting, as
+  the cycle's last job (``nvml_events``), and merged into the samples.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from .nvml_device import Device, JobSettings, run_job
 from .nvml_events import XidReport, XidWatcher
 from .nvml_gpm import GpmState
 from .nvml_lifecycle import Enumeration, initialise, shutdown
-from .nvml_worker import HungError, NvmlWorker, wait_all
+from .nvml_sampling import Job, SamplingPool
+from .nvml_worker import HungError, NvmlWorker
 
 log = logging.getLogger("rightsizer.nvml")
 
@@ -46,6 +50,7 @@ class NvmlSource:
     def __init__(self, settings: NvmlSettings) -> None:
         self.settings = settings
         self._control = NvmlWorker("control")  # init, enumeration, shutdown
+        self._sampling = SamplingPool()
         self._devices: dict[str, Device] = {}  # by UUID
         self._initialised = False
         self._reinit_needed = False
@@ -54,11 +59,7 @@ class NvmlSource:
         self._enumeration_failures: list[str] = []  # GPUs NVML counts but could not identify
         self._last_reinit_outcome: object = None  # to log re-initialisations only when they change
         self._job = JobSettings(settings.gpm_sample_spacing_seconds, settings.mig_scan_interval_seconds)
-        self._xid = (
-            XidWatcher(settings.event_wait_seconds, settings.call_timeout_seconds)
-            if settings.xid_events
-            else None
-        )
+        self._xid = XidWatcher(settings.call_timeout_seconds) if settings.xid_events else None
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -75,17 +76,12 @@ class NvmlSource:
             raise SourceUnavailable(f"NVML initialisation hung: {exc}; {SIMULATE_HINT}") from None
         self._initialised = True
         self._apply_enumeration(found, time.monotonic())
-        if self._xid is not None:
-            self._xid.start()
         event(log, logging.INFO, "NVML initialised", driver=found.driver_version, gpus=len(found.devices))
         if not found.devices and not found.failures:
             event(log, logging.WARNING, "NVML found no GPUs")
 
     async def stop(self) -> None:
-        if self._xid is not None:
-            self._xid.stop()
-        for dev in self._devices.values():
-            dev.worker.close()
+        self._sampling.close()
         if self._initialised and not self._control.busy:
             with contextlib.suppress(TimeoutError, HungError):  # a hung driver must not hold up the exit
                 await self._control.run(shutdown, timeout=min(1.0, self.settings.call_timeout_seconds))
@@ -106,7 +102,7 @@ class NvmlSource:
         return self._xid is not None
 
     def xid_report(self, _t: float = 0.0) -> XidReport:
-        """XID errors seen so far, per GPU UUID (no NVML call: the event thread's tally)."""
+        """XID errors seen so far, per GPU UUID (no NVML call: the tally of the cycles' drains)."""
         return self._xid.report() if self._xid is not None else XidReport()
 
     # -- sampling -------------------------------------------------------------------------------
@@ -116,24 +112,19 @@ class NvmlSource:
         if self._reinit_needed and time.monotonic() >= self._reinit_at:
             await self._reinit(problems)
         now = time.monotonic()
-        jobs: dict[str, Future[DeviceResult]] = {}
+        due: list[str] = []
+        batch: list[Job] = []
         for uuid, dev in self._devices.items():
-            if dev.handle is None or dev.worker.busy:  # down, or its last call still hangs
+            if dev.handle is None or dev.calls.busy:  # down, or its last call still hangs
                 continue
             slow = now - dev.slow_at >= self.settings.slow_interval_seconds
-            jobs[uuid] = dev.worker.submit(
-                run_job,
-                dev.handle,
-                frozenset(dev.unsupported),
-                dev.ecc_enabled,
-                slow,
-                dev.gpm,
-                dev.mig,
-                self._job,
-                now,
-            )
-        if jobs:
-            await wait_all(list(jobs.values()), self.settings.call_timeout_seconds)
+            args = (dev.handle, dev.skip(), dev.ecc_enabled, slow, dev.gpm, dev.mig, self._job, now)
+            due.append(uuid)
+            batch.append((dev.calls, run_job, args))
+        if self._xid is not None and due and not self._xid.calls.busy:
+            batch.append((self._xid.calls, self._xid.drain, ()))  # after the GPUs: XID events, no wait
+        futures = await self._sampling.run(batch, self.settings.call_timeout_seconds) if batch else []
+        jobs: dict[str, Future[DeviceResult]] = dict(zip(due, futures[: len(due)], strict=True))
         ordered = sorted(self._devices.items(), key=lambda kv: kv[1].identity.index)
         xid = self.xid_report()
         samples = tuple(
@@ -151,9 +142,9 @@ class NvmlSource:
         if dev.handle is None:
             return dev.down_samples(dev.down or "down", problems)
         if job is None or not job.done():
-            call = dev.worker.current_call or "an NVML call"
+            call = dev.calls.current_call or "an NVML call"
             return dev.down_samples(
-                f"GPU is hung: {call} has not returned for {dev.worker.hung_for():.1f} s", problems
+                f"GPU is hung: {call} has not returned for {dev.calls.hung_for():.1f} s", problems
             )
         exc = job.exception()
         if exc is not None:  # a bug in the reading code, not a device fault
@@ -230,9 +221,7 @@ class NvmlSource:
             dev = self._devices.get(ident.uuid)
             if dev is None:
                 dev = self._devices[ident.uuid] = Device(
-                    ident,
-                    NvmlWorker(f"gpu{ident.index}"),
-                    gpm=GpmState(self.settings.gpm_sample_spacing_seconds),
+                    ident, gpm=GpmState(self.settings.gpm_sample_spacing_seconds)
                 )
                 event(log, logging.INFO, "GPU found", gpu=ident.index, uuid=ident.uuid, model=ident.model)
             elif dev.handle is None:

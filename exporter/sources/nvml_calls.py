@@ -1,14 +1,14 @@
 """What the NVML source reads from one GPU, and how each answer becomes SI-unit fields.
 
-Everything here blocks (it calls the driver through nvidia-ml-py) and runs on a GPU's own worker
-thread, never on the event loop. Functions return plain results; the source applies them on the
+Everything here blocks (it calls the driver through nvidia-ml-py) and runs on the sampling thread
+(``nvml_sampling``), never on the event loop. Functions return plain results; the source applies them on the
 event loop, so a late answer from a call that hung is simply dropped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pynvml
@@ -76,14 +76,7 @@ def _memory(h: Handle) -> dict[str, float]:
     return out
 
 
-def _memory_temperature(h: Handle) -> dict[str, float]:
-    (value,) = pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_MEMORY_TEMP])
-    if value.nvmlReturn != pynvml.NVML_SUCCESS:  # the call succeeds if any field did: check the entry
-        raise pynvml.NVMLError(value.nvmlReturn)
-    return {"memory_temperature_celsius": float(_field_number(value))}
-
-
-def _field_number(value: Any) -> float:
+def field_number(value: Any) -> float:
     kinds = {
         pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
         pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
@@ -128,18 +121,6 @@ def _processes(h: Handle) -> dict[str, float]:
     return out
 
 
-def _ecc(h: Handle) -> dict[str, float]:
-    get = pynvml.nvmlDeviceGetTotalEccErrors
-    return {
-        "ecc_corrected_count": float(
-            get(h, pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_VOLATILE_ECC)
-        ),
-        "ecc_uncorrected_count": float(
-            get(h, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC)
-        ),
-    }
-
-
 def _pcie_throughput(h: Handle) -> dict[str, float]:
     get = pynvml.nvmlDeviceGetPcieThroughput
     return {
@@ -157,6 +138,9 @@ class Read:
     read: Callable[[Handle], dict[str, float]]
     slow: bool = False  # runs on the slow cadence; its last values are reused in between
     needs_ecc: bool = False  # only when ECC is on
+    static: bool = False  # never changes: read once per NVML initialisation (and MIG layout)
+    field_ids: tuple[int, ...] = ()  # one nvmlDeviceGetFieldValues entry per field, batched per cycle
+    divisor: float = 1.0  # field value / divisor (field reads only)
 
 
 def _one(call: str, key: str, read: Callable[[Handle], float], scale: float = 1.0) -> Read:
@@ -171,6 +155,29 @@ def _one(call: str, key: str, read: Callable[[Handle], float], scale: float = 1.
 _SM, _MEM, _GPU_SENSOR = pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM, pynvml.NVML_TEMPERATURE_GPU
 _MEMORY_FIELDS = ("memory_total_bytes", "memory_used_bytes", "memory_free_bytes", "memory_reserved_bytes")
 
+
+def _static(read: Read) -> Read:
+    return replace(read, static=True)
+
+
+def _slow(read: Read) -> Read:
+    return replace(read, slow=True)
+
+
+def _field(
+    name: str, ids: tuple[int, ...], fields: tuple[str, ...], divisor: float = 1.0, **kw: bool
+) -> Read:
+    """Fields read through one batched nvmlDeviceGetFieldValues call per cycle (see ``_read_fields``)."""
+    return Read(f"nvmlDeviceGetFieldValues({name})", fields, _no_reader, field_ids=ids, divisor=divisor, **kw)
+
+
+def _no_reader(_h: Handle) -> dict[str, float]:
+    raise AssertionError("field reads are batched by sample_device")
+
+
+# The call plan of one GPU. Each cycle: the reads below that are neither static nor slow, with every
+# field read in one nvmlDeviceGetFieldValues call. Static reads: once per NVML initialisation (and
+# MIG layout change), their values reused. Slow reads: every ``slow_interval_seconds``.
 READS: tuple[Read, ...] = (
     Read(
         "nvmlDeviceGetUtilizationRates",
@@ -183,11 +190,18 @@ READS: tuple[Read, ...] = (
         "gpu_temperature_celsius",
         lambda h: pynvml.nvmlDeviceGetTemperatureV(h, _GPU_SENSOR),
     ),
-    Read("nvmlDeviceGetFieldValues(MEMORY_TEMP)", ("memory_temperature_celsius",), _memory_temperature),
-    _one("nvmlDeviceGetPowerUsage", "power_usage_watts", pynvml.nvmlDeviceGetPowerUsage, 1e-3),  # mW
-    _one(
-        "nvmlDeviceGetEnforcedPowerLimit", "power_limit_watts", pynvml.nvmlDeviceGetEnforcedPowerLimit, 1e-3
+    _field("MEMORY_TEMP", (pynvml.NVML_FI_DEV_MEMORY_TEMP,), ("memory_temperature_celsius",)),
+    _field(
+        "TOTAL_ENERGY_CONSUMPTION", (pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,), ("energy_joules",), 1000
     ),
+    _field("PCIE_REPLAY_COUNTER", (pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER,), ("pcie_replay_count",)),
+    _field(
+        "ECC_VOL_TOTAL",
+        (pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL),
+        ("ecc_corrected_count", "ecc_uncorrected_count"),
+        needs_ecc=True,
+    ),
+    _one("nvmlDeviceGetPowerUsage", "power_usage_watts", pynvml.nvmlDeviceGetPowerUsage, 1e-3),  # mW
     _one("nvmlDeviceGetClockInfo(SM)", "sm_clock_hz", lambda h: pynvml.nvmlDeviceGetClockInfo(h, _SM), 1e6),
     _one(
         "nvmlDeviceGetClockInfo(MEM)",
@@ -195,25 +209,6 @@ READS: tuple[Read, ...] = (
         lambda h: pynvml.nvmlDeviceGetClockInfo(h, _MEM),
         1e6,
     ),
-    _one(
-        "nvmlDeviceGetMaxClockInfo(SM)",
-        "sm_clock_max_hz",
-        lambda h: pynvml.nvmlDeviceGetMaxClockInfo(h, _SM),
-        1e6,
-    ),
-    _one(
-        "nvmlDeviceGetMaxClockInfo(MEM)",
-        "memory_clock_max_hz",
-        lambda h: pynvml.nvmlDeviceGetMaxClockInfo(h, _MEM),
-        1e6,
-    ),
-    _one(
-        "nvmlDeviceGetTotalEnergyConsumption",
-        "energy_joules",
-        pynvml.nvmlDeviceGetTotalEnergyConsumption,
-        1e-3,
-    ),
-    _one("nvmlDeviceGetPcieReplayCounter", "pcie_replay_count", pynvml.nvmlDeviceGetPcieReplayCounter),
     _one(
         "nvmlDeviceGetEncoderUtilization",
         "encoder_utilization_ratio",
@@ -226,25 +221,56 @@ READS: tuple[Read, ...] = (
         lambda h: pynvml.nvmlDeviceGetDecoderUtilization(h)[0],
         0.01,
     ),
-    _one("nvmlDeviceGetCurrPcieLinkGeneration", "pcie_link_gen", pynvml.nvmlDeviceGetCurrPcieLinkGeneration),
-    _one(
-        "nvmlDeviceGetMaxPcieLinkGeneration", "pcie_link_gen_max", pynvml.nvmlDeviceGetMaxPcieLinkGeneration
-    ),
-    _one("nvmlDeviceGetCurrPcieLinkWidth", "pcie_link_width", pynvml.nvmlDeviceGetCurrPcieLinkWidth),
-    _one("nvmlDeviceGetMaxPcieLinkWidth", "pcie_link_width_max", pynvml.nvmlDeviceGetMaxPcieLinkWidth),
     _one(
         "nvmlDeviceGetCurrentClocksEventReasons",
         CLOCK_EVENT_REASONS_KEY,
         pynvml.nvmlDeviceGetCurrentClocksEventReasons,
     ),
     Read(
-        "nvmlDeviceGetTotalEccErrors", ("ecc_corrected_count", "ecc_uncorrected_count"), _ecc, needs_ecc=True
-    ),
-    Read(
         "nvmlDeviceGetComputeRunningProcesses",
         ("compute_processes", "compute_processes_memory_bytes"),
         _processes,
     ),
+    _static(
+        _one(
+            "nvmlDeviceGetMaxClockInfo(SM)",
+            "sm_clock_max_hz",
+            lambda h: pynvml.nvmlDeviceGetMaxClockInfo(h, _SM),
+            1e6,
+        )
+    ),
+    _static(
+        _one(
+            "nvmlDeviceGetMaxClockInfo(MEM)",
+            "memory_clock_max_hz",
+            lambda h: pynvml.nvmlDeviceGetMaxClockInfo(h, _MEM),
+            1e6,
+        )
+    ),
+    _static(
+        _one(
+            "nvmlDeviceGetMaxPcieLinkGeneration",
+            "pcie_link_gen_max",
+            pynvml.nvmlDeviceGetMaxPcieLinkGeneration,
+        )
+    ),
+    _static(
+        _one("nvmlDeviceGetMaxPcieLinkWidth", "pcie_link_width_max", pynvml.nvmlDeviceGetMaxPcieLinkWidth)
+    ),
+    _slow(
+        _one(
+            "nvmlDeviceGetEnforcedPowerLimit",
+            "power_limit_watts",
+            pynvml.nvmlDeviceGetEnforcedPowerLimit,
+            1e-3,
+        )
+    ),
+    _slow(
+        _one(
+            "nvmlDeviceGetCurrPcieLinkGeneration", "pcie_link_gen", pynvml.nvmlDeviceGetCurrPcieLinkGeneration
+        )
+    ),
+    _slow(_one("nvmlDeviceGetCurrPcieLinkWidth", "pcie_link_width", pynvml.nvmlDeviceGetCurrPcieLinkWidth)),
     Read(
         "nvmlDeviceGetPcieThroughput",
         ("pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second"),
@@ -255,6 +281,9 @@ READS: tuple[Read, ...] = (
 
 READS_BY_CALL = {r.call: r for r in READS}
 ECC_MODE_CALL = "nvmlDeviceGetEccMode"
+ECC_CALL = "nvmlDeviceGetFieldValues(ECC_VOL_TOTAL)"
+FIELD_VALUES_CALL = "nvmlDeviceGetFieldValues"
+STATIC_CALLS = frozenset(r.call for r in READS if r.static)
 
 
 @dataclass
@@ -271,52 +300,3 @@ class DeviceResult:
     slow_read: bool = False
     gpm: GpmReading | None = None  # filled by nvml_device.run_job
     mig: MigReading | None = None
-
-
-def sample_device(
-    tracker: CallTracker, handle: Handle, skip: frozenset[str], ecc_enabled: bool | None, include_slow: bool
-) -> DeviceResult:
-    """Run every read not in ``skip`` (calls known NOT_SUPPORTED). Blocks; runs on a worker."""
-    result = DeviceResult(ecc_enabled=ecc_enabled, slow_read=include_slow)
-    if ecc_enabled is None and READS_BY_CALL["nvmlDeviceGetTotalEccErrors"].call not in skip:
-        tracker.mark(ECC_MODE_CALL)
-        try:
-            current, _pending = pynvml.nvmlDeviceGetEccMode(handle)
-            result.ecc_enabled = current == pynvml.NVML_FEATURE_ENABLED
-            result.succeeded.add(ECC_MODE_CALL)
-        except pynvml.NVMLError as exc:
-            if exc.value in LIFECYCLE_ERRORS:
-                result.lifecycle = f"{ECC_MODE_CALL}: {describe(exc)}"
-                return result
-            if exc.value != pynvml.NVML_ERROR_NOT_SUPPORTED:
-                result.errors[ECC_MODE_CALL] = f"{ECC_MODE_CALL}: {describe(exc)}"
-            else:
-                result.ecc_enabled = False
-    for read in READS:
-        if read.call in skip or (read.slow and not include_slow):
-            continue
-        if read.needs_ecc and not result.ecc_enabled:
-            if result.ecc_enabled is False:  # ECC off or not supported: NVML answers NOT_SUPPORTED
-                result.not_supported.add(read.call)
-            continue
-        tracker.mark(read.call)
-        try:
-            values = read.read(handle)
-        except pynvml.NVMLError as exc:
-            if exc.value == pynvml.NVML_ERROR_NOT_SUPPORTED:
-                result.not_supported.add(read.call)
-            elif exc.value in LIFECYCLE_ERRORS:
-                result.lifecycle = f"{read.call}: {describe(exc)}"
-                return result
-            else:
-                result.errors[read.call] = f"{read.call}: {describe(exc)}"
-            continue
-        except Exception as exc:  # a malformed answer: that field is left out, the rest go on
-            result.errors[read.call] = f"{read.call}: {describe(exc)}"
-            continue
-        result.fields.update(values)
-        result.succeeded.add(read.call)
-        if isinstance(values, ProcessReading):
-            result.processes = values.processes
-    tracker.mark("")
-    return result

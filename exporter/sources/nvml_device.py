@@ -1,9 +1,9 @@
 """What the NVML source remembers about one GPU, and how a sampling job's result becomes a sample.
 
-Lives on the event loop: worker threads return ``DeviceResult`` values and never touch this state,
-so the late answer of a call that hung cannot change anything. The GPM sample buffers and the MIG
-layout (``gpm``, ``mig``) are the exception: they belong to the GPU's worker thread, which is
-handed them with each job (a GPU's jobs never overlap).
+Lives on the event loop: sampling threads return ``DeviceResult`` values and never touch this
+state, so the late answer of a call that hung cannot change anything. The GPM sample buffers and
+the MIG layout (``gpm``, ``mig``) are the exception: they belong to the thread running the GPU's
+job, which is handed them with each job (a GPU's jobs never overlap).
 """
 
 from __future__ import annotations
@@ -17,16 +17,17 @@ from .nvml_calls import (
     CLOCK_EVENT_REASONS_KEY,
     READS,
     READS_BY_CALL,
+    STATIC_CALLS,
     CallTracker,
     DeviceResult,
     Handle,
     RunningProcess,
-    sample_device,
 )
 from .nvml_events import XidReport
 from .nvml_gpm import GPM_CALLS, GPM_FIELDS, GpmReading, GpmState, read_gpm
 from .nvml_mig import MIG_CALLS, MIG_UNSUPPORTED_FIELDS, MigDevice, MigReading, MigState, read_mig
-from .nvml_worker import NvmlWorker
+from .nvml_read import sample_device
+from .nvml_sampling import CallState
 
 log = logging.getLogger("rightsizer.nvml")
 
@@ -52,7 +53,7 @@ def run_job(
     settings: JobSettings,
     now: float,
 ) -> DeviceResult:
-    """One cycle's reads of one GPU: the NVML queries, its MIG devices, GPM. Blocks; worker only."""
+    """One cycle's reads of one GPU: the NVML queries, its MIG devices, GPM. Blocks; sampling thread."""
     whole = gpm.series.get(None)
     if (
         gpm.supported
@@ -85,7 +86,7 @@ def run_job(
 @dataclass
 class Device:
     identity: GpuIdentity
-    worker: NvmlWorker
+    calls: CallState = field(default_factory=CallState)  # its job on the sampling thread
     handle: Handle | None = None  # None while the GPU is down after a lifecycle error
     down: str | None = None  # why it is down
     unsupported: set[str] = field(default_factory=set)  # calls that answered NOT_SUPPORTED
@@ -93,6 +94,9 @@ class Device:
     call_errors: dict[str, str] = field(default_factory=dict)  # call -> last error, to log changes only
     slow_fields: dict[str, float] = field(default_factory=dict)  # last values of slow calls
     slow_at: float = float("-inf")
+    static_fields: dict[str, float] = field(default_factory=dict)  # values that never change, read once
+    static_done: set[str] = field(default_factory=set)  # static calls answered since NVML was initialised
+    layout_known: bool = False  # the MIG layout was read once since NVML was initialised
     processes: tuple[RunningProcess, ...] = ()  # as of the last cycle it answered
     gpm: GpmState = field(default_factory=lambda: GpmState(0.1))
     mig: MigState = field(default_factory=MigState)
@@ -107,6 +111,10 @@ class Device:
         out.update({uuid: list(procs) for uuid, procs in self.instance_processes.items()})
         return out
 
+    def skip(self) -> frozenset[str]:
+        """Calls the next job leaves out: NOT_SUPPORTED, and static values already read."""
+        return frozenset(self.unsupported | self.static_done)
+
     def unsupported_fields(self) -> frozenset[str]:
         return frozenset(f for call in self.unsupported for f in READS_BY_CALL[call].fields)
 
@@ -117,6 +125,9 @@ class Device:
         self.call_errors.clear()
         self.slow_fields.clear()
         self.slow_at = float("-inf")
+        self.static_fields.clear()
+        self.static_done.clear()
+        self.layout_known = False
         self.gpm = self.gpm.retire()
         self.mig = MigState()
 
@@ -137,8 +148,11 @@ class Device:
         if result.slow_read:
             self.slow_at = now
             self.slow_fields = {k: v for k, v in result.fields.items() if k in _SLOW_FIELDS}
+        for call in result.succeeded & STATIC_CALLS:
+            self.static_done.add(call)
+            self.static_fields.update({k: result.fields[k] for k in READS_BY_CALL[call].fields})
         gpm = result.gpm or GpmReading()
-        fields = {**self.slow_fields, **result.fields, **gpm.fields.get(None, {})}
+        fields = {**self.static_fields, **self.slow_fields, **result.fields, **gpm.fields.get(None, {})}
         reasons = fields.pop(CLOCK_EVENT_REASONS_KEY, None)
         problems.extend(f"GPU {self.identity.index}: {message}" for message in result.errors.values())
         unsupported = set(self.unsupported_fields() | gpm.unsupported.get(None, frozenset()))
@@ -208,7 +222,10 @@ class Device:
         )
 
     def _note_layout(self, identities: tuple[GpuIdentity, ...], enabled: bool) -> None:
-        """Log the MIG layout when it changes."""
+        """Log the MIG layout when it changes; static values are read again after a change."""
+        if identities != self.instances and self.layout_known:
+            self.static_done.clear()
+        self.layout_known = True
         if identities != self.instances:
             layout = ",".join(f"{i.mig_instance_id}:{i.mig_profile}:{i.uuid}" for i in identities)
             event(log, logging.INFO, "MIG layout", gpu=self.identity.index, uuid=self.identity.uuid,

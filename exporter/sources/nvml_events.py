@@ -1,11 +1,15 @@
 """XID errors from NVML events, on a dedicated thread that never blocks sampling.
 
-One daemon thread owns an NVML event set with every GPU registered for
-``nvmlEventTypeXidCriticalError`` and waits on it with ``nvmlEventSetWait_v2`` (at most
-``wait_seconds`` per call, its deadline). Sampling never waits for it: the source reads the tally
-under a lock that the thread holds only to add one event. After NVML is initialised again the
-source hands the thread the new handles (``attach``) and it registers them in a new event set.
-A wait that does not return within its timeout plus ``hung_after`` seconds is reported as hung
+An NVML event set with every GPU registered for ``nvmlEventTypeXidCriticalError`` is read once
+per sampling cycle, without waiting: the drain is one more job on the sampling thread
+(``nvml_sampling``), after the GPUs', and calls ``nvmlEventSetWait_v2`` with a timeout of 0 until
+it answers TIMEOUT (nothing pending). NVML queues events in the set until they are read, so none
+is lost between cycles, and an XID reaches the published cycle as soon as a waiting thread's
+would (samples are published once per cycle). No wait is ever pending: nothing to interrupt at
+shutdown or re-initialisation, no thread, and no cost from NVML builds whose waits poll inside the
+library. After NVML is initialised again the source hands over the new handles (``attach``) and
+the next drain registers them in a new event set. A drain that does not return by the cycle's
+deadline is left to its own thread like a hung GPU and reported as hung
 (``rightsizer_collector_success{collector="xid"} 0``); sampling goes on.
 
 ``XidExtension`` publishes the tally of any source that has ``xid_report(t)`` (NVML) or
@@ -29,7 +33,8 @@ import pynvml
 from ..logs import event
 from ..sampler import Contribution
 from ..snapshot import CollectorStatus, GpuReading, GpuSample, Row
-from .nvml_calls import LIFECYCLE_ERRORS, describe
+from .nvml_calls import LIFECYCLE_ERRORS, CallTracker, describe
+from .nvml_sampling import CallState
 
 log = logging.getLogger("rightsizer.nvml")
 
@@ -59,86 +64,84 @@ def _address(handle: Any) -> int | None:
     return ctypes.cast(handle, ctypes.c_void_p).value
 
 
+MAX_EVENTS_PER_DRAIN = 256  # a storm of events is read over several cycles, not in one
+
+
 class XidWatcher:
-    def __init__(self, wait_seconds: float, hung_after_seconds: float) -> None:
-        self.wait_seconds = wait_seconds
+    """The XID event set, read without waiting (``drain``) as one job of each sampling cycle."""
+
+    def __init__(self, hung_after_seconds: float) -> None:
         self.hung_after = hung_after_seconds
+        self.calls = CallState()  # the drain job on the sampling thread
         self._lock = threading.Lock()
         self._tallies: dict[str, XidTally] = {}
         self._wanted: tuple[int, list[tuple[str, Any]]] = (0, [])  # generation, (UUID, handle)
-        self._registered = -1  # generation registered in the current event set
+        self._registered = -1  # generation registered in ``_event_set``
+        self._event_set: Any = None
         self._watched: dict[int | None, str] = {}  # handle address -> UUID
         self._unsupported: dict[str, str] = {}
         self._problem: str | None = None
-        self._waiting_since: float | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="nvml-xid-events", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
 
     def attach(self, devices: list[tuple[str, Any]]) -> None:
-        """Watch these GPUs (UUID, handle) from now on; called after every (re-)enumeration."""
+        """Watch these GPUs (UUID, handle) from now on; called after every (re-)enumeration. The next
+        drain registers them in a new event set."""
         self._wanted = (self._wanted[0] + 1, list(devices))
-
-    def stop(self) -> None:
-        """Let the thread end after its current wait (a hung wait just stays, as a daemon)."""
-        self._stop.set()
 
     def report(self) -> XidReport:
         with self._lock:
             tallies = dict(self._tallies)
             unsupported = dict(self._unsupported)
-            # Every GPU handed to the thread counts as watched (its registration may lag a wait).
+            # Every GPU handed over counts as watched (its registration may lag by a cycle).
             watched = frozenset(uuid for uuid, _ in self._wanted[1] if uuid not in unsupported)
             problem = self._problem
-        since = self._waiting_since
-        if since is not None and time.monotonic() - since > self.wait_seconds + self.hung_after:
-            problem = f"{WAIT_CALL} has not returned for {time.monotonic() - since:.1f} s"
+        if self.calls.busy and self.calls.hung_for() > self.hung_after:  # past the cycle's deadline
+            call = self.calls.current_call or WAIT_CALL
+            problem = f"{call} has not returned for {self.calls.hung_for():.1f} s"
         return XidReport(tallies, watched, unsupported, problem)
 
-    # -- the thread -----------------------------------------------------------------------------
-    def _run(self) -> None:
-        event_set: Any = None
-        while not self._stop.is_set():
-            generation, devices = self._wanted
-            if generation != self._registered:
-                event_set = self._register(event_set, generation, devices)
-            if event_set is None or not self._watched:
-                self._stop.wait(self.wait_seconds)
-                continue
-            self._waiting_since = time.monotonic()
+    # -- the drain job (sampling thread) ---------------------------------------------------------
+    def drain(self, tracker: CallTracker) -> None:
+        """Register new handles if any, then read every pending event without waiting."""
+        generation, devices = self._wanted
+        if generation != self._registered:
+            self._event_set = self._register(tracker, self._event_set, devices)
+            self._registered = generation
+        if self._event_set is None or not self._watched:
+            return
+        for _ in range(MAX_EVENTS_PER_DRAIN):
+            tracker.mark(WAIT_CALL)
             try:
-                data = pynvml.nvmlEventSetWait_v2(event_set, max(1, round(self.wait_seconds * 1000)))
+                data = pynvml.nvmlEventSetWait_v2(self._event_set, 0)
             except pynvml.NVMLError as exc:
-                self._waiting_since = None
-                if exc.value == pynvml.NVML_ERROR_TIMEOUT:
-                    continue
+                if exc.value == pynvml.NVML_ERROR_TIMEOUT:  # nothing (more) pending
+                    self._set_problem(None)
+                    return
                 self._set_problem(f"{WAIT_CALL}: {describe(exc)}")
                 if exc.value in LIFECYCLE_ERRORS:
                     self._registered = -1  # register again (with the handles of the next enumeration)
-                self._stop.wait(self.wait_seconds)
-                continue
-            self._waiting_since = None
-            self._set_problem(None)
+                return
             if data.eventType & pynvml.nvmlEventTypeXidCriticalError:
                 self._record(data)
+        self._set_problem(None)
 
-    def _register(self, old: Any, generation: int, devices: list[tuple[str, Any]]) -> Any:
+    def _register(self, tracker: CallTracker, old: Any, devices: list[tuple[str, Any]]) -> Any:
         if old is not None:
+            tracker.mark("nvmlEventSetFree")
             with contextlib.suppress(pynvml.NVMLError):  # already gone when NVML was re-initialised
                 pynvml.nvmlEventSetFree(old)
+        tracker.mark("nvmlEventSetCreate")
         try:
             event_set = pynvml.nvmlEventSetCreate()
         except pynvml.NVMLError as exc:
             self._set_problem(f"nvmlEventSetCreate: {describe(exc)}")
-            with self._lock:
-                self._watched = {}
+            self._watched = {}
+            self._registered = -1  # try again next cycle
             return None
         watched: dict[int | None, str] = {}
         unsupported: dict[str, str] = {}
         errors = []
         for uuid, handle in devices:
+            tracker.mark("nvmlDeviceRegisterEvents")
             try:
                 pynvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, event_set)
             except pynvml.NVMLError as exc:
@@ -149,9 +152,9 @@ class XidWatcher:
                     errors.append(f"{uuid}: {message}")
                 continue
             watched[_address(handle)] = uuid
+        self._watched = watched
         with self._lock:
-            self._watched, self._unsupported = watched, unsupported
-        self._registered = generation
+            self._unsupported = unsupported
         self._set_problem("; ".join(errors) or None)
         return event_set
 

@@ -1,6 +1,6 @@
 """DCGM's profiling ratios without DCGM: NVML GPM (GPU Performance Monitoring, Hopper and newer).
 
-GPM gives metrics over two samples taken at least 100 ms apart. Each GPU's worker keeps, per
+GPM gives metrics over two samples taken at least 100 ms apart. Each GPU's job keeps, per
 target (the whole GPU, and each MIG GPU instance), two sample buffers that it rolls: every cycle
 it takes a new sample and computes the metrics over the previous cycle's sample and this one, so
 the ratios cover the whole interval between cycles. A new sample is taken only once ``spacing``
@@ -11,8 +11,8 @@ Conversions (PROTOCOLS §3): percentages / 100 → DCGM's ratios; MiB/s x 1,048,
 NVLink RX + TX rates are also integrated into ``nvlink_bandwidth_count`` (MiB since the exporter
 started), the counter behind DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL.
 
-Everything here blocks and runs on the GPU's worker thread; the state is touched by that thread
-only (a GPU's jobs never overlap).
+Everything here blocks and runs in the GPU's job on the sampling thread; the state is touched by
+that job only (a GPU's jobs never overlap).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class GpmReading:
 
 
 class GpmState:
-    """One GPU's GPM state: support, and a rolling sample pair per target. Worker thread only."""
+    """One GPU's GPM state: support, and a rolling sample pair per target. The GPU's job only."""
 
     def __init__(self, spacing: float, retired: list[Any] | None = None) -> None:
         self.spacing = spacing
@@ -221,7 +221,7 @@ def tracker_call(target: int | None) -> str:
 def read_gpm(
     tracker: CallTracker, handle: Handle, state: GpmState, instances: list[int], now: float
 ) -> GpmReading:
-    """GPM fields of the whole GPU and of each GPU instance in ``instances``. Blocks; worker only."""
+    """GPM fields of the whole GPU and of each GPU instance in ``instances``. Blocks; sampling thread only."""
     out = GpmReading()
     if state.supported is None:
         try:

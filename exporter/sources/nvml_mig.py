@@ -1,4 +1,4 @@
-"""MIG: the MIG devices of a MIG-enabled GPU, read on the GPU's own worker thread.
+"""MIG: the MIG devices of a MIG-enabled GPU, read in the GPU's job on the sampling thread.
 
 The layout (which MIG devices exist, their UUIDs, GPU instance ids and profiles) is scanned when
 the GPU is first sampled, then every ``scan_interval`` seconds, and at once when a MIG device
@@ -64,7 +64,7 @@ class MigDevice:
 
 @dataclass
 class MigState:
-    """One GPU's MIG layout as last scanned. Worker thread only."""
+    """One GPU's MIG layout as last scanned. The GPU's job only."""
 
     supported: bool | None = None  # None until asked; False: MIG mode answered NOT_SUPPORTED
     enabled: bool = False
@@ -95,7 +95,7 @@ class MigReading:
 def read_mig(
     tracker: CallTracker, handle: Handle, state: MigState, scan_interval: float, now: float
 ) -> MigReading:
-    """The MIG devices of the GPU and their memory. Blocks; runs on the GPU's worker thread."""
+    """The MIG devices of the GPU and their memory. Blocks; runs on the sampling thread."""
     out = MigReading()
     if state.supported is False:
         return out

@@ -1,9 +1,9 @@
-"""A daemon thread that runs one GPU's NVML calls, one job at a time.
+"""A daemon thread that runs NVML calls one job at a time: the source's control thread
+(initialisation, enumeration, shutdown). Each cycle's sampling runs in ``nvml_sampling``.
 
-Daemon threads because a driver call can hang forever: a hung worker must never keep the process
+A daemon thread because a driver call can hang forever: a hung worker must never keep the process
 from exiting (``concurrent.futures.ThreadPoolExecutor`` joins its threads at exit). The source
-gives a worker new work only when its previous job has finished, so a hung GPU holds one thread
-and nothing else.
+gives the worker new work only when its previous job has finished.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ from ..rightsizing.catalog import Catalog, GpuSpec, load_catalog
 from ..settings import ConfigError, build, read_yaml
 from . import sim_workloads as wl
 from .sim_schema import (
+    MAX_DEVICE_SECONDS_PER_CYCLE,
+    MAX_DEVICES,
+    MAX_HISTORY_DEVICE_HOURS,
     Expectation,
     ExpectEntry,
     GpuEntry,
@@ -58,6 +61,19 @@ def load_scenario(spec: str) -> Scenario:
         raise ConfigError(f"{path}: {str(exc).removeprefix(': ')}") from None
 
 
+def check_pace(scenario: Scenario, interval: float) -> None:
+    """Bound one sampling cycle's work: the energy counters integrate every simulated second since
+    the last cycle, for every device, on the event loop (see ``MAX_DEVICE_SECONDS_PER_CYCLE``)."""
+    devices = sum(1 + len(g.mig) for g in scenario.gpus)
+    work = 0.0 if scenario.frozen else devices * scenario.speed * interval
+    if work > MAX_DEVICE_SECONDS_PER_CYCLE:
+        raise ConfigError(
+            f"{scenario.source}: speed {scenario.speed:g} x {devices} GPUs and MIG instances x interval "
+            f"{interval:g} s is {work:.0f} simulated device-seconds per sampling cycle; at most "
+            f"{MAX_DEVICE_SECONDS_PER_CYCLE} are allowed (lower speed or interval)"
+        )
+
+
 def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenario:
     """A scenario from already-read YAML data (``spec`` names it in the result)."""
     top = build(ScenarioEntry, data, "")
@@ -72,12 +88,16 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
     if not top.gpus:
         raise ConfigError("gpus: at least one GPU is required")
     gpus: list[SimGpu] = []
+    devices = 0
     for i, raw in enumerate(top.gpus):
         label = raw.get("name") or raw.get("model") if isinstance(raw, dict) else None
         where = f"gpus[{i}]" + (f" ({label})" if label else "")
         if not isinstance(raw, dict):
             raise ConfigError(f"{where}: must be a mapping")
-        gpus += _expand(build(GpuEntry, raw, where), where, len(gpus), top, catalog)
+        entry = build(GpuEntry, raw, where)
+        devices += entry.count * (1 + len(entry.mig))
+        _check_size(devices, top.history_seconds, where)
+        gpus += _expand(entry, where, len(gpus), top, catalog)
     for attr in ("uuid", "pci_bus_id"):
         seen: dict[str, str] = {}
         for g in gpus:
@@ -89,6 +109,21 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
         spec, top.description, top.seed, top.speed, start, top.frozen, top.history_seconds,
         top.driver_version, top.host_cpu_busy_ratio, tuple(gpus),
     )  # fmt: skip
+
+
+def _check_size(devices: int, history_seconds: float, where: str) -> None:
+    """Bound the start-up cost (see ``MAX_DEVICES`` in sim_schema)."""
+    if devices > MAX_DEVICES:
+        raise ConfigError(
+            f"{where}: the scenario would simulate {devices} GPUs and MIG instances; at most "
+            f"{MAX_DEVICES} are allowed (GPUs x count, plus their MIG instances)"
+        )
+    if devices * history_seconds > MAX_HISTORY_DEVICE_HOURS * 3600:
+        raise ConfigError(
+            f"{where}: history_seconds {history_seconds:g} for {devices} GPUs and MIG instances is "
+            f"{devices * history_seconds / 3600:g} device-hours of history to replay; at most "
+            f"{MAX_HISTORY_DEVICE_HOURS} are allowed (lower history_seconds)"
+        )
 
 
 def _workload(entry: WorkloadEntry | None, capacity: int, what: str, where: str) -> wl.Workload:
@@ -182,6 +217,13 @@ def _expand(e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Ca
     if e.history_seconds is not None:
         history = min(e.history_seconds, history)
     xids = tuple(sorted((x.after_seconds, x.xid) for x in e.xids))
+    link = None
+    if e.pcie_link is not None:
+        link = (e.pcie_link.generation or spec.pcie_generation, e.pcie_link.width or spec.pcie_width)
+        if link[0] > spec.pcie_generation or link[1] > spec.pcie_width:
+            raise ConfigError(
+                f"{where}.pcie_link: above the {spec.key}'s Gen{spec.pcie_generation} x{spec.pcie_width}"
+            )
     out = []
     for n in range(e.count):
         index = first + n
@@ -200,7 +242,7 @@ def _expand(e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Ca
         queue = dataclasses.replace(e.queue, name=e.queue.name + suffix) if e.queue else None
         out.append(SimGpu(
             index, (e.name or spec.key) + suffix, spec, uuid, e.pci_bus_id or _bus_id(index), work,
-            history, pod, queue, expect, instances, xids,
+            history, pod, queue, expect, instances, xids, link,
         ))  # fmt: skip
     return out
 

@@ -12,6 +12,15 @@ from ..rightsizing.catalog import GpuSpec, MigProfile
 from ..settings import setting
 from . import sim_workloads as wl
 
+# Start-up cost bounds: replaying the past costs about 45 ms of CPU per simulated device (GPU or MIG
+# instance) for the right-sizing windows, plus the energy counters' integration from the start of
+# the history (10 s steps). These keep a scenario's start at a few seconds (bench/simulated.py).
+MAX_DEVICES = 64  # GPUs plus MIG instances: an 8-GPU node with every GPU split in seven fits
+MAX_HISTORY_DEVICE_HOURS = 256  # devices x history_seconds, e.g. 64 devices x 4 h or 8 GPUs x 32 h
+# Each cycle integrates the simulated time since the last one: devices x speed x interval seconds,
+# about 0.6 ms of CPU per 1,000 on the event loop. 64 devices at speed 1,500, or 8 GPUs at 12,500.
+MAX_DEVICE_SECONDS_PER_CYCLE = 100_000
+
 Verdict = Literal["idle", "overprovisioned", "rightsized", "underprovisioned", "insufficient_data"]
 Bottleneck = Literal[
     "memory_capacity", "memory_bandwidth", "compute", "launch_overhead", "data_loading", "host_cpu"
@@ -53,6 +62,9 @@ class WorkloadEntry:
     batch: float | None = _p("Requests in flight at full load.")
     kv_cache_usage: float | None = _p("KV-cache usage (0-1) the queue's inference server reports.")
     preemptions_per_hour: float | None = _p("Requests the queue's inference server preempts per hour.")
+    generated_tokens_per_second: float | None = _p("Mean tokens per second the queue's server generates.")
+    prompt_tokens_per_second: float | None = _p("Mean prompt tokens per second the queue's server processes.")
+    requests_per_second: float | None = _p("Mean requests per second the queue's server finishes.")
 
 
 @dataclass(frozen=True)
@@ -69,7 +81,8 @@ class QueueEntry:
     server: Literal["vllm", "sglang", "tgi", "triton"] | None = setting(
         None,
         "Inference server behind the queue; vllm and sglang report KV-cache usage and preemptions "
-        "(the workload's kv_cache_usage, preemptions_per_hour), tgi and triton none.",
+        "(the workload's kv_cache_usage, preemptions_per_hour), tgi and triton none; vllm, sglang "
+        "and tgi count tokens and requests, triton requests only.",
     )
 
 
@@ -102,9 +115,15 @@ class MigEntry:
 
 
 @dataclass(frozen=True)
+class PcieLinkEntry:
+    generation: int | None = setting(None, "PCIe generation the link runs at (default the GPU's).", minimum=1)
+    width: int | None = setting(None, "Lanes the link runs at (default the GPU's).", minimum=1)
+
+
+@dataclass(frozen=True)
 class GpuEntry:
     model: str = setting("", "Catalog key or NVML name of the GPU (required).")
-    count: int = setting(1, "Replicate this GPU this many times.", minimum=1, maximum=1024)
+    count: int = setting(1, "Replicate this GPU this many times.", minimum=1, maximum=MAX_DEVICES)
     name: str | None = setting(None, "A short name for messages and docs.")
     uuid: str | None = setting(None, "UUID override (default: derived from seed and index).")
     pci_bus_id: str | None = setting(None, "PCI bus id override (default: derived from the index).")
@@ -117,6 +136,9 @@ class GpuEntry:
     expect: ExpectEntry | None = setting(None, "What the right-sizing engine should conclude.")
     mig: list[MigEntry] = setting([], "MIG mode: the GPU's instances, each with its own workload.")
     xids: list[XidEntry] = setting([], "XID errors to inject: [{after_seconds, xid}].")
+    pcie_link: PcieLinkEntry | None = setting(
+        None, "The PCIe link it trained at, when below its maximum: {generation, width}."
+    )
 
 
 @dataclass(frozen=True)
@@ -170,6 +192,7 @@ class SimGpu:
     expect: Expectation | None
     mig: tuple[SimMig, ...] = ()
     xids: tuple[tuple[float, int], ...] = ()  # (seconds after start, XID), in time order
+    pcie_link: tuple[int, int] | None = None  # (generation, width) trained at, when below the max
 
 
 @dataclass(frozen=True, slots=True)

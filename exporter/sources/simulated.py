@@ -53,6 +53,9 @@ class QueueSample:
     server: str | None = None
     kv_cache_usage: float | None = None
     preemptions_total: float | None = None
+    generated_tokens_total: float | None = None
+    prompt_tokens_total: float | None = None
+    requests_total: float | None = None
 
     @property
     def queue(self) -> str:
@@ -90,6 +93,8 @@ class _Device:
     def __init__(self, gpu: SimGpu, scenario: Scenario, start: float) -> None:
         self.gpu = gpu
         self.board = Board.of(gpu.spec)
+        if gpu.pcie_link is not None:  # trained below its maximum: current values and capacity drop
+            self.board = self.board.with_link(*gpu.pcie_link)
         self.noise = Noise(scenario.seed, gpu.index)
         self.identity = GpuIdentity(
             index=gpu.index,
@@ -177,16 +182,31 @@ class SimulatedSource:
         )
         return GpuReading(t, gpus, CollectorStatus(self.name, True, time.perf_counter() - began))
 
-    def history(self, seconds: float, step: float) -> Iterator[GpuReading]:
+    def history(
+        self, seconds: float, step: float, cancelled: Callable[[], bool] = lambda: False
+    ) -> Iterator[GpuReading]:
         """Readings of the recent past, oldest first, every ``step`` seconds of simulated time, all
         strictly before the current simulated time, going back at most ``seconds`` and never before
-        the scenario's ``history_seconds`` ahead of its start."""
+        the scenario's ``history_seconds`` ahead of its start. Ends early once ``cancelled()``."""
         if step <= 0:
             raise ValueError("step must be positive")
         now = self.now()
         earliest = max(now - seconds, self.start_time - self.scenario.history_seconds)
         n = math.floor((now - earliest) / step + 1e-9)
+        # The energy counters integrate from the start of the history: do it in slices, so that a
+        # stop is seen within one slice rather than after the whole past of every GPU.
+        for d in self.devices:
+            t = (d.origin_bucket + 1) * ENERGY_BUCKET_SECONDS
+            while True:
+                if cancelled():
+                    return
+                t = min(t + ENERGY_BUCKET_SECONDS * 512, now - n * step)
+                self._integrals(d, t)
+                if t >= now - n * step:
+                    break
         for k in range(n, 0, -1):
+            if cancelled():
+                return
             yield self.reading_at(now - k * step, history=True)
 
     # -- signals for the right-sizing engine ------------------------------------------------------
@@ -216,10 +236,15 @@ class SimulatedSource:
                 if q is not None:
                     depth, in_flight = float(round(a.queue_depth)), float(round(a.in_flight))
                     reports = q.server in ("vllm", "sglang")
+                    tokens = reports or q.server == "tgi"
+                    served = q.server is not None
                     out.append(
                         QueueSample(
                             q.name, dict(q.labels), depth, in_flight, (uuid,), q.server,
                             a.kv_cache if reports else None, a.preemptions if reports else None,
+                            a.generated_tokens if tokens and served else None,
+                            a.prompt_tokens if tokens and served else None,
+                            a.requests if served else None,
                         )
                     )  # fmt: skip
         return out

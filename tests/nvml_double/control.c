@@ -20,6 +20,7 @@
  *   gpu.<slot>.mig.<k>.<key>=V  MIG device <k> (0..7): uuid (empty = none), gi_id, ci_id, profile_id
  *                               (see the profile table in mig.c), memory.total, memory.used,
  *                               memory.free (default total - used), gpm.<id>
+ *   gpu.<slot>.fan.speed=P      nvmlDeviceGetFanSpeed's percent (unset: NOT_SUPPORTED, no fan)
  *   gpu.<slot>.xids=X[@GI],...  XID events that happened on the GPU, oldest first; each is
  *                               delivered once to the event sets registered for the GPU
  * <fn> may also be `field.<id>` to fail one field id of nvmlDeviceGetFieldValues, or `gpm.<id>`
@@ -84,6 +85,7 @@ static const struct {
     GPU_KEY("pcie.tx_kbps", pcie_tx_kbps, T_U32),
     GPU_KEY("pcie.rx_kbps", pcie_rx_kbps, T_U32),
     GPU_KEY("clock_event_reasons", clock_event_reasons, T_U64),
+    GPU_KEY("fan.speed", fan_speed, T_U32),
     GPU_KEY("ecc.mode", ecc_mode, T_U32),
     GPU_KEY("ecc.corrected", ecc_corrected, T_U64),
     GPU_KEY("ecc.uncorrected", ecc_uncorrected, T_U64),
@@ -124,6 +126,7 @@ static void set_defaults(void) {
         g->pcie_gen = g->pcie_gen_max = 4;
         g->pcie_width = g->pcie_width_max = 16;
         g->ecc_mode = NVML_FEATURE_ENABLED;
+        g->fan_speed = DBL_NO_FAN;
     }
 }
 

@@ -255,6 +255,21 @@ static nvmlReturn_t field_value(const dbl_gpu_t *g, nvmlFieldValue_t *v) {
         v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
         v->value.uiVal = g->temp_memory;
         return NVML_SUCCESS;
+    case NVML_FI_DEV_ECC_SBE_VOL_TOTAL: /* as nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE) */
+    case NVML_FI_DEV_ECC_DBE_VOL_TOTAL:
+        if (g->ecc_mode != NVML_FEATURE_ENABLED)
+            return NVML_ERROR_NOT_SUPPORTED;
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        v->value.ullVal = v->fieldId == NVML_FI_DEV_ECC_SBE_VOL_TOTAL ? g->ecc_corrected : g->ecc_uncorrected;
+        return NVML_SUCCESS;
+    case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        v->value.ullVal = g->energy_mj;
+        return NVML_SUCCESS;
+    case NVML_FI_DEV_PCIE_REPLAY_COUNTER:
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        v->value.uiVal = g->pcie_replay;
+        return NVML_SUCCESS;
     default:
         return NVML_ERROR_NOT_SUPPORTED;
     }

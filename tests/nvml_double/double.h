@@ -8,7 +8,8 @@
  * Layout: control.c parses the file into `dbl_state`; entry.c holds dbl_enter(), the checks and
  * fault rules every call goes through; system.c implements init/shutdown and enumeration;
  * device.c the per-device queries; gpm.c GPM samples and metrics; mig.c MIG devices and GPU
- * instances; events.c the XID event sets. A new family of calls (GPM, MIG, events) goes in its own file:
+ * instances; events.c the XID event sets; peer.c calls only other exporters make; counters.c
+ * the per-GPU call counters (NVML_DOUBLE_COUNTERS). A new family of calls goes in its own file:
  * its functions start with dbl_enter(), read their values from dbl_gpu_t (add members there and
  * a line to gpu_keys in control.c), and get error/hang/delay rules by symbol name for free.
  */
@@ -22,13 +23,14 @@
 
 #define DBL_INTERNAL __attribute__((visibility("hidden")))
 
-#define DBL_MAX_GPUS 16
+#define DBL_MAX_GPUS 64
 #define DBL_MAX_PROCS 64
 #define DBL_MAX_RULES 64
 #define DBL_NAME_LEN 96
 #define DBL_MAX_MIG 8   /* MIG devices per GPU */
 #define DBL_MAX_XIDS 64 /* XID events per GPU in the control file */
 #define DBL_GPM_IDS 9   /* GPM metric ids the double models (see dbl_gpm_ids in gpm.c) */
+#define DBL_NO_FAN 0xFFFFFFFFu /* fan.speed default: nvmlDeviceGetFanSpeed answers NOT_SUPPORTED */
 
 /* A fault rule: `error.<fn>=<code>`, `hang.<fn>=1` or `delay_ms.<fn>=<ms>`, globally or per GPU.
  * `fn` is an NVML symbol name (e.g. nvmlDeviceGetPowerUsage) or `field.<id>` for one field of
@@ -79,6 +81,7 @@ typedef struct {
     unsigned int pcie_gen, pcie_gen_max, pcie_width, pcie_width_max;
     unsigned int pcie_tx_kbps, pcie_rx_kbps;     /* KB/s */
     unsigned long long clock_event_reasons;
+    unsigned int fan_speed;                      /* percent; DBL_NO_FAN: not supported */
     unsigned int ecc_mode;                       /* nvmlEnableState_t */
     unsigned long long ecc_corrected, ecc_uncorrected;
     unsigned int nprocs;
@@ -121,6 +124,9 @@ DBL_INTERNAL int dbl_gpm_index(unsigned int metric_id);
 
 /* The MIG device a handle names (NULL for a whole GPU). State locked; dbl_enter has checked it. */
 DBL_INTERNAL dbl_mig_t *dbl_mig_of(nvmlDevice_t device, dbl_gpu_t *gpu);
+
+/* Count one call on `gpu` (NULL: a call without a device) in the NVML_DOUBLE_COUNTERS file. Locked. */
+DBL_INTERNAL void dbl_count_call(const dbl_gpu_t *gpu);
 
 /* Lock the state and re-read the control file if it changed. */
 DBL_INTERNAL void dbl_lock_state(void);

@@ -18,6 +18,7 @@
 static int trace_fd = -2;
 
 static void trace(const char *fn, const dbl_gpu_t *gpu) {
+    dbl_count_call(gpu);
     if (trace_fd == -2) {
         const char *path = getenv("NVML_DOUBLE_TRACE");
         trace_fd = path ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
+
+from rightsizer_core.files import read_secret
 
 REASON_LIMIT = 200
 
@@ -21,6 +22,11 @@ class QueueValue:
     # Inference servers' memory pressure, read from the same exposition as the depth (scrape kinds).
     kv_cache_usage: float | None = None  # KV-cache usage 0-1
     preemptions_total: float | None = None  # preempted (vLLM) or retracted (SGLang) requests
+    # Throughput counters, read on the same poll (scrape kinds): tokens generated, prompt tokens
+    # processed, requests finished. Each as the server counts it, series summed.
+    generated_tokens_total: float | None = None
+    prompt_tokens_total: float | None = None
+    requests_total: float | None = None
 
 
 class QueueSourceError(Exception):
@@ -75,7 +81,7 @@ class SecretFile:
         now = time.monotonic()
         if self._value is None or now - self._read_at >= self.refresh:
             try:
-                self._value = Path(self.path).read_text().strip()
+                self._value = read_secret(self.path)
             except OSError as exc:
                 why = exc.strerror or exc
                 raise QueueSourceError(f"cannot read {self.what} {self.path}: {why}") from None

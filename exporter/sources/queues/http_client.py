@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from rightsizer_core.files import checked_path
+
 from ... import __version__
 from .base import QueueSourceError, SecretFile
 from .settings import QueueSettings
@@ -147,7 +149,7 @@ def _ssl_context(cfg: QueueSettings) -> ssl.SSLContext:
         context.verify_mode = ssl.CERT_NONE
         return context
     try:
-        return ssl.create_default_context(cafile=cfg.tls_ca_file)
+        return ssl.create_default_context(cafile=checked_path(cfg.tls_ca_file) if cfg.tls_ca_file else None)
     except (OSError, ssl.SSLError) as exc:
         raise QueueSourceError(f"cannot load tls_ca_file {cfg.tls_ca_file}: {exc}") from None
 
@@ -164,8 +166,13 @@ class HttpGetter:
         host_header = self.host if ":" not in self.host else f"[{self.host}]"
         host_header += "" if default_port else f":{self.port}"
         target = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        lines = [f"GET {target} HTTP/1.1", f"Host: {host_header}", f"User-Agent: {USER_AGENT}",
-                 f"Accept: {accept}", *(f"{k}: {v}" for k, v in cfg.headers.items())]
+        lines = [
+            f"GET {target} HTTP/1.1",
+            f"Host: {host_header}",
+            f"User-Agent: {USER_AGENT}",
+            f"Accept: {accept}",
+            *(f"{k}: {v}" for k, v in cfg.headers.items()),
+        ]
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         token = cfg.bearer_token_file
         self._bearer = SecretFile(token, "bearer_token_file") if token else None

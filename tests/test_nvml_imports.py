@@ -1,0 +1,32 @@
+"""Optional subsystems are imported only when configured: an exporter on NVML with no pods, queues or
+TLS never loads grpc (pod attribution), redis (Redis queues) or cryptography (TLS).
+
+The started process itself reports what it imported: CPython's ``PYTHONPROFILEIMPORTTIME`` makes it
+write one ``import time:`` line per module it imports, at the moment it imports it, for its whole
+life, so imports made after start-up (in a cycle, on a scrape) count too."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from nvmldouble import NvmlDouble, exporter_args, gpu_values, scrape
+from servers import exporter, wait_for
+
+OPTIONAL = ("grpc", "redis", "cryptography", "google.protobuf")
+
+
+def imported(log: str) -> set[str]:
+    return {m.group(1) for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|\s*([\w.]+)\s*$", log, re.M)}
+
+
+def test_exporter_on_nvml_imports_no_optional_subsystem(nvml_double: NvmlDouble, tmp_path: Path) -> None:
+    nvml_double.set({"gpus": 2, **gpu_values(0), **gpu_values(1)})
+    env = {**nvml_double.env(), "PYTHONPROFILEIMPORTTIME": "1"}
+    with exporter(exporter_args(tmp_path), env=env) as proc:
+        wait_for(lambda: nvml_double.call_count("nvmlDeviceGetPowerUsage", 1) >= 5, 20, what="5 cycles")
+        scrape(proc.url)
+        modules = imported(proc.log())
+    assert {"pynvml", "aiohttp", "exporter.sources.nvml"} <= modules  # the report works
+    loaded = sorted(m for m in modules if m.split(".")[0] in OPTIONAL or m in OPTIONAL)
+    assert loaded == [], f"imported without being configured: {loaded}"
