@@ -27,6 +27,7 @@ from .config import DEFAULT_PORT, AdapterConfig, load_config
 from .keda.metrics_api import MetricsApiAuth
 from .kubernetes.auth import Authenticator, serving_context
 from .kubernetes.pods import PodLister, wanted
+from .promadapter.cli import check_promadapter, load_promadapter, note_resource_rules, promadapter_source
 from .selfmetrics import AdapterMetrics
 from .server import create_app, status_body
 from .sources import Source
@@ -128,6 +129,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="direct mode: seconds between exporter scrapes (default 0.5)",
     )
+    a(
+        "--prometheus-adapter-config",
+        metavar="FILE",
+        help="prometheus-adapter configuration file (rules, externalRules) to serve unchanged",
+    )
     a("--metrics-api-key-file", metavar="FILE", help="KEDA metrics-api: key expected in X-API-KEY")
     a("--metrics-api-bearer-token-file", metavar="FILE", help="KEDA metrics-api: expected bearer token")
     a("--log-level", choices=["debug", "info", "warning", "error"], help="log level (default info)")
@@ -168,6 +174,7 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
             "insecure_skip_verify": args.prometheus_insecure_skip_verify,
             "refresh_interval_seconds": args.refresh_interval,
         },
+        "prometheus_adapter": {"config_file": args.prometheus_adapter_config},
         "direct": {"exporters": args.exporter, "scrape_interval_seconds": args.scrape_interval},
         "metrics_api": {
             "api_key_file": args.metrics_api_key_file,
@@ -194,6 +201,8 @@ def fail(message: str) -> int:
 
 
 def make_source(cfg: AdapterConfig, metrics: AdapterMetrics) -> Source:
+    if cfg.prometheus_adapter.config_file:
+        return promadapter_source(cfg, metrics)
     if cfg.mode == "prometheus":
         return PrometheusSource(cfg.prometheus, metrics)
     return ScrapeSource(cfg.direct, metrics)
@@ -294,10 +303,19 @@ def run(argv: Sequence[str] | None) -> int:
         cfg = load_config(args.config, flags_of(args))
     except ConfigError as exc:
         return fail(str(exc))
+    if cfg.prometheus_adapter.config_file:
+        try:
+            file = load_promadapter(cfg.prometheus_adapter.config_file)
+        except ConfigError as exc:
+            return fail(str(exc))
+        if args.check_config:
+            return asyncio.run(check_promadapter(cfg, file))
     if args.check_config:
         print(f"{args.config or 'configuration'}: OK ({cfg.mode} mode, {len(cfg.effective_rules)} rules)")
         return 0
     configure(cfg.log_level)
+    if cfg.prometheus_adapter.config_file:
+        note_resource_rules(cfg.prometheus_adapter.config_file)
     try:
         return asyncio.run(serve(cfg))
     except KeyboardInterrupt:

@@ -14,6 +14,7 @@ from exporter.config import parse_listen
 from exporter.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 from rightsizer_core.limits import ListenerLimits
 
+from .promadapter.settings import PromAdapterSettings
 from .rules import BUILTIN_RULES, RuleConfig
 
 DEFAULT_PORT = 6443
@@ -165,6 +166,9 @@ class AdapterConfig:
     prometheus: PrometheusSettings = setting(PrometheusSettings(), "Prometheus mode.")
     direct: DirectSettings = setting(DirectSettings(), "Direct mode.")
     kubernetes: KubernetesSettings = setting(KubernetesSettings(), "Kubernetes API (pod labels).")
+    prometheus_adapter: PromAdapterSettings = setting(
+        PromAdapterSettings(), "A prometheus-adapter configuration file served unchanged (Prometheus mode)."
+    )
     max_cached_answers: int = setting(
         10000, "Distinct (metric, namespace, selector) answers kept per refresh.", minimum=1
     )
@@ -176,7 +180,8 @@ class AdapterConfig:
     @property
     def effective_rules(self) -> tuple[RuleConfig, ...]:
         own = {r.name for r in self.rules}
-        builtin = [r for r in BUILTIN_RULES if r.name not in own] if self.builtin_rules else []
+        builtin_on = self.builtin_rules and not self.prometheus_adapter.config_file
+        builtin = [r for r in BUILTIN_RULES if r.name not in own] if builtin_on else []
         return (*builtin, *self.rules)
 
     def validate(self) -> None:
@@ -199,7 +204,9 @@ class AdapterConfig:
                 f"insecure_http serves without TLS or authentication, so it listens on loopback only; "
                 f"{self.listen!r} is not (use 127.0.0.1:PORT, or allow_insecure_remote to force it)"
             )
-        if not self.effective_rules:
+        if self.prometheus_adapter.config_file and self.mode != "prometheus":
+            raise ValueError("prometheus_adapter.config_file needs prometheus.url (--prometheus-url)")
+        if not self.effective_rules and not self.prometheus_adapter.config_file:
             raise ValueError("no rules: builtin_rules is off and rules is empty")
         for rule in self.effective_rules:
             if self.mode == "prometheus" and rule.query is None:

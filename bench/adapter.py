@@ -8,6 +8,9 @@ Redis queue, Prometheus, and the adapter over HTTPS (its self-signed certificate
 3. Direct-mode freshness: a Redis queue changes → the adapter serves the new depth (and how much
    of that is the exporter's own polling).
 4. KEDA push latency: the queue goes from empty to non-empty → StreamIsActive says true.
+5. A prometheus-adapter configuration file (tests/fixtures/promadapter/gpu-and-queues.yaml) served
+   unchanged: upstream queries per refresh against the file's rules and the metrics they expose,
+   while 1,000 distinct selectors are asked.
 
     .venv/bin/python bench/adapter.py [--wrk-seconds 10] [--changes 20] [--window 20]
 """
@@ -209,12 +212,41 @@ def bench_queries_per_refresh(prom_url: str, adapter_url: str, connections: int,
     )
 
 
+PROMADAPTER_FILE = Path(__file__).resolve().parent.parent / "tests/fixtures/promadapter/gpu-and-queues.yaml"
+PROMADAPTER_EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/rightsizer_queue_depth"
+
+
+def bench_promadapter(prom_url: str, window: int, connections: int) -> None:
+    import yaml
+
+    data = yaml.safe_load(PROMADAPTER_FILE.read_text())
+    rules = len(data.get("rules") or []) + len(data.get("externalRules") or [])
+    args = ["--prometheus-url", prom_url, "--refresh-interval", "1"]
+    with adapter([*args, "--prometheus-adapter-config", str(PROMADAPTER_FILE)]) as served:
+        metrics = get(served.url + "/metrics")[2].decode()
+        exposed = len(re.findall(r"^rightsizer_adapter_rule_up\{", metrics, re.M))
+        per_request = len(re.findall(r"^rightsizer_adapter_promadapter_per_request\{", metrics, re.M))
+        q0, r0 = counter(prom_url + "/metrics", QUERIES), counter(served.url + "/metrics", REFRESHES)
+        lat = run_wrk(served.url + PROMADAPTER_EXT, connections, window, ROTATE % PROMADAPTER_EXT)
+        time.sleep(1.1)
+        q1, r1 = counter(prom_url + "/metrics", QUERIES), counter(served.url + "/metrics", REFRESHES)
+    print(
+        f"prometheus-adapter file ({PROMADAPTER_FILE.name}: {rules} rules -> {exposed} metrics served, "
+        f"{per_request} of them per request), 1,000 distinct selectors for {window} s "
+        f"({lat.requests_per_second:.0f} req/s): {q1 - q0:.0f} queries over {r1 - r0:.0f} refreshes = "
+        f"{(q1 - q0) / max(1, r1 - r0):.2f} per refresh"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--wrk-seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--changes", type=int, default=20)
     ap.add_argument("--window", type=int, default=20, help="seconds of the queries-per-refresh measurement")
+    ap.add_argument(
+        "--only-promadapter", action="store_true", help="run only the prometheus-adapter file step"
+    )
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (other work shares them)")
     run(args)
@@ -222,6 +254,14 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.only_promadapter:
+        with (
+            exporter(["--simulate"]) as sim,
+            prometheus({"rightsizer": [sim.url.removeprefix("http://")]}) as prom,
+        ):
+            wait_for(lambda: prom_query(prom.url, "rightsizer_queue_depth"), 30, what="the first scrape")
+            bench_promadapter(prom.url, args.window, args.connections)
+        return
     with redis_server() as server:
         queue = redis.Redis(port=server.extra["port"], socket_timeout=5)
         config = Path(tempfile.mkdtemp()) / "exporter.yaml"
@@ -239,6 +279,7 @@ def run(args: argparse.Namespace) -> None:
                 wait_for(lambda: prom_query(prom.url, "rightsizer_queue_depth"), 30, what="the first scrape")
                 with adapter(["--prometheus-url", prom.url, "--refresh-interval", "1"]) as prom_mode:
                     bench_queries_per_refresh(prom.url, prom_mode.url, args.connections, args.window)
+                bench_promadapter(prom.url, args.window, args.connections)
 
 
 if __name__ == "__main__":

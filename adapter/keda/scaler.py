@@ -226,4 +226,3 @@ async def start_server(
         raise ValueError(f"cannot listen on {cfg.listen} for gRPC: {bind_problem(host, port)}")
     await server.start()
     return server, bound
-
