@@ -23,8 +23,8 @@ from exporter.settings import ConfigError
 from .cache import Cache
 from .config import DEFAULT_PORT, AdapterConfig, load_config
 from .keda.metrics_api import MetricsApiAuth
-from .kubernetes.auth import Authenticator, serving_context
 from .kubernetes.pods import PodLister, wanted
+from .security import Security
 from .selfmetrics import AdapterMetrics
 from .server import create_app
 from .sources import Source
@@ -171,18 +171,19 @@ def make_source(cfg: AdapterConfig, metrics: AdapterMetrics) -> Source:
 async def serve(cfg: AdapterConfig) -> int:
     metrics = AdapterMetrics()
     try:
-        tls = None if cfg.insecure_http else serving_context(cfg.tls, cfg.requestheader)
+        security = Security(cfg)
         keda_auth = MetricsApiAuth(cfg.metrics_api) if cfg.metrics_api.enabled else None
     except ValueError as exc:
         return fail(str(exc))
+    tls = security.tls.context if security.tls else None
     source = make_source(cfg, metrics)
     await source.start()
     cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers)
-    auth = Authenticator(cfg.requestheader, cfg.authorization, enabled=not cfg.insecure_http)
+    await security.start()
     pod_lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None
     if pod_lister is not None:
         await pod_lister.start()
-    app = create_app(cache, auth, metrics, keda_auth, pod_lister)
+    app = create_app(cache, security.gate, metrics, keda_auth, pod_lister)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     grpc_server = None
@@ -201,7 +202,9 @@ async def serve(cfg: AdapterConfig) -> int:
             from .keda.scaler import ExternalScaler, start_server
 
             try:
-                grpc_server, grpc_port = await start_server(cfg.grpc, ExternalScaler(cache, metrics))
+                grpc_server, grpc_port = await start_server(
+                    cfg.grpc, ExternalScaler(cache, metrics), security.grpc_credentials()
+                )
             except ValueError as exc:
                 return fail(str(exc))
             fields["grpc_address"] = f"{parse_listen(cfg.grpc.listen)[0] or '0.0.0.0'}:{grpc_port}"
@@ -216,9 +219,9 @@ async def serve(cfg: AdapterConfig) -> int:
             rules=len(cfg.effective_rules),
             version=__version__,
             **fields,
+            **security.describe(),
         )
-        if not cfg.insecure_http and not cfg.requestheader.client_ca_file:
-            event(log, logging.WARNING, "no request-header CA: every TLS client is served as anonymous")
+        security.warn(keda_auth is not None and keda_auth.configured, keda_auth is not None)
         refresher = asyncio.create_task(cache.run())
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -235,6 +238,7 @@ async def serve(cfg: AdapterConfig) -> int:
         if grpc_server is not None:
             await grpc_server.stop(grace=1.0)
         await runner.cleanup()
+        await security.close()
         await source.close()
         if pod_lister is not None:
             await pod_lister.close()

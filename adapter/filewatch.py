@@ -23,7 +23,7 @@ Stamp = tuple[tuple[int, int, int, int] | None, ...]
 
 
 def _stamp(paths: Sequence[str]) -> Stamp:
-    out = []
+    out: list[tuple[int, int, int, int] | None] = []
     for path in paths:
         try:
             st = os.stat(path)

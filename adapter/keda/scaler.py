@@ -169,8 +169,11 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
         yield  # pragma: no cover - makes this an async generator, as a server-streaming handler must be
 
 
-async def start_server(cfg: GrpcSettings, service: ExternalScaler) -> tuple[grpc.aio.Server, int]:
-    """Start the gRPC server; returns it and the bound port. Raises ValueError if it cannot listen."""
+async def start_server(
+    cfg: GrpcSettings, service: ExternalScaler, credentials: grpc.ServerCredentials | None = None
+) -> tuple[grpc.aio.Server, int]:
+    """Start the gRPC server (TLS with ``credentials`` when given, see ``grpctls.py``); returns it
+    and the bound port. Raises ValueError if it cannot listen."""
     assert cfg.listen is not None
     host, port = parse_listen(cfg.listen)
     address = f"[{host}]:{port}" if host and ":" in host else f"{host or '[::]'}:{port}"
@@ -184,7 +187,9 @@ async def start_server(cfg: GrpcSettings, service: ExternalScaler) -> tuple[grpc
     )
     pb_grpc.add_ExternalScalerServicer_to_server(service, server)
     try:
-        if cfg.tls_cert_file and cfg.tls_private_key_file:
+        if credentials is not None:
+            bound = server.add_secure_port(address, credentials)
+        elif cfg.tls_cert_file and cfg.tls_private_key_file:
             key = _read(cfg.tls_private_key_file)
             cert = _read(cfg.tls_cert_file)
             ca = _read(cfg.client_ca_file) if cfg.client_ca_file else None
