@@ -84,8 +84,13 @@ class WatchedFiles(Generic[T]):
             reason = str(exc)
             if reason != self._failed:
                 self._failed = reason
-                event(log, logging.WARNING, "reload failed; keeping the previous files", what=self.what,
-                      reason=reason)
+                event(
+                    log,
+                    logging.WARNING,
+                    "reload failed; keeping the previous files",
+                    what=self.what,
+                    reason=reason,
+                )
             return False
         self._failed = None
         self.current = loaded

@@ -56,10 +56,16 @@ class Security:
         self.trust = ClientTrust(authn, cfg.requestheader)
         self.tls = ServingTls(cfg.tls, self.trust)
         assert self.api is not None or not (delegated_authn or delegated_authz)
-        tokens = (TokenReviewer(self.api, authn.token_success_ttl_seconds, authn.token_failure_ttl_seconds)
-                  if delegated_authn and self.api else None)
-        access = (AccessReviewer(self.api, authz.allowed_ttl_seconds, authz.denied_ttl_seconds)
-                  if delegated_authz and self.api else None)
+        tokens = (
+            TokenReviewer(self.api, authn.token_success_ttl_seconds, authn.token_failure_ttl_seconds)
+            if delegated_authn and self.api
+            else None
+        )
+        access = (
+            AccessReviewer(self.api, authz.allowed_ttl_seconds, authz.denied_ttl_seconds)
+            if delegated_authz and self.api
+            else None
+        )
         self.follows_configmap = delegated_authn
         self.gate = Gate(authn, authz, self.trust, tokens, access)
 
@@ -82,9 +88,13 @@ class Security:
     def describe(self) -> dict[str, str]:
         gate = self.gate
         return {
-            "authn": "off" if not gate.enabled else ",".join(
-                ["x509", "requestheader"] + (["tokenreview"] if gate.tokens else [])
-                + (["anonymous"] if gate.anonymous else [])),
+            "authn": "off"
+            if not gate.enabled
+            else ",".join(
+                ["x509", "requestheader"]
+                + (["tokenreview"] if gate.tokens else [])
+                + (["anonymous"] if gate.anonymous else [])
+            ),
             "authz": "off" if not gate.enabled else gate.authorizer,
         }
 
@@ -113,8 +123,16 @@ class Security:
     def warn(self, metrics_api_secrets: bool, metrics_api_on: bool) -> None:
         opened = self.open_endpoints(metrics_api_secrets, metrics_api_on)
         if opened:
-            event(log, logging.WARNING, "data endpoints answer without authentication",
-                  endpoints=",".join(opened))
+            event(
+                log,
+                logging.WARNING,
+                "data endpoints answer without authentication",
+                endpoints=",".join(opened),
+            )
         if self.gate.enabled and self.gate.authorizer == "none":
-            event(log, logging.WARNING, "no authorization: every authenticated user reads every metric "
-                  "(no Kubernetes API for SubjectAccessReview, no authorization.allowed_users/groups)")
+            event(
+                log,
+                logging.WARNING,
+                "no authorization: every authenticated user reads every metric "
+                "(no Kubernetes API for SubjectAccessReview, no authorization.allowed_users/groups)",
+            )

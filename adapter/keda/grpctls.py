@@ -21,10 +21,14 @@ from ..kubernetes.trust import parse_bundle
 class GrpcTls:
     def __init__(self, cfg: GrpcSettings) -> None:
         assert cfg.tls_cert_file and cfg.tls_private_key_file
-        self.pair = WatchedFiles("gRPC certificate", [cfg.tls_private_key_file, cfg.tls_cert_file],
-                                 _check_pair, min_interval=0)
-        self.ca = (WatchedFiles("gRPC client CA", [cfg.client_ca_file], _check_ca, min_interval=0)
-                   if cfg.client_ca_file else None)
+        self.pair = WatchedFiles(
+            "gRPC certificate", [cfg.tls_private_key_file, cfg.tls_cert_file], _check_pair, min_interval=0
+        )
+        self.ca = (
+            WatchedFiles("gRPC client CA", [cfg.client_ca_file], _check_ca, min_interval=0)
+            if cfg.client_ca_file
+            else None
+        )
         self.version = 1
         self._served = 1
 
@@ -36,7 +40,9 @@ class GrpcTls:
     def credentials(self) -> grpc.ServerCredentials:
         return grpc.dynamic_ssl_server_credentials(
             # the fetcher returns None for "unchanged", as grpcio documents; the stub says otherwise
-            self._config(), self._fetch, require_client_authentication=self.ca is not None  # type: ignore[arg-type]
+            self._config(),
+            self._fetch,
+            require_client_authentication=self.ca is not None,  # type: ignore[arg-type]
         )
 
     def _fetch(self) -> grpc.ServerCertificateConfiguration | None:

@@ -42,8 +42,15 @@ def attributes(request: web.Request) -> dict[str, Any]:
     path = request.path
     verb = request.method.lower()
     if path.startswith(KEDA_PREFIX):
-        return _resource(request.query.get("namespace", ""), "list", EXTERNAL_GROUP, "v1beta1",
-                         path[len(KEDA_PREFIX):], "", "")
+        return _resource(
+            request.query.get("namespace", ""),
+            "list",
+            EXTERNAL_GROUP,
+            "v1beta1",
+            path[len(KEDA_PREFIX) :],
+            "",
+            "",
+        )
     parts = [p for p in path.strip("/").split("/") if p]
     if len(parts) < 3 or parts[0] != "apis" or parts[1] not in (EXTERNAL_GROUP, CUSTOM_GROUP):
         return {"nonResourceAttributes": {"path": path, "verb": verb}}
@@ -61,10 +68,18 @@ def attributes(request: web.Request) -> dict[str, Any]:
     return _resource(namespace, verb, group, version, resource, name, subresource)
 
 
-def _resource(namespace: str, verb: str, group: str, version: str, resource: str, name: str,
-              subresource: str) -> dict[str, Any]:
-    attrs = {"namespace": namespace, "verb": verb, "group": group, "version": version,
-             "resource": resource, "subresource": subresource, "name": name}
+def _resource(
+    namespace: str, verb: str, group: str, version: str, resource: str, name: str, subresource: str
+) -> dict[str, Any]:
+    attrs = {
+        "namespace": namespace,
+        "verb": verb,
+        "group": group,
+        "version": version,
+        "resource": resource,
+        "subresource": subresource,
+        "name": name,
+    }
     return {"resourceAttributes": {k: v for k, v in attrs.items() if v or k in ("verb", "resource")}}
 
 
@@ -125,8 +140,13 @@ class Gate:
         if found is None:
             cert = x509.load_der_x509_certificate(der)
             cn = next(iter(_names(cert, NameOID.COMMON_NAME)), "")
-            kind = ("requestheader" if _signed_by(cert, trust.requestheader_cas)
-                    else "client" if _signed_by(cert, trust.client_cas) else "untrusted")
+            kind = (
+                "requestheader"
+                if _signed_by(cert, trust.requestheader_cas)
+                else "client"
+                if _signed_by(cert, trust.client_cas)
+                else "untrusted"
+            )
             found = (kind, cn, tuple(_names(cert, NameOID.ORGANIZATION_NAME)))
             if len(self._certs) > 1024:
                 self._certs.clear()
@@ -171,7 +191,7 @@ class Gate:
         for header, value in headers.items():
             for prefix in trust.extra_prefixes:
                 if header.lower().startswith(prefix.lower()):
-                    extra.setdefault(header[len(prefix):].lower(), []).append(value)
+                    extra.setdefault(header[len(prefix) :].lower(), []).append(value)
         return User(name, tuple(dict.fromkeys((*groups, AUTHENTICATED))), extra)
 
     async def authorize(self, user: User, attrs: dict[str, Any]) -> None:

@@ -77,8 +77,11 @@ class KubeApi:
         timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_seconds)
         try:
             async with self._session_now().request(
-                method, self.base + path, data=json.dumps(body) if body else None,
-                headers=self._headers(), timeout=timeout
+                method,
+                self.base + path,
+                data=json.dumps(body) if body else None,
+                headers=self._headers(),
+                timeout=timeout,
             ) as resp:
                 text = await resp.text()
                 if resp.status not in (200, 201):
@@ -96,14 +99,17 @@ class KubeApi:
         """Watch events (``{"type": ..., "object": ...}``) of the list at ``path`` (with its
         fieldSelector) from ``resource_version``, for at most ``timeout`` seconds."""
         sep = "&" if "?" in path else "?"
-        url = (f"{self.base}{path}{sep}watch=1&allowWatchBookmarks=true"
-               f"&resourceVersion={resource_version}&timeoutSeconds={int(timeout)}")
+        url = (
+            f"{self.base}{path}{sep}watch=1&allowWatchBookmarks=true"
+            f"&resourceVersion={resource_version}&timeoutSeconds={int(timeout)}"
+        )
         limit = aiohttp.ClientTimeout(total=timeout + 30, sock_connect=self.cfg.timeout_seconds)
         try:
             async with self._session_now().get(url, headers=self._headers(), timeout=limit) as resp:
                 if resp.status != 200:
-                    raise KubeApiError(f"watch {path} answered HTTP {resp.status}: "
-                                       f"{_message(await resp.text())}")
+                    raise KubeApiError(
+                        f"watch {path} answered HTTP {resp.status}: {_message(await resp.text())}"
+                    )
                 async for line in resp.content:
                     if line.strip():
                         yield json.loads(line)

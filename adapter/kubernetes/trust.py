@@ -112,9 +112,14 @@ class ClientTrust:
         if trust != self.current:
             self.current = trust
             self.version += 1
-            event(log, logging.INFO, "client trust changed", client_cas=len(trust.client_cas),
-                  requestheader_cas=len(trust.requestheader_cas),
-                  allowed_names=",".join(sorted(trust.allowed_names)) or "any")
+            event(
+                log,
+                logging.INFO,
+                "client trust changed",
+                client_cas=len(trust.client_cas),
+                requestheader_cas=len(trust.requestheader_cas),
+                allowed_names=",".join(sorted(trust.allowed_names)) or "any",
+            )
             for callback in self.on_change:
                 callback()
 
