@@ -41,8 +41,8 @@ class GrpcTls:
         return grpc.dynamic_ssl_server_credentials(
             # the fetcher returns None for "unchanged", as grpcio documents; the stub says otherwise
             self._config(),
-            self._fetch,
-            require_client_authentication=self.ca is not None,  # type: ignore[arg-type]
+            self._fetch,  # type: ignore[arg-type]
+            require_client_authentication=self.ca is not None,
         )
 
     def _fetch(self) -> grpc.ServerCertificateConfiguration | None:
