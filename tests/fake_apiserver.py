@@ -82,6 +82,7 @@ class FakeApiServer:
         self.configmap = dict(configmap or {})
         self.resource_version = 1
         self.down = False
+        self.configmap_forbidden = False  # RBAC without the extension-apiserver-authentication-reader binding
         self.token_reviews: list[dict[str, Any]] = []
         self.access_reviews: list[dict[str, Any]] = []
         self.watches = 0
@@ -196,6 +197,14 @@ class FakeApiServer:
         }
 
     async def _get_configmap(self, request: web.Request) -> web.Response:
+        if self.configmap_forbidden:
+            return _status(
+                403,
+                "Forbidden",
+                'configmaps "extension-apiserver-authentication" is forbidden: '
+                'User "system:serviceaccount:rightsizer:rightsizer-adapter" cannot get resource '
+                '"configmaps" in API group "" in the namespace "kube-system"',
+            )
         return self._refuse(request) or web.json_response(self._object())
 
     async def _watch(self, request: web.Request) -> web.StreamResponse:
