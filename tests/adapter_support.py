@@ -60,11 +60,17 @@ def get_json(url: str, **kw: Any) -> tuple[int, Any]:
     return code, json.loads(body)
 
 
+# Serves requests without credentials as system:anonymous (no authorizer is configured in the
+# tests that use it, so every request is allowed); for tests about the data path, not about auth.
+ANONYMOUS = {"RIGHTSIZER_ADAPTER_AUTHENTICATION_ANONYMOUS": "true"}
+
+
 def start_adapter(
     args: Sequence[str], ready: bool = True, timeout: float = 30, env: Mapping[str, str] | None = None
 ) -> Process:
     """Run ``python -m adapter`` (``--listen 127.0.0.1:0`` unless given); wait for it to listen
-    and, with ``ready``, for ``/readyz``. ``.url`` is its base URL, ``.extra['grpc']`` its gRPC address."""
+    and, with ``ready``, for ``/readyz``. ``.url`` is its base URL, ``.extra['grpc']`` its gRPC address.
+    Requests need credentials unless ``env`` holds ``ANONYMOUS``."""
 
     def listening(p: Process) -> str | None:
         m = re.search(r"msg=listening address=([0-9.]+):(\d+) scheme=(\w+)", p.log())
