@@ -10,18 +10,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-
-import grpc
+from typing import TYPE_CHECKING
 
 from exporter.logs import event
 
 from .config import AdapterConfig
-from .keda.grpctls import GrpcTls
 from .kubernetes.delegated import AccessReviewer, TokenReviewer
 from .kubernetes.gate import Gate
 from .kubernetes.kubeapi import KubeApi, api_base
 from .kubernetes.trust import ClientTrust
 from .tlsreload import ServingTls
+
+if TYPE_CHECKING:  # grpc is imported only once GRPC_VERBOSITY is set (cli.serve)
+    import grpc
+
+    from .keda.grpctls import GrpcTls
 
 log = logging.getLogger("rightsizer.adapter.security")
 
@@ -41,7 +44,7 @@ class Security:
         self.api = KubeApi(cfg.kubernetes, base) if base else None
         self.trust: ClientTrust | None = None
         self.tls: ServingTls | None = None
-        self.grpc_tls = GrpcTls(cfg.grpc) if cfg.grpc.tls_cert_file else None
+        self.grpc_tls: GrpcTls | None = None
         self.follows_configmap = False
         self._tasks: list[asyncio.Task[None]] = []
         if cfg.insecure_http:
@@ -70,7 +73,13 @@ class Security:
         self.gate = Gate(authn, authz, self.trust, tokens, access)
 
     def grpc_credentials(self) -> grpc.ServerCredentials | None:
-        return self.grpc_tls.credentials() if self.grpc_tls else None
+        """The gRPC server's TLS (None: plaintext); raises ValueError for a bad file."""
+        if not self.cfg.grpc.tls_cert_file:
+            return None
+        from .keda.grpctls import GrpcTls
+
+        self.grpc_tls = GrpcTls(self.cfg.grpc)
+        return self.grpc_tls.credentials()
 
     def open_endpoints(self, metrics_api_secrets: bool, metrics_api_on: bool) -> list[str]:
         """Data endpoints that answer requests without credentials, for the start-up warning."""
@@ -101,7 +110,7 @@ class Security:
     async def start(self) -> None:
         if self.trust is not None and self.api is not None and self.follows_configmap:
             self._tasks.append(asyncio.create_task(self.trust.follow(self.api)))
-        if self.tls is not None or self.grpc_tls is not None:
+        if self.tls is not None or self.cfg.grpc.tls_cert_file:
             self._tasks.append(asyncio.create_task(self._poll()))
 
     async def _poll(self) -> None:
