@@ -54,6 +54,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="CN,...",
         help="front-proxy certificate CNs allowed (default: any)",
     )
+    a("--client-ca-file", metavar="FILE", help="CA of x509 client certificates (default: the cluster's)")
+    a(
+        "--authorization-always-allow-paths",
+        metavar="PATH,...",
+        help="paths served without authentication (default /healthz,/livez,/readyz; trailing * = prefix)",
+    )
     a(
         "--insecure-http",
         action="store_true",
@@ -110,6 +116,8 @@ def parser() -> argparse.ArgumentParser:
 def flags_of(args: argparse.Namespace) -> dict[str, Any]:
     """Flags given on the command line, nested as in the configuration file."""
     names = args.requestheader_allowed_names
+    always = args.authorization_always_allow_paths
+    always_paths = [p.strip() for p in always.split(",") if p.strip()] if always is not None else None
     nested: dict[str, Any] = {
         "listen": args.listen,
         "insecure_http": args.insecure_http,
@@ -122,6 +130,8 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
             if names is not None
             else None,
         },
+        "authentication": {"client_ca_file": args.client_ca_file},
+        "authorization": {"always_allow_paths": always_paths},
         "grpc": {
             "listen": args.grpc_listen,
             "tls_cert_file": args.grpc_tls_cert_file,

@@ -197,3 +197,13 @@ def test_static_lists_replace_reviews_when_given(tmp_path: Path, api: FakeApiSer
         assert get(p.url + DEV, bearer("bob-token"))[0] == 200
         assert get(p.url + PROD, bearer("alice-token"))[0] == 403
         assert not api.access_reviews
+
+
+def test_always_allow_paths_are_configurable(tmp_path: Path, api: FakeApiServer, sim: Process) -> None:
+    config = write_config(tmp_path, api)
+    args = ["--exporter", sim.url, "--config", config, "--authorization-always-allow-paths=/readyz,/metr*"]
+    with adapter(args) as p:
+        assert get(p.url + "/metrics")[0] == 200  # prefix match
+        assert get(p.url + "/readyz")[0] == 200
+        assert get(p.url + "/healthz")[0] == 401  # no longer in the list
+        assert get(p.url + PROD)[0] == 401
