@@ -23,6 +23,7 @@ TOKENS = {
     "bob-token": Identity("bob", ["team-b"]),
     "prom-token": Identity("system:serviceaccount:monitoring:prometheus", ["system:serviceaccounts"]),
     "hpa-token": Identity("system:serviceaccount:kube-system:horizontal-pod-autoscaler"),
+    "admin-token": Identity("kubernetes-admin", ["kubeadm:cluster-admins", "system:masters"]),
 }
 POLICY = rbac(
     {
@@ -96,6 +97,8 @@ def test_users_and_groups_are_authorized_per_namespace_and_resource(
     assert code_and_message(secured, PROD, bearer("bob-token"))[0] == 403
     assert code_and_message(secured, PODS, bearer("bob-token"))[0] == 200  # through group team-b
     assert code_and_message(secured, PODS, bearer("alice-token"))[0] == 403
+    assert code_and_message(secured, DEV, bearer("admin-token"))[0] == 200  # system:masters: no review
+    assert not [s for s in api.access_reviews if s["user"] == "kubernetes-admin"]
     # the attributes sent are those kube-apiserver derives from the paths
     by_resource = {
         (s["user"], s["resourceAttributes"]["resource"], s["resourceAttributes"].get("namespace")): s
@@ -196,6 +199,7 @@ def test_static_lists_replace_reviews_when_given(tmp_path: Path, api: FakeApiSer
         assert "authz=static" in p.log()
         assert get(p.url + DEV, bearer("bob-token"))[0] == 200
         assert get(p.url + PROD, bearer("alice-token"))[0] == 403
+        assert get(p.url + "/apis", bearer("admin-token"))[0] == 200  # system:masters, as kube-apiserver
         assert not api.access_reviews
 
 
