@@ -12,14 +12,19 @@ request (``kubernetes/gate.py``), so a front-proxy CN is only believed from the 
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 from typing import Any
+
+from exporter.logs import event
 
 from .config import TlsSettings
 from .filewatch import WatchedFiles
 from .kubernetes.auth import load_pem_pair, self_signed_certificate, why
 from .kubernetes.trust import ClientTrust
+
+log = logging.getLogger("rightsizer.adapter.tls")
 
 
 def _pair(cert_file: str, key_file: str) -> WatchedFiles[tuple[bytes, bytes]]:
@@ -70,11 +75,18 @@ class ServingTls:
         ctx.verify_mode = ssl.CERT_OPTIONAL
         pem = self.trust.current.ca_pem
         if pem:
-            ctx.load_verify_locations(cadata=pem)
+            try:
+                ctx.load_verify_locations(cadata=pem)
+            except ssl.SSLError as exc:
+                raise ValueError(f"cannot use the client CAs: {why(exc)}") from None
         return ctx
 
     def rebuild(self) -> None:
-        self.current = self._build()
+        try:
+            self.current = self._build()
+        except ValueError as exc:
+            event(log, logging.WARNING, "TLS context not rebuilt; keeping the previous one", reason=str(exc))
+            return
         self.builds += 1
 
     def _pick(self, conn: Any, server_name: str | None, ctx: ssl.SSLContext) -> None:

@@ -180,6 +180,7 @@ def test_api_server_down_is_503_never_allow(secured: Process, api: FakeApiServer
     assert get(secured.url + "/readyz")[0] == 200
     api.down = False
     assert code_and_message(secured, PROD, bearer("bob-token"))[0] == 403
+    assert "Traceback" not in secured.log()
 
 
 def test_metrics_api_bearer_tokens_are_reviewed_and_authorized(secured: Process) -> None:

@@ -142,6 +142,8 @@ class ClientTrust:
                 self._problem = None
                 version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
                 async for ev in api.watch(CONFIGMAPS, version, timeout=300):
+                    if not isinstance(ev, dict) or not isinstance(ev.get("object") or {}, dict):
+                        continue
                     kind, item = ev.get("type"), ev.get("object") or {}
                     if kind in ("ADDED", "MODIFIED"):
                         self._apply(_data(item))
