@@ -52,7 +52,8 @@ def attributes(request: web.Request) -> dict[str, Any]:
             "",
         )
     parts = [p for p in path.strip("/").split("/") if p]
-    if len(parts) < 3 or parts[0] != "apis" or parts[1] not in (EXTERNAL_GROUP, CUSTOM_GROUP):
+    # /apis/{group}/{version} and shorter are discovery: non-resource requests
+    if len(parts) < 4 or parts[0] != "apis" or parts[1] not in (EXTERNAL_GROUP, CUSTOM_GROUP):
         return {"nonResourceAttributes": {"path": path, "verb": verb}}
     group, version, rest = parts[1], parts[2], parts[3:]
     namespace = ""
