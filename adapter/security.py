@@ -109,6 +109,7 @@ class Security:
 
     async def start(self) -> None:
         if self.trust is not None and self.api is not None and self.follows_configmap:
+            await self.trust.load_once(self.api)
             self._tasks.append(asyncio.create_task(self.trust.follow(self.api)))
         if self.tls is not None or self.cfg.grpc.tls_cert_file:
             self._tasks.append(asyncio.create_task(self._poll()))

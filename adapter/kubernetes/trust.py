@@ -133,6 +133,13 @@ class ClientTrust:
             self._problem = problem
             event(log, logging.WARNING, problem)
 
+    async def load_once(self, api: KubeApi) -> None:
+        """One GET before serving, so the first handshakes already know the cluster's CAs."""
+        try:
+            self._apply(_data(await api.get(CONFIGMAP)))
+        except KubeApiError as exc:
+            self._say(f"cannot read {NAMESPACE}/{NAME} (files and flags still apply): {exc}")
+
     async def follow(self, api: KubeApi, retry: float = 5.0) -> None:
         """GET the ConfigMap, then watch it, for ever; failures are logged once and retried."""
         while True:
