@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-from .auth import Denied, User
+from .auth import AUTHENTICATED, Denied, User
 from .kubeapi import KubeApi, KubeApiError
 
 TOKENREVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
@@ -92,7 +91,7 @@ class TokenReviewer:
             return None
         extras = (u.get("extra") or {}).items()
         extra = {str(k): [str(x) for x in v] for k, v in extras if isinstance(v, list)}
-        groups = tuple(str(g) for g in u.get("groups") or ())
+        groups = tuple(dict.fromkeys((*(str(g) for g in u.get("groups") or ()), AUTHENTICATED)))
         return User(str(u["username"]), groups, extra, str(u.get("uid", "")))
 
 
@@ -105,20 +104,23 @@ class AccessReviewer:
 
     async def authorize(self, user: User, attributes: dict[str, Any]) -> None:
         """Raises Denied 403 unless allowed, 503 when the API server cannot be asked."""
-        spec: dict[str, Any] = {"user": user.name, "groups": list(user.groups), **attributes}
-        if user.extra:
-            spec["extra"] = user.extra
-        if user.uid:
-            spec["uid"] = user.uid
-        key = json.dumps(spec, sort_keys=True)
+        # the key holds everything the spec does (cheaper than serialising it on every request)
+        ((kind, attrs),) = attributes.items()
+        extra = tuple(sorted((k, tuple(v)) for k, v in user.extra.items())) if user.extra else ()
+        key = (user.name, user.groups, extra, user.uid, kind, tuple(sorted(attrs.items())))
         try:
-            allowed, reason = await self.cache.get(key, lambda: self._ask(spec))
+            allowed, reason = await self.cache.get(key, lambda: self._ask(user, attributes))
         except KubeApiError as exc:
             raise Denied(503, f"cannot check authorization with the Kubernetes API: {exc}") from None
         if not allowed:
             raise Denied(403, forbidden(user, attributes, reason))
 
-    async def _ask(self, spec: dict[str, Any]) -> tuple[bool, str]:
+    async def _ask(self, user: User, attributes: dict[str, Any]) -> tuple[bool, str]:
+        spec: dict[str, Any] = {"user": user.name, "groups": list(user.groups), **attributes}
+        if user.extra:
+            spec["extra"] = user.extra
+        if user.uid:
+            spec["uid"] = user.uid
         review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
         status = (await self.api.create(SUBJECTACCESSREVIEWS, review)).get("status") or {}
         # allowed → allow; denied, or neither (no opinion) → 403, as the webhook authorizer does

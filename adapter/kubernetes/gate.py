@@ -175,8 +175,7 @@ class Gate:
                 raise Denied(401, "the bearer token holds characters a token cannot have")
             if self.tokens is None:
                 raise Denied(401, "bearer tokens need the Kubernetes API (TokenReview); none is configured")
-            user = await self.tokens.review(token)
-            return User(user.name, tuple(dict.fromkeys((*user.groups, AUTHENTICATED))), user.extra, user.uid)
+            return await self.tokens.review(token)  # with system:authenticated among its groups
         if self.anonymous:
             return ANONYMOUS
         raise Denied(401, "authentication required: a client certificate or a bearer token")
