@@ -13,6 +13,7 @@ authenticated user is allowed (and the adapter says so at start).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,12 +39,19 @@ def always_allowed(path: str, patterns: Sequence[str]) -> bool:
 
 def attributes(request: web.Request) -> dict[str, Any]:
     """The SubjectAccessReview attributes of a request (``pkg/endpoints/request/requestinfo.go``);
-    KEDA's metrics-api reads an external metric, so it is asked as the external API would be."""
+    KEDA's metrics-api reads an external metric, so it is asked as the external API would be.
+    Callers must not change the dict: it is shared by requests for the same path."""
     path = request.path
-    verb = request.method.lower()
+    namespace = request.query.get("namespace", "") if path.startswith(KEDA_PREFIX) else ""
+    return _attributes(request.method, path, namespace)
+
+
+@functools.lru_cache(maxsize=4096)
+def _attributes(method: str, path: str, keda_namespace: str) -> dict[str, Any]:
+    verb = method.lower()
     if path.startswith(KEDA_PREFIX):
         return _resource(
-            request.query.get("namespace", ""),
+            keda_namespace,
             "list",
             EXTERNAL_GROUP,
             "v1beta1",
