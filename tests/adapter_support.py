@@ -23,7 +23,7 @@ from servers import Process, http_get, start_module
 from adapter.cache import Cache
 from adapter.config import load_config
 from adapter.keda.metrics_api import MetricsApiAuth
-from adapter.kubernetes.auth import Authenticator
+from adapter.kubernetes.gate import Gate
 from adapter.kubernetes.pods import PodLister, wanted
 from adapter.kubernetes.quantities import parse_quantity
 from adapter.selfmetrics import AdapterMetrics
@@ -60,11 +60,17 @@ def get_json(url: str, **kw: Any) -> tuple[int, Any]:
     return code, json.loads(body)
 
 
+# Serves requests without credentials as system:anonymous (no authorizer is configured in the
+# tests that use it, so every request is allowed); for tests about the data path, not about auth.
+ANONYMOUS = {"RIGHTSIZER_ADAPTER_AUTHENTICATION_ANONYMOUS": "true"}
+
+
 def start_adapter(
     args: Sequence[str], ready: bool = True, timeout: float = 30, env: Mapping[str, str] | None = None
 ) -> Process:
     """Run ``python -m adapter`` (``--listen 127.0.0.1:0`` unless given); wait for it to listen
-    and, with ``ready``, for ``/readyz``. ``.url`` is its base URL, ``.extra['grpc']`` its gRPC address."""
+    and, with ``ready``, for ``/readyz``. ``.url`` is its base URL, ``.extra['grpc']`` its gRPC address.
+    Requests need credentials unless ``env`` holds ``ANONYMOUS``."""
 
     def listening(p: Process) -> str | None:
         m = re.search(r"msg=listening address=([0-9.]+):(\d+) scheme=(\w+)", p.log())
@@ -190,7 +196,7 @@ async def make(aiohttp_client: Any) -> AsyncIterator[Make]:
             closing.append(lister)
         app = create_app(
             cache,
-            Authenticator(cfg.requestheader, cfg.authorization, False),
+            Gate.off(),
             metrics,
             MetricsApiAuth(cfg.metrics_api),
             lister,
