@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
-from adapter_support import adapter, get
+from adapter_support import adapter, exporter_with_queues, get
 from fake_apiserver import FakeApiServer, Identity, rbac
-from servers import Process, exporter, wait_for
+from servers import Process, wait_for
 
 EXT = "/apis/external.metrics.k8s.io/v1beta1"
 PROD = f"{EXT}/namespaces/prod/rightsizer_queue_depth"
@@ -56,8 +56,9 @@ def write_config(tmp: Path, api: FakeApiServer, **extra: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[Process]:
-    with exporter(["--simulate"]) as p:
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    # a queue in prod and in dev: queue rules answer 404 where there is none
+    with exporter_with_queues(tmp_path_factory.mktemp("queues")) as p:
         yield p
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import grpc
 import pytest
 import trustme
-from adapter_support import adapter, get
+from adapter_support import adapter, exporter_with_queues, get
 from fake_apiserver import FakeApiServer, Identity, rbac
-from servers import Process, exporter, wait_for
+from servers import Process, wait_for
 from test_adapter_delegated import bearer, write_config
 from test_adapter_rotation import client_context, publish, serving
 
@@ -40,8 +40,9 @@ POLICY = rbac(
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[Process]:
-    with exporter(["--simulate"]) as p:
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    # a queue in prod and in dev: queue rules answer 404 where there is none
+    with exporter_with_queues(tmp_path_factory.mktemp("queues")) as p:
         yield p
 
 

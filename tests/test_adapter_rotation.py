@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import trustme
-from adapter_support import adapter, get
+from adapter_support import adapter, exporter_with_queues, get
 from cryptography import x509
 from fake_apiserver import FakeApiServer, Identity, rbac
-from servers import Process, exporter, wait_for
+from servers import Process, wait_for
 from test_adapter_delegated import PROD, bearer, write_config
 
 POLICY = rbac(
@@ -55,8 +55,9 @@ def code_via(p: Process, ctx: ssl.SSLContext, headers: dict[str, str] | None = N
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[Process]:
-    with exporter(["--simulate"]) as p:
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    # a queue in prod and in dev: queue rules answer 404 where there is none
+    with exporter_with_queues(tmp_path_factory.mktemp("queues")) as p:
         yield p
 
 
