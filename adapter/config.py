@@ -45,10 +45,43 @@ class RequestHeaderSettings:
     extra_headers_prefix: list[str] = setting(["X-Remote-Extra-"], "Prefixes of user-extra headers.")
 
 
+Delegation = Literal["auto", "on", "off"]
+
+
+@dataclass(frozen=True)
+class AuthenticationSettings:
+    delegated: Delegation = setting(
+        "auto",
+        "Read kube-system/extension-apiserver-authentication and check bearer tokens with TokenReview; "
+        "auto: when the Kubernetes API is known (in a cluster, or kubernetes.api_url).",
+    )
+    client_ca_file: str | None = setting(
+        None, "CA of x509 client certificates (users CN, groups O); overrides the ConfigMap's client-ca-file."
+    )
+    anonymous: bool = setting(False, "Serve requests without credentials as system:anonymous (authorized).")
+    token_success_ttl_seconds: float = setting(10.0, "How long a valid token's TokenReview is reused.",
+                                               minimum=0, maximum=3600)
+    token_failure_ttl_seconds: float = setting(10.0, "How long a refused token's TokenReview is reused.",
+                                               minimum=0, maximum=3600)
+
+
 @dataclass(frozen=True)
 class AuthorizationSettings:
-    allowed_users: list[str] = setting([], "Users allowed to read metrics; empty (with no groups): all.")
-    allowed_groups: list[str] = setting([], "Groups allowed to read metrics; empty (with no users): all.")
+    allowed_users: list[str] = setting([], "Static authorization: users allowed to read metrics.")
+    allowed_groups: list[str] = setting([], "Static authorization: groups allowed to read metrics.")
+    delegated: Delegation = setting(
+        "auto",
+        "Authorize with SubjectAccessReview; auto: when the Kubernetes API is known and no static "
+        "allowed_users/allowed_groups are given.",
+    )
+    allowed_ttl_seconds: float = setting(10.0, "How long an allowing SubjectAccessReview is reused.",
+                                         minimum=0, maximum=3600)
+    denied_ttl_seconds: float = setting(10.0, "How long a denying SubjectAccessReview is reused.",
+                                        minimum=0, maximum=3600)
+    always_allow_paths: list[str] = setting(
+        ["/healthz", "/livez", "/readyz"],
+        "Paths served without authentication or authorization (exact; a trailing * makes a prefix).",
+    )
 
 
 @dataclass(frozen=True)
@@ -73,7 +106,15 @@ class GrpcSettings:
 class MetricsApiSettings:
     enabled: bool = setting(True, "Serve KEDA's metrics-api JSON at /keda/v1/metrics/{metric}.")
     api_key_file: str | None = setting(None, "File holding the key expected in X-API-KEY.")
-    bearer_token_file: str | None = setting(None, "File holding the token expected as Authorization: Bearer.")
+    bearer_token_file: str | None = setting(
+        None, "File holding a static token accepted as Authorization: Bearer (other tokens: TokenReview)."
+    )
+    basic_username: str | None = setting(None, "User name of HTTP basic authentication (authModes basic).")
+    basic_password_file: str | None = setting(None, "File holding the basic-authentication password.")
+
+    def validate(self) -> None:
+        if (self.basic_username is None) != (self.basic_password_file is None):
+            raise ValueError("metrics_api.basic_username and metrics_api.basic_password_file go together")
 
 
 @dataclass(frozen=True)
@@ -160,7 +201,11 @@ class AdapterConfig:
     rules: list[RuleConfig] = setting([], "Rules: which metrics are served and how (see README).")
     tls: TlsSettings = setting(TlsSettings(), "Serving certificate.")
     requestheader: RequestHeaderSettings = setting(RequestHeaderSettings(), "Front-proxy authentication.")
-    authorization: AuthorizationSettings = setting(AuthorizationSettings(), "Static authorization.")
+    authentication: AuthenticationSettings = setting(AuthenticationSettings(), "Client authentication.")
+    authorization: AuthorizationSettings = setting(AuthorizationSettings(), "Authorization.")
+    file_reload_interval_seconds: float = setting(
+        10.0, "How often certificate, CA and key files are checked for changes.", minimum=0.05, maximum=3600
+    )
     grpc: GrpcSettings = setting(GrpcSettings(), "KEDA external scaler.")
     metrics_api: MetricsApiSettings = setting(MetricsApiSettings(), "KEDA metrics-api endpoint.")
     prometheus: PrometheusSettings = setting(PrometheusSettings(), "Prometheus mode.")
