@@ -21,7 +21,7 @@ from servers import Process, prom_query, prometheus, wait_for
 
 from adapter.cache import Cache
 from adapter.config import load_config
-from adapter.kubernetes.auth import Authenticator
+from adapter.kubernetes.gate import Gate
 from adapter.kubernetes.quantities import format_quantity
 from adapter.promadapter.schema import parse
 from adapter.promadapter.source import PromAdapterSource
@@ -98,7 +98,7 @@ async def served(prom: Process, aiohttp_client: Any) -> AsyncIterator[tuple[Any,
     await source.start()
     cache = Cache(cfg.effective_rules, source, metrics)
     await cache.refresh_once()
-    auth = Authenticator(cfg.requestheader, cfg.authorization, False)
+    auth = Gate.off()
     yield await aiohttp_client(create_app(cache, auth, metrics, None)), cache, prom
     await source.close()
 

@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestServer
 
 from adapter.cache import Cache
 from adapter.config import load_config
-from adapter.kubernetes.auth import Authenticator
+from adapter.kubernetes.gate import Gate
 from adapter.promadapter.schema import parse
 from adapter.promadapter.source import PromAdapterSource
 from adapter.selfmetrics import AdapterMetrics
@@ -98,7 +98,7 @@ async def test_relist_finds_new_metrics_and_keeps_old_ones_when_it_fails(
     source = PromAdapterSource(cfg.prometheus, FILE, relist_seconds=600, metrics=metrics)
     await source.start()
     cache = Cache(cfg.effective_rules, source, metrics)
-    auth = Authenticator(cfg.requestheader, cfg.authorization, False)
+    auth = Gate.off()
     client = await aiohttp_client(create_app(cache, auth, metrics, None))
     ext = "/apis/external.metrics.k8s.io/v1beta1"
 
@@ -161,7 +161,7 @@ async def test_documented_namespaced_false_selector_is_rendered_like_upstream(
     await source.start()
     cache = Cache(cfg.effective_rules, source, metrics)
     client = await aiohttp_client(
-        create_app(cache, Authenticator(cfg.requestheader, cfg.authorization, False), metrics, None)
+        create_app(cache, Gate.off(), metrics, None)
     )
     await cache.refresh_once()
     assert prom.queries == ["sum by (name) (queue_depth{})"]  # no namespace added: namespaced false
