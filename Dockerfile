@@ -15,6 +15,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY exporter ./exporter
 COPY adapter ./adapter
+COPY rightsizer_core ./rightsizer_core
 RUN python -m venv /opt/rightsizer \
     && /opt/rightsizer/bin/pip install --no-cache-dir . \
     && /opt/rightsizer/bin/rightsizer-exporter --version

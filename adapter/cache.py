@@ -33,6 +33,8 @@ class RuleState:
     vector: Vector | None  # None while the rule has no good values
     error: str | None
     updated: float | None  # monotonic time of the last successful refresh
+    sources: Vector | None = None  # rules with an up_family: UP/DOWN/STALE per known source
+    stale_reason: str = ""
 
 
 class Cache:
@@ -83,7 +85,7 @@ class Cache:
         now = time.monotonic()
         if results is self._previous:  # the source saw no change: keep answers memoized, note the check
             self.states = {
-                n: RuleState(s.rule, s.vector, None, now) if s.error is None else s
+                n: RuleState(s.rule, s.vector, None, now, s.sources, s.stale_reason) if s.error is None else s
                 for n, s in self.states.items()
             }
             self.metrics.refreshed()
@@ -101,7 +103,10 @@ class Cache:
                     failing.setdefault(result.error, []).append(rule.name)
                 continue
             series = add_workload(result.series) if rule.workload_from_pod else result.series
-            states[rule.name] = RuleState(rule, Vector(series, result.timestamp), None, now)
+            sources = None if result.sources is None else Vector(result.sources, result.timestamp)
+            states[rule.name] = RuleState(
+                rule, Vector(series, result.timestamp), None, now, sources, result.stale_reason
+            )
             if old.error is not None and old.updated is not None:
                 recovered.append(rule.name)
         for reason, names in failing.items():  # one line per cause, not one per rule

@@ -8,7 +8,6 @@ import contextlib
 import errno
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +18,9 @@ from exporter import __version__
 from exporter.config import parse_listen
 from exporter.logs import configure, event
 from exporter.settings import ConfigError
+from rightsizer_core.argparsing import Parser, epilog
+from rightsizer_core.listener import ListenerStats, start_listener
+from rightsizer_core.stopping import exiting_on_stop_signals, stop_event
 
 from .cache import Cache
 from .config import DEFAULT_PORT, AdapterConfig, load_config
@@ -26,7 +28,7 @@ from .keda.metrics_api import MetricsApiAuth
 from .kubernetes.auth import Authenticator, serving_context
 from .kubernetes.pods import PodLister, wanted
 from .selfmetrics import AdapterMetrics
-from .server import create_app
+from .server import create_app, status_body
 from .sources import Source
 from .sources.prometheus import PrometheusSource
 from .sources.scrape import ScrapeSource
@@ -34,10 +36,37 @@ from .sources.scrape import ScrapeSource
 log = logging.getLogger("rightsizer.adapter")
 
 
+def _epilog() -> str:
+    return epilog(
+        [
+            (
+                "straight from an exporter, plain HTTP on loopback, KEDA gRPC too (for trying it out)",
+                "rightsizer-adapter --exporter http://127.0.0.1:9430 --insecure-http --listen 127.0.0.1:6443 "
+                "--grpc-listen 127.0.0.1:9443",
+            ),
+            (
+                "from Prometheus, as an aggregated API server behind the Kubernetes front proxy",
+                "rightsizer-adapter --prometheus-url http://prometheus:9090 "
+                "--requestheader-client-ca-file /var/run/front-proxy/ca.crt",
+            ),
+            ("check a configuration and exit", "rightsizer-adapter --check-config --config adapter.yaml"),
+        ],
+        [
+            ("RIGHTSIZER_ADAPTER_<KEY>", "any scalar setting, e.g. RIGHTSIZER_ADAPTER_PROMETHEUS_URL"),
+            ("", "(nested keys joined by _; flags win over the environment, which wins over --config)"),
+        ],
+        [
+            ("0", "stopped by SIGTERM or SIGINT, or --check-config found nothing wrong"),
+            ("2", "bad flags or configuration (every problem printed, one a line), cannot listen"),
+        ],
+    )
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="rightsizer-adapter",
         description="Rightsizer's signals for HPA (external/custom metrics APIs) and KEDA (external scaler).",
+        epilog_factory=_epilog,
     )
     a = p.add_argument
     a("--config", metavar="FILE", help="YAML configuration file")
@@ -102,7 +131,7 @@ def parser() -> argparse.ArgumentParser:
     a("--metrics-api-key-file", metavar="FILE", help="KEDA metrics-api: key expected in X-API-KEY")
     a("--metrics-api-bearer-token-file", metavar="FILE", help="KEDA metrics-api: expected bearer token")
     a("--log-level", choices=["debug", "info", "warning", "error"], help="log level (default info)")
-    a("--check-config", action="store_true", help="validate the configuration, print problems, exit")
+    a("--check-config", action="store_true", help="validate the configuration, print every problem, exit")
     a("--version", action="version", version=f"rightsizer-adapter {__version__}")
     return p
 
@@ -158,7 +187,9 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def fail(message: str) -> int:
-    print(f"rightsizer-adapter: {message}", file=sys.stderr)
+    """Print each line of ``message`` (a configuration error may hold several problems); exit 2."""
+    for line in message.splitlines() or [""]:
+        print(f"rightsizer-adapter: {line}", file=sys.stderr)
     return 2
 
 
@@ -169,6 +200,7 @@ def make_source(cfg: AdapterConfig, metrics: AdapterMetrics) -> Source:
 
 
 async def serve(cfg: AdapterConfig) -> int:
+    stop = stop_event()  # from here on, SIGTERM/SIGINT stop the adapter wherever start-up is
     metrics = AdapterMetrics()
     try:
         tls = None if cfg.insecure_http else serving_context(cfg.tls, cfg.requestheader)
@@ -176,7 +208,10 @@ async def serve(cfg: AdapterConfig) -> int:
     except ValueError as exc:
         return fail(str(exc))
     source = make_source(cfg, metrics)
-    await source.start()
+    try:
+        await source.start()
+    except ValueError as exc:  # e.g. Prometheus TLS files that cannot be loaded
+        return fail(str(exc))
     cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers)
     auth = Authenticator(cfg.requestheader, cfg.authorization, enabled=not cfg.insecure_http)
     pod_lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None
@@ -190,7 +225,18 @@ async def serve(cfg: AdapterConfig) -> int:
     try:
         host, port = parse_listen(cfg.listen)
         try:
-            await web.TCPSite(runner, host, port, ssl_context=tls, backlog=1024).start()
+            listener_stats = ListenerStats()
+            metrics.attach_listener(listener_stats)
+            await start_listener(
+                runner,
+                host,
+                port,
+                cfg.http,
+                listener_stats,
+                name="https" if tls else "http",
+                ssl_context=tls,
+                error_body=status_body,
+            )
         except OSError as exc:
             why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
             return fail(f"cannot listen on {cfg.listen}: {why}")
@@ -201,7 +247,8 @@ async def serve(cfg: AdapterConfig) -> int:
             from .keda.scaler import ExternalScaler, start_server
 
             try:
-                grpc_server, grpc_port = await start_server(cfg.grpc, ExternalScaler(cache, metrics))
+                scaler = ExternalScaler(cache, metrics)
+                grpc_server, grpc_port = await start_server(cfg.grpc, scaler, cfg.http)
             except ValueError as exc:
                 return fail(str(exc))
             fields["grpc_address"] = f"{parse_listen(cfg.grpc.listen)[0] or '0.0.0.0'}:{grpc_port}"
@@ -220,10 +267,6 @@ async def serve(cfg: AdapterConfig) -> int:
         if not cfg.insecure_http and not cfg.requestheader.client_ca_file:
             event(log, logging.WARNING, "no request-header CA: every TLS client is served as anonymous")
         refresher = asyncio.create_task(cache.run())
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         event(log, logging.INFO, "stopping")
         return 0
@@ -241,6 +284,11 @@ async def serve(cfg: AdapterConfig) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with exiting_on_stop_signals():
+        return run(argv)
+
+
+def run(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
         cfg = load_config(args.config, flags_of(args))

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from exporter.config import parse_listen
 from exporter.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
+from rightsizer_core.limits import ListenerLimits
 
 from .rules import BUILTIN_RULES, RuleConfig
 
@@ -149,6 +150,11 @@ class AdapterConfig:
     insecure_http: bool = setting(False, "Serve plain HTTP without authentication (loopback only).")
     allow_insecure_remote: bool = setting(False, "Let insecure_http listen on a non-loopback address.")
     log_level: Literal["debug", "info", "warning", "error"] = setting("info", "Log level.")
+    http: ListenerLimits = setting(
+        ListenerLimits(),
+        "Limits of the HTTPS listener against slow, idle and oversized clients; the gRPC listener takes "
+        "its header deadline (as HTTP/2 handshake deadline), idle timeout and connection cap.",
+    )
     builtin_rules: bool = setting(True, "Serve the built-in rules (a rule of the same name replaces one).")
     rules: list[RuleConfig] = setting([], "Rules: which metrics are served and how (see README).")
     tls: TlsSettings = setting(TlsSettings(), "Serving certificate.")
@@ -228,7 +234,7 @@ def load_config(
         try:
             cfg = build(AdapterConfig, merged, "")
         except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+            raise exc.within(where) from None
     assert cfg is not None
     try:
         cfg.check_complete()

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 PLACEHOLDER = "<<.LabelMatchers>>"
-_MATCHER = re.compile(r'^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*")\s*$')
+_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*")\s*')  # fullmatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,7 @@ class Matcher:
 
 def parse_matcher(text: str) -> Matcher:
     """Parse one ``label op "value"`` matcher; raise ValueError saying what is wrong."""
-    m = _MATCHER.match(text)
+    m = _MATCHER.fullmatch(text)
     if m is None:
         raise ValueError(f'{text!r} is not a label matcher like pod!="" or queue=~"a|b"')
     label, op, quoted = m.groups()

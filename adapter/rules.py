@@ -24,14 +24,15 @@ Aggregation = Literal["sum", "avg", "max", "min"]
 Api = Literal["external", "custom"]
 NamespaceMode = Literal["match", "match_or_unlabelled", "ignore"]
 
-_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:.\-]*$")
-_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:.\-]*")  # full matches only (``$`` admits a final newline)
+_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+SEEN_WINDOW = "1h"  # Prometheus mode: a source seen within this window but not now is stale, not unknown
 DEFAULT_OBJECTS = {"deployments": "workload", "statefulsets": "workload", "replicasets": "workload"}
 
 
 def _check_labels(labels: list[str], what: str) -> None:
     for label in labels:
-        if not _LABEL.match(label):
+        if not _LABEL.fullmatch(label):
             raise ValueError(f"{what}: {label!r} is not a Prometheus label name")
 
 
@@ -65,8 +66,14 @@ class RuleConfig:
     )
     direct: DirectRule | None = setting(None, "How to compute it in direct mode (from exporters).", env=False)
     match: list[str] = setting([], 'PromQL label matchers limiting the source series, e.g. pod!="".')
-    zero_when_empty: bool = setting(
-        False, "Queue-like: answer one item of value 0 instead of no items when nothing matches.", env=False
+    up_family: str | None = setting(
+        None,
+        "Family saying, per source and with the values' labels, whether it is up (1) or down (0), "
+        "e.g. rightsizer_queue_source_up. With it a request is answered only when every source it "
+        "selects is up and current (0 then is a real 0): one selecting a source that is down or stale "
+        "gets 503, one selecting no source 404. Grouped like `direct` in direct mode, and by "
+        "max without (instance, job) in Prometheus mode.",
+        env=False,
     )
     namespace: NamespaceMode = setting(
         "match",
@@ -92,7 +99,7 @@ class RuleConfig:
     def validate(self) -> None:
         if not self.name:
             raise ValueError("name is required")
-        if not _METRIC_NAME.match(self.name):
+        if not _METRIC_NAME.fullmatch(self.name):
             raise ValueError(f"name {self.name!r} must look like a metric name ([a-zA-Z_:][a-zA-Z0-9_:.-]*)")
         if not self.apis:
             raise ValueError(f"rule {self.name!r}: apis must name external and/or custom")
@@ -100,11 +107,24 @@ class RuleConfig:
             raise ValueError(f"rule {self.name!r}: give a query (Prometheus mode) or direct (direct mode)")
         for text in self.match:
             parse_matcher(text)
+        if self.up_family is not None and not _METRIC_NAME.fullmatch(self.up_family):
+            raise ValueError(f"rule {self.name!r}: up_family {self.up_family!r} is not a metric name")
         _check_labels(list(self.objects.values()), f"rule {self.name!r} objects")
 
     @property
     def matchers(self) -> tuple[Matcher, ...]:
         return tuple(parse_matcher(text) for text in self.match)
+
+    @property
+    def up_query(self) -> str | None:
+        """Prometheus mode: per source 1 (up), 0 (down) or -1 (seen within SEEN_WINDOW, no sample now)."""
+        if self.up_family is None:
+            return None
+        selected = f"{self.up_family}{{<<.LabelMatchers>>}}"
+        return (
+            f"max without (instance, job) ({selected}) or "
+            f"max without (instance, job) (last_over_time({selected}[{SEEN_WINDOW}])) * 0 - 1"
+        )
 
 
 def _gpu_rule(name: str, family: str, aggregation: Aggregation, **extra: Any) -> RuleConfig:
@@ -135,7 +155,7 @@ def _queue_rule(name: str, family: str) -> RuleConfig:
             "apis": ["external", "custom"],
             "query": f"max without (instance, job) ({family}{{<<.LabelMatchers>>}})",
             "direct": {"family": family, "aggregation": "max", "without": ["instance", "job"]},
-            "zero_when_empty": True,
+            "up_family": "rightsizer_queue_source_up",
             "namespace": "match_or_unlabelled",
         },
         f"built-in rule {name}",

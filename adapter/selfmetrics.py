@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -49,6 +49,42 @@ class _CacheCollector:
         )
 
 
+class _ListenerCollector:
+    """The HTTPS listener's protection counters (rightsizer_core.listener.ListenerStats)."""
+
+    def __init__(self, stats: Any) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Any]:
+        s = self._stats
+        yield CounterMetricFamily(
+            "rightsizer_adapter_http_malformed_requests",
+            "HTTP requests refused before reaching a handler: malformed, over a size limit, or without "
+            "HTTP/1.x (each logged at debug level only).",
+            value=s.malformed_requests,
+        )
+        dropped = CounterMetricFamily(
+            "rightsizer_adapter_http_connections_dropped",
+            "HTTP connections the listener closed to protect itself: header_timeout, evicted (at the "
+            "connection cap, to make room), refused (at the cap, nothing to evict).",
+            labels=["reason"],
+        )
+        dropped.add_metric(["header_timeout"], s.header_timeouts)
+        dropped.add_metric(["evicted"], s.connections_evicted)
+        dropped.add_metric(["refused"], s.connections_refused)
+        yield dropped
+        yield CounterMetricFamily(
+            "rightsizer_adapter_http_accept_errors",
+            "Times accepting a connection failed for lack of file descriptors or memory.",
+            value=s.accept_errors,
+        )
+        yield GaugeMetricFamily(
+            "rightsizer_adapter_http_open_connections",
+            "Open HTTP connections, TLS handshakes included.",
+            value=s.open_connections,
+        )
+
+
 class AdapterMetrics:
     def __init__(self) -> None:
         disable_created_metrics()
@@ -87,6 +123,9 @@ class AdapterMetrics:
 
     def attach_cache(self, rows: RuleRows, answers: Callable[[], int]) -> None:
         self.registry.register(_CacheCollector(rows, answers))
+
+    def attach_listener(self, stats: Any) -> None:
+        self.registry.register(_ListenerCollector(stats))
 
     def request(self, endpoint: str, code: int, seconds: float) -> None:
         child = self._children.get((endpoint, code))

@@ -18,7 +18,7 @@ from .keda import metrics_api
 from .keda.metrics_api import MetricsApiAuth
 from .kubernetes import apis
 from .kubernetes.answers import status
-from .kubernetes.apis import CACHE, DISCOVERY, POD_LISTER, respond
+from .kubernetes.apis import CACHE, DISCOVERY, JSON, POD_LISTER, respond
 from .kubernetes.auth import Authenticator, Denied
 from .kubernetes.discovery import Discovery
 from .kubernetes.pods import PodLister
@@ -86,6 +86,11 @@ async def readyz(request: web.Request) -> web.Response:
 async def own_metrics(request: web.Request) -> web.Response:
     body = request.app[METRICS].render()
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+def status_body(code: int, reason: str) -> tuple[bytes, str]:
+    """A request refused before any handler (malformed, too long, no HTTP/1.x), as a metav1.Status."""
+    return status(code, reason)[1], JSON
 
 
 async def not_found(request: web.Request) -> web.Response:

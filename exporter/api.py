@@ -59,3 +59,23 @@ def gpus_json(snap: Snapshot) -> dict[str, Any]:
             for c in snap.collectors
         ],
     }
+
+
+def pods_from_labels(snap: Snapshot) -> dict[str, Any]:
+    """``/api/v1/pods`` when no kubelet attribution runs (it publishes its own view when it does):
+    the pods the GPU source itself names (the simulated fleet's), or, with none, that attribution
+    is off, so "no pods" is never confused with "not looked"."""
+    held = [g for g in snap.gpus if g.pod is not None]
+    devices = {g.identity.uuid: {"containers": [gpu_json(g)["pod"]], "labelled": True} for g in held}
+    if not devices:
+        return {
+            "enabled": False,
+            "ok": None,
+            "error": None,
+            "phase": "off",
+            "why": "pod attribution is off (pods.enabled: false, or no kubelet socket at start)",
+        }
+    pods = {(g.pod.namespace, g.pod.pod) for g in held if g.pod is not None}
+    source = snap.collectors[0].name if snap.collectors else "gpu source"
+    return {"enabled": True, "ok": True, "error": None, "phase": "on", "source": source,
+            "pods": len(pods), "devices": devices}  # fmt: skip

@@ -8,14 +8,18 @@ import errno
 import gc
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
 from aiohttp import web
 
+from rightsizer_core.argparsing import Parser, epilog
+from rightsizer_core.listener import ListenerStats, start_listener
+from rightsizer_core.stopping import Stopped, exiting_on_stop_signals, stop_event, unless_stopped
+
 from . import __version__
 from .config import ExporterConfig, load_config, parse_listen
+from .listener_metrics import ListenerMetrics
 from .logs import configure, event
 from .render import Renderer
 from .sampler import Extension, Sampler
@@ -26,17 +30,68 @@ from .sources.base import GpuSource, SourceUnavailable
 log = logging.getLogger("rightsizer.exporter")
 
 
+def _builtin_scenarios() -> str:
+    """The built-in scenarios and what each shows (their files' ``description``), for --help."""
+    import yaml
+
+    from .sources.sim_scenario import SCENARIO_DIR, builtin_names
+
+    lines = ["built-in scenarios (--simulate NAME):"]
+    for name in builtin_names():
+        try:
+            about = yaml.safe_load((SCENARIO_DIR / f"{name}.yaml").read_text()).get("description", "")
+        except (OSError, yaml.YAMLError, AttributeError):
+            about = ""
+        lines.append(f"  {name:<10} {about}")
+    return "\n".join(lines)
+
+
+def _epilog() -> str:
+    return epilog(
+        [
+            (
+                "a simulated 8-GPU fleet, no GPU needed; then open http://localhost:9430/",
+                "rightsizer-exporter --simulate",
+            ),
+            ("the real GPUs of this node, through NVML", "rightsizer-exporter"),
+            (
+                "another built-in scenario, on loopback only",
+                "rightsizer-exporter --simulate mig --listen 127.0.0.1:9430",
+            ),
+            (
+                "check a configuration file and exit",
+                "rightsizer-exporter --config exporter.yaml --check-config",
+            ),
+        ],
+        [
+            (
+                "RIGHTSIZER_<KEY>",
+                "any scalar setting, e.g. RIGHTSIZER_INTERVAL=5, RIGHTSIZER_PODS_ENABLED=false",
+            ),
+            ("", "(nested keys joined by _; flags win over the environment, which wins over --config)"),
+            ("NODE_NAME", "default of the Hostname label (set by a DaemonSet's downward API)"),
+        ],
+        [
+            ("0", "stopped by SIGTERM or SIGINT, or --check-config found nothing wrong"),
+            ("2", "bad flags or configuration (every problem printed, one a line), no NVML, address in use"),
+        ],
+        _builtin_scenarios(),
+    )
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="rightsizer-exporter",
-        description="Per-node GPU exporter: dcgm-exporter-compatible metrics plus right-sizing scores.",
+        description="Per-node GPU exporter: dcgm-exporter-compatible metrics plus right-sizing scores, "
+        "and a status page at / with the verdicts and savings.",
+        epilog_factory=_epilog,
     )
     p.add_argument(
         "--simulate",
         nargs="?",
         const="default",
         metavar="SCENARIO",
-        help="run on a simulated fleet: built-in scenario name (default: 'default') or a YAML path",
+        help="run on a simulated fleet: a built-in scenario (default: 'default'; see below) or a YAML path",
     )
     p.add_argument("--listen", metavar="HOST:PORT", help="address to serve on (default :9430)")
     p.add_argument("--config", metavar="FILE", help="YAML configuration file")
@@ -47,7 +102,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--hostname", help="value of the Hostname label (default: NODE_NAME or the host name)")
     p.add_argument("--hostname-label", choices=["Hostname", "hostname"], help="name of the host label")
     p.add_argument(
-        "--check-config", action="store_true", help="validate the configuration, print problems, exit"
+        "--check-config", action="store_true", help="validate the configuration, print every problem, exit"
     )
     p.add_argument("--version", action="version", version=f"rightsizer-exporter {__version__}")
     return p
@@ -55,9 +110,12 @@ def parser() -> argparse.ArgumentParser:
 
 def make_source(cfg: ExporterConfig) -> GpuSource:
     if cfg.simulate is not None:
+        from .sources.sim_scenario import check_pace
         from .sources.simulated import SimulatedSource, load_scenario
 
-        return SimulatedSource(load_scenario(cfg.simulate))
+        scenario = load_scenario(cfg.simulate)
+        check_pace(scenario, cfg.interval)
+        return SimulatedSource(scenario)
     from .sources.nvml import NvmlSource
 
     return NvmlSource(cfg.nvml)
@@ -102,45 +160,69 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
     return extensions
 
 
+def page_url(addresses: Sequence[object]) -> str:
+    """The status page's URL for the start log line: ``http://localhost:PORT/`` when serving on all
+    interfaces, else the first bound address."""
+    first = next((a for a in addresses if isinstance(a, tuple)), None)
+    if first is None:
+        return ""
+    host, port = str(first[0]), first[1]
+    if host in ("0.0.0.0", "::", ""):
+        host = "localhost"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/"
+
+
 def fail(message: str) -> int:
-    print(f"rightsizer-exporter: {message}", file=sys.stderr)
+    """Print each line of ``message`` (a configuration error may hold several problems); exit 2."""
+    for line in message.splitlines() or [""]:
+        print(f"rightsizer-exporter: {line}", file=sys.stderr)
     return 2
 
 
 async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
+    stop = stop_event()  # from here on, SIGTERM/SIGINT stop the exporter wherever start-up is
     host, port = parse_listen(cfg.listen)
+    listener_stats = ListenerStats()
     sampler = Sampler(
         source,
         Renderer(cfg.hostname_label),
         cfg.interval,
         cfg.effective_hostname,
-        make_extensions(cfg, source),
+        [*make_extensions(cfg, source), ListenerMetrics(listener_stats)],
     )
     runner = web.AppRunner(create_app(sampler), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024)
     try:
-        await site.start()
+        await start_listener(runner, host, port, cfg.http, listener_stats)
     except OSError as exc:
         await runner.cleanup()
         why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
         return fail(f"cannot listen on {cfg.listen}: {why}")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     try:
         try:
-            await sampler.start()
+            await unless_stopped(sampler.start(), stop)
         except SourceUnavailable as exc:
             return fail(str(exc))
+        except Stopped:
+            event(log, logging.INFO, "stopped during start-up")
+            return 0
         # Objects made at start-up (libraries, scenario, replayed history) are never scanned again
         # by the cyclic GC: its full collections otherwise stall every thread for 30-60 ms, which
         # makes the queue pollers' burst miss a render (bench/queues.py) and delays scrapes.
         gc.freeze()
         bound = [f"{a[0]}:{a[1]}" if isinstance(a, tuple) else str(a) for a in runner.addresses]
-        event(log, logging.INFO, "listening", address=",".join(bound) or cfg.listen, version=__version__,
-              source=source.name, interval=cfg.interval)
+        event(
+            log,
+            logging.INFO,
+            "listening",
+            address=",".join(bound) or cfg.listen,
+            url=page_url(runner.addresses),
+            version=__version__,
+            source=source.name,
+            interval=cfg.interval,
+        )
         await stop.wait()
         event(log, logging.INFO, "stopping")
     finally:
@@ -150,6 +232,11 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with exiting_on_stop_signals():
+        return run(argv)
+
+
+def run(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     flags = {
         "listen": args.listen,

@@ -7,6 +7,8 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rightsizer_core.limits import ListenerLimits
+
 from .rightsizing.settings import RightsizingSettings
 from .settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 from .sources.pods.settings import PodSettings
@@ -89,6 +91,9 @@ class CatalogSettings:
 class ExporterConfig:
     listen: str = setting(f":{DEFAULT_PORT}", "HOST:PORT to serve on; an empty host means all interfaces.")
     interval: float = setting(1.0, "Sampling interval in seconds.", minimum=0.05, maximum=300)
+    http: ListenerLimits = setting(
+        ListenerLimits(), "Limits of the HTTP listener against slow, idle and oversized clients."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = setting("info", "Log level.")
     hostname: str | None = setting(
         None,
@@ -154,14 +159,14 @@ def load_config(
     try:
         build(ExporterConfig, data, "")
     except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise exc.within(where) from None
     env = env_overrides(ExporterConfig, environ=environ)
     try:
         build(ExporterConfig, merge(data, env), "")
     except ConfigError as exc:
-        raise ConfigError(f"environment (RIGHTSIZER_*): {exc}") from None
+        raise exc.within("environment (RIGHTSIZER_*)") from None
     merged = merge(merge(data, env), {k: v for k, v in flags.items() if v is not None})
     try:
         return build(ExporterConfig, merged, "")
     except ConfigError as exc:
-        raise ConfigError(f"command line: {exc}") from None
+        raise exc.within("command line") from None

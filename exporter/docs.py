@@ -16,11 +16,17 @@ from .metrics import FAMILIES
 from .settings import describe_settings
 
 
+def cell(value: object) -> str:
+    """A table cell's text with its pipes escaped (``str | None``), which would otherwise end the
+    cell on GitHub; pipes already escaped stay as they are."""
+    return re.sub(r"(?<!\\)\|", r"\\|", str(value))
+
+
 def metrics_table() -> str:
     rows = ["| metric | type | unit | labels | description |", "|---|---|---|---|---|"]
     for f in FAMILIES:
         name = f"`{f.name}`" + (" (dcgm-exporter)" if f.dcgm else "")
-        rows.append(f"| {name} | {f.type} | {f.unit} | {f.labels_doc} | {f.help} |")
+        rows.append(f"| {name} | {cell(f.type)} | {cell(f.unit)} | {cell(f.labels_doc)} | {cell(f.help)} |")
     return "\n".join(rows)
 
 
@@ -29,7 +35,7 @@ def config_table() -> str:
     for key, type_name, default, doc in describe_settings(ExporterConfig):
         scalar = "list" not in type_name and "dict" not in type_name
         env = "RIGHTSIZER_" + key.upper().replace(".", "_") if scalar else "—"
-        rows.append(f"| `{key}` | {type_name} | `{default}` | `{env}` | {doc} |")
+        rows.append(f"| `{cell(key)}` | {cell(type_name)} | `{cell(default)}` | `{env}` | {cell(doc)} |")
     return "\n".join(rows)
 
 
@@ -38,7 +44,7 @@ def queue_table() -> str:
 
     rows = ["| key | type | default | description |", "|---|---|---|---|"]
     for key, type_name, default, doc in describe_settings(QueueSettings):
-        rows.append(f"| `{key}` | {type_name} | `{default}` | {doc} |")
+        rows.append(f"| `{cell(key)}` | {cell(type_name)} | `{cell(default)}` | {cell(doc)} |")
     return "\n".join(rows)
 
 

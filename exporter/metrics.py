@@ -331,6 +331,38 @@ FAMILIES: tuple[Family, ...] = (
         "last_sample",
     ),
     Family(
+        "rightsizer_http_malformed_requests_total",
+        "counter",
+        "requests",
+        "HTTP requests refused before reaching a handler: malformed, over a size limit, or without "
+        "HTTP/1.x (each logged at debug level only).",
+        "extension",
+    ),
+    Family(
+        "rightsizer_http_connections_dropped_total",
+        "counter",
+        "connections",
+        "HTTP connections the listener closed to protect itself: header_timeout (no complete request "
+        "in time), evicted (at the connection cap, to make room), refused (at the cap, nothing to evict).",
+        "extension",
+        extra_labels=("reason",),
+    ),
+    Family(
+        "rightsizer_http_accept_errors_total",
+        "counter",
+        "errors",
+        "Times accepting a connection failed for lack of file descriptors or memory (accepting then "
+        "pauses for a second).",
+        "extension",
+    ),
+    Family(
+        "rightsizer_http_open_connections",
+        "gauge",
+        "connections",
+        "Open HTTP connections, TLS handshakes included.",
+        "extension",
+    ),
+    Family(
         "rightsizer_build_info",
         "info",
         "info",
@@ -357,12 +389,29 @@ FAMILIES: tuple[Family, ...] = (
         extra_labels=("queue", "kind", "(static labels)"),
     ),
     Family(
+        "rightsizer_queue_kv_cache_usage_ratio",
+        "gauge",
+        "ratio",
+        "KV-cache usage (0-1) the inference server reports on the same poll as its queue depth "
+        "(vLLM kv_cache_usage_perc or gpu_cache_usage_perc, SGLang token_usage).",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
+        "rightsizer_queue_preemptions_total",
+        "counter",
+        "requests",
+        "Requests the inference server preempted (vLLM) or retracted (SGLang), as it counts them.",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
         "rightsizer_queue_source_up",
         "gauge",
         "bool",
-        "1 if the queue source's latest poll succeeded, 0 if it failed.",
+        "1 if the queue source's latest poll succeeded, 0 if it failed (labels as on the depth).",
         "extension",
-        extra_labels=("queue",),
+        extra_labels=("queue", "kind", "(static labels)"),
     ),
     Family(
         "rightsizer_queue_source_duration_seconds",
@@ -428,10 +477,11 @@ FAMILIES: tuple[Family, ...] = (
         "rightsizer_gpu_recommendation_info",
         "info",
         "info",
-        "Recommended catalog option (GPU key, '<GPU key>/<MIG profile>', 'release' or 'none') and the "
-        "reason in a few words; the full reason is in /api/v1/gpus.",
+        "Recommended catalog option (GPU key, '<GPU key>/<MIG profile>', 'release' or 'none'), the "
+        "reason in a few words (the full reason is in /api/v1/gpus), where the recommended option's "
+        "price comes from (list, estimate or configured) and, for multi-GPU work, the workload's move.",
         "extension",
-        extra_labels=("gpu", "recommended", "reason"),
+        extra_labels=("gpu", "recommended", "reason", "price_source", "workload_change"),
     ),
     Family(
         "rightsizer_gpu_hourly_savings_dollars",

@@ -3,31 +3,73 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import PurePath
+from typing import Any
 
 from aiohttp import web
-from prometheus_client.exposition import choose_encoder
 
 from . import __version__
-from .api import gpus_json
+from .api import gpus_json, pods_from_labels
 from .render import OPENMETRICS_CONTENT_TYPE
 from .sampler import Sampler
+from .status import CONTENT_SECURITY_POLICY, StatusPage
 
 SAMPLER = web.AppKey("sampler", Sampler)
+STATUS_PAGE = web.AppKey("status_page", StatusPage)
 
 _LANDING = """<!doctype html><html><head><title>Rightsizer exporter</title></head><body>
 <h1>Rightsizer exporter {version}</h1>
-<p>GPU metrics under dcgm-exporter's names, plus right-sizing scores.</p>
+<p>No sample taken yet: the status page appears here after the first sampling cycle.</p>
 <ul><li><a href="/metrics">/metrics</a></li><li><a href="/api/v1/gpus">/api/v1/gpus</a></li>
 <li><a href="/healthz">/healthz</a></li><li><a href="/readyz">/readyz</a></li></ul></body></html>
 """
 
 
+# What /metrics can be: (media type, versions we render). OpenMetrics 1.0.0 (also asked for as
+# 0.0.1 by older Prometheus) or the text format 0.0.4; "" stands for "no version given".
+_PRODUCED = {
+    "application/openmetrics-text": ("1.0.0", "0.0.1", ""),
+    "text/plain": ("0.0.4", ""),
+    "text/*": ("",),
+    "*/*": ("",),
+}
+TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
 @lru_cache(maxsize=64)
 def negotiate(accept: str) -> tuple[bool, str]:
-    """(openmetrics?, content type) for an Accept header, decided by prometheus-client."""
-    _, content_type = choose_encoder(accept)
-    om = content_type.startswith("application/openmetrics-text")
-    return om, (content_type if om else "text/plain; version=0.0.4; charset=utf-8")
+    """(openmetrics?, content type) for an Accept header.
+
+    As prometheus-client's ``choose_encoder`` and Prometheus's scrape header expect, with the two
+    faults of the former fixed: an entry with ``q=0`` is refused, not chosen, and the answer names
+    the version we render (OpenMetrics 1.0.0), never a version the client asked for that we do not
+    produce (such an entry is skipped). The highest q wins, the first listed among equals; nothing
+    acceptable: the text format, as both Prometheus clients do.
+    """
+    best: tuple[float, int, bool] | None = None
+    for position, entry in enumerate(accept.split(",")):
+        media, *params = (part.strip() for part in entry.split(";"))
+        versions = _PRODUCED.get(media.lower())
+        if versions is None:
+            continue
+        q, version = 1.0, ""
+        for param in params:
+            key, _, value = param.partition("=")
+            key, value = key.strip().lower(), value.strip().strip('"')
+            if key == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+            elif key == "version":
+                version = value
+        if q <= 0 or q != q or version not in versions:
+            continue
+        choice = (q, -position, media.lower() == "application/openmetrics-text")
+        if best is None or choice[:2] > best[:2]:
+            best = choice
+    om = best is not None and best[2]
+    return om, (OPENMETRICS_CONTENT_TYPE if om else TEXT_CONTENT_TYPE)
 
 
 def _accepts_gzip(header: str) -> bool:
@@ -66,9 +108,15 @@ async def api_section(request: web.Request) -> web.Response:
     section = request.match_info["section"]
     if published is None:
         return web.json_response({"error": "no sample taken yet"}, status=503)
-    if section not in published.snapshot.api:
+    api = published.snapshot.api
+    if section not in api and section != "pods":
         return web.json_response({"error": f"unknown section {section!r}"}, status=404)
-    body = published.api_json(section, lambda snap: {"timestamp": snap.timestamp, section: snap.api[section]})
+
+    def view(snap: Any) -> dict[str, Any]:
+        value = snap.api[section] if section in snap.api else pods_from_labels(snap)
+        return {"timestamp": snap.timestamp, section: value}
+
+    body = published.api_json(section, view)
     return web.Response(body=body, content_type="application/json")
 
 
@@ -83,12 +131,21 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def landing(request: web.Request) -> web.Response:
-    return web.Response(text=_LANDING.format(version=__version__), content_type="text/html")
+    published = request.app[SAMPLER].current
+    if published is None:
+        return web.Response(text=_LANDING.format(version=__version__), content_type="text/html")
+    headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "Cache-Control": "no-store"}
+    body = await request.app[STATUS_PAGE].body(published)
+    return web.Response(body=body, content_type="text/html", charset="utf-8", headers=headers)
 
 
 def create_app(sampler: Sampler) -> web.Application:
     app = web.Application()
     app[SAMPLER] = sampler
+    source = sampler.source
+    scenario = getattr(getattr(source, "scenario", None), "source", None)  # a name or a file's path
+    described = f"{source.name} ({PurePath(scenario).stem})" if scenario else source.name
+    app[STATUS_PAGE] = StatusPage(described, sampler.interval)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/v1/gpus", api_gpus)
     app.router.add_get("/api/v1/{section}", api_section)

@@ -15,13 +15,36 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-import yaml
+from rightsizer_core.files import read_yaml_file
 
 T = TypeVar("T")
 
 
 class ConfigError(Exception):
-    """A configuration problem, worded for the person who wrote the configuration."""
+    """Configuration problems, worded for the person who wrote the configuration: one or more, each
+    naming its key; ``str()`` is one problem per line."""
+
+    def __init__(self, *problems: str) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(problems))
+
+    def within(self, where: str) -> ConfigError:
+        """The same problems, each prefixed with where they are (a file, the environment)."""
+        return ConfigError(*(f"{where}: {p}" for p in self.problems))
+
+
+def _gather(problems: list[str], convert: Any, *args: Any) -> Any:
+    """``convert(*args)``, adding its problems to ``problems`` instead of stopping at the first."""
+    try:
+        return convert(*args)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return None
+
+
+def _raise_all(problems: list[str]) -> None:
+    if problems:
+        raise ConfigError(*problems)
 
 
 def setting(
@@ -66,12 +89,18 @@ def _convert(tp: Any, value: Any, where: str, meta: Mapping[str, Any]) -> Any:
         if not isinstance(value, list):
             raise ConfigError(f"{where}: must be a list; got {_describe(value)}")
         (item,) = get_args(tp)
-        return [_convert(item, v, f"{where}[{i}]", {}) for i, v in enumerate(value)]
+        problems: list[str] = []
+        items = [_gather(problems, _convert, item, v, f"{where}[{i}]", {}) for i, v in enumerate(value)]
+        _raise_all(problems)
+        return items
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: must be a mapping; got {_describe(value)}")
         _, vt = get_args(tp)
-        return {str(k): _convert(vt, v, f"{where}.{k}", {}) for k, v in value.items()}
+        problems = []
+        entries = {str(k): _gather(problems, _convert, vt, v, f"{where}.{k}", {}) for k, v in value.items()}
+        _raise_all(problems)
+        return entries
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: must be a mapping; got {_describe(value)}")
@@ -87,7 +116,7 @@ def _convert(tp: Any, value: Any, where: str, meta: Mapping[str, Any]) -> Any:
             raise ConfigError(f"{where}: must be a number; got {_describe(value)}")
         try:
             number = tp(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ConfigError(
                 f"{where}: must be {'an integer' if tp is int else 'a number'}; got {_describe(value)}"
             ) from None
@@ -115,14 +144,14 @@ def build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     prefix = f"{where}: " if where else ""  # the caller names the file for the top level
-    unknown = [k for k in data if k not in fields]
-    if unknown:
-        known = ", ".join(sorted(fields))
-        raise ConfigError(f"{prefix}unknown key {unknown[0]!r} (known keys: {known})")
+    known = ", ".join(sorted(fields))
+    problems = [f"{prefix}unknown key {k!r} (known keys: {known})" for k in data if k not in fields]
     kwargs = {
-        name: _convert(hints[name], value, f"{where}.{name}" if where else name, fields[name].metadata)
+        name: _gather(problems, _convert, hints[name], value, f"{where}.{name}" if where else name, meta)
         for name, value in data.items()
+        if (meta := fields[name].metadata if name in fields else None) is not None
     }
+    _raise_all(problems)
     try:
         obj = cls(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -137,17 +166,13 @@ def build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML file's top-level mapping, read within the limits of ``rightsizer_core.files``."""
     try:
-        text = Path(path).read_text()
+        data = read_yaml_file(path)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}: not valid YAML{at}: {problem}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -140,12 +140,14 @@ def exposition(samples: Mapping[str, Sequence[tuple[Mapping[str, str], float]]])
 EXT = "/apis/external.metrics.k8s.io/v1beta1"
 POD_A = {"gpu": "0", "UUID": "GPU-a", "pod": "chat-7d9c5b6f8b-x2x4z", "namespace": "prod", "container": "srv"}
 POD_B = {"gpu": "1", "UUID": "GPU-b", "pod": "chat-7d9c5b6f8b-q9q9q", "namespace": "prod", "container": "srv"}
+QUEUES = [
+    {"queue": "jobs", "kind": "redis", "namespace": "prod", "workload": "worker"},
+    {"queue": "chat", "kind": "vllm", "namespace": "prod", "workload": "chat"},
+    {"queue": "shared", "kind": "redis"},
+]
 FLEET = {
-    "rightsizer_queue_depth": [
-        ({"queue": "jobs", "kind": "redis", "namespace": "prod", "workload": "worker"}, 7),
-        ({"queue": "chat", "kind": "vllm", "namespace": "prod", "workload": "chat"}, 3),
-        ({"queue": "shared", "kind": "redis"}, 2),
-    ],
+    "rightsizer_queue_depth": list(zip(QUEUES, [7, 3, 2], strict=True)),
+    "rightsizer_queue_source_up": [(q, 1) for q in QUEUES],
     "DCGM_FI_DEV_GPU_UTIL": [(POD_A, 80), (POD_B, 40), ({"gpu": "2", "UUID": "GPU-c"}, 10)],
     "rightsizer_gpu_fit_score": [(POD_A, float("nan")), (POD_B, 0.5)],
     "rightsizer_gpu_verdict": [

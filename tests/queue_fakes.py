@@ -76,8 +76,11 @@ class VllmMetrics(PrometheusClientServer):
         self.waiting = Gauge(
             "vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels, registry=r
         )
-        kv = Gauge(
+        self.kv = kv = Gauge(
             "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, registry=r
+        )
+        self.preemptions = Counter(
+            "vllm:num_preemptions", "Cumulative number of preemption from the engine.", labels, registry=r
         )
         prompt = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=r)
         generated = Counter(
@@ -120,6 +123,7 @@ class VllmMetrics(PrometheusClientServer):
         self.engines = [str(i) for i in range(engines)]
         for engine in self.engines:
             kv.labels(model, engine).set(0.42)
+            self.preemptions.labels(model, engine).inc(7)
             prompt.labels(model, engine).inc(812345)
             generated.labels(model, engine).inc(290211)
             for reason in ("stop", "length", "abort"):
@@ -150,6 +154,9 @@ class SglangMetrics(PrometheusClientServer):
         Gauge("sglang:token_usage", "The token usage.", labels, registry=r).labels(
             model, "unified", "0", "0"
         ).set(0.31)
+        Counter(
+            "sglang:num_retracted_requests", "The number of retracted requests.", labels, registry=r
+        ).labels(model, "unified", "0", "0").inc(3)
         Gauge("sglang:gen_throughput", "The generation throughput (token/s).", labels, registry=r).labels(
             model, "unified", "0", "0"
         ).set(86.5)

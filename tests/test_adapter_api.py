@@ -6,7 +6,7 @@ import json
 import subprocess
 from typing import Any
 
-from adapter_support import EXT, Make, assert_status, client_get, hpa_desired_replicas, make
+from adapter_support import EXT, Make, assert_status, client_get, exposition, hpa_desired_replicas, make
 from servers import require_binary
 
 __all__ = ["make"]  # the fixture
@@ -71,20 +71,21 @@ async def test_external_values_one_item_per_series(make: Make) -> None:
     assert [i["value"] for i in body["items"]] == ["3"]
 
 
-async def test_queue_like_metric_answers_zero_not_empty(make: Make) -> None:
-    client, _, _ = await make()
+async def test_queue_up_and_empty_is_zero_and_no_such_queue_is_not_found(make: Make) -> None:
+    empty = {"queue": "idle", "kind": "redis", "namespace": "prod"}
+    client, _, _ = await make(
+        exposition({"rightsizer_queue_depth": [(empty, 0)], "rightsizer_queue_source_up": [(empty, 1)]})
+    )
     _, body = await client_get(
+        client, f"{EXT}/namespaces/prod/rightsizer_queue_depth?labelSelector=queue%3Didle"
+    )
+    assert [(i["metricLabels"], i["value"]) for i in body["items"]] == [(empty, "0")]
+    assert hpa_desired_replicas(body["items"], target=5) == 0  # up and empty: scaling to 0 is right
+    answer = await client_get(
         client, f"{EXT}/namespaces/prod/rightsizer_queue_depth?labelSelector=queue%3Dnone"
     )
-    assert body["items"] == [
-        {
-            "metricName": "rightsizer_queue_depth",
-            "metricLabels": {"queue": "none"},
-            "timestamp": body["items"][0]["timestamp"],
-            "value": "0",
-        }
-    ]
-    assert hpa_desired_replicas(body["items"], target=5) == 0
+    assert_status(answer, 404, "NotFound")
+    assert "queue=none" in answer[1]["message"]
     _, body = await client_get(client, f"{EXT}/namespaces/staging/rightsizer_gpu_utilization_ratio")
     assert body["items"] == []  # not queue-like: no series is no items
 

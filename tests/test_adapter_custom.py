@@ -106,10 +106,8 @@ async def test_object_queries_return_exactly_one_item(make: Make) -> None:
         client, f"{CUSTOM}/v1beta1/namespaces/prod/deployments/worker/rightsizer_queue_depth"
     )
     assert [i["value"] for i in body["items"]] == ["7"]
-    _, body = await client_get(
-        client, f"{CUSTOM}/v1beta1/namespaces/prod/deployments/idle/rightsizer_queue_depth"
-    )
-    assert [i["value"] for i in body["items"]] == ["0"]  # queue-like: zero, still exactly one item
+    idle = f"{CUSTOM}/v1beta1/namespaces/prod/deployments/idle/rightsizer_queue_depth"
+    assert_status(await client_get(client, idle), 404, "NotFound")  # no such queue is not 0
     _, body = await client_get(client, f"{CUSTOM}/v1beta2/namespaces/prod/metrics/rightsizer_queue_depth")
     [item] = body["items"]
     assert item["describedObject"] == {"kind": "Namespace", "name": "prod", "apiVersion": "v1"}
@@ -130,7 +128,7 @@ async def test_metrics_api_values(make: Make) -> None:
     code, body = await client_get(client, f"{base}?labelSelector=queue%3Djobs&namespace=prod")
     assert code == 200 and body["value"] == 7 and body["timestamp"].endswith("Z")
     assert (await client_get(client, base))[1]["value"] == 12  # no namespace: every queue
-    assert (await client_get(client, f"{base}?labelSelector=queue%3Dnone"))[1]["value"] == 0
+    assert_status(await client_get(client, f"{base}?labelSelector=queue%3Dnone"), 404, "NotFound")
     assert_status(await client_get(client, "/keda/v1/metrics/nope"), 404, "NotFound")
     assert_status(await client_get(client, f"{base}?labelSelector=%21"), 400, "BadRequest")
     srv.status = 503

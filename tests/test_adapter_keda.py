@@ -23,12 +23,11 @@ from adapter.sources.scrape import ScrapeSource
 
 
 def queues(jobs: float) -> str:
+    jobs_queue, x_queue = {"queue": "jobs", "namespace": "prod"}, {"queue": "x", "namespace": "dev"}
     return exposition(
         {
-            "rightsizer_queue_depth": [
-                ({"queue": "jobs", "namespace": "prod"}, jobs),
-                ({"queue": "x", "namespace": "dev"}, 50),
-            ]
+            "rightsizer_queue_depth": [(jobs_queue, jobs), (x_queue, 50)],
+            "rightsizer_queue_source_up": [(jobs_queue, 1), (x_queue, 1)],
         }
     )
 
@@ -106,7 +105,9 @@ async def test_get_metrics_fills_both_value_fields_and_respects_namespace(scaler
     assert (await scaler.stub.GetMetrics(request)).metricValues[0].metricValueFloat == 50
     selector = ref(metric="rightsizer_queue_depth", labelSelector="queue=none")
     request = pb.GetMetricsRequest(scaledObjectRef=selector, metricName="m")
-    assert (await scaler.stub.GetMetrics(request)).metricValues[0].metricValueFloat == 0
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await scaler.stub.GetMetrics(request)
+    assert exc.value.code() == grpc.StatusCode.NOT_FOUND  # a typo is not an empty queue
 
 
 async def test_is_active_compares_with_the_activation_threshold(scaler: Scaler) -> None:

@@ -74,18 +74,22 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
     prom: FakePrometheus, aiohttp_client: Any
 ) -> None:
     queues = [({"queue": f"q{i}", "namespace": "prod"}, str(i)) for i in range(1000)]
-    prom.answer = lambda q: vector(queues if "rightsizer_queue_depth" in q else [])
+    up = [(labels, "1") for labels, _ in queues]
+    prom.answer = lambda q: vector(
+        up if "rightsizer_queue_source_up" in q else queues if "rightsizer_queue_depth" in q else []
+    )
     cache, source, cfg = await cache_for(prom)
     await cache.refresh_once()
-    assert len(prom.queries) == len(cache.rules) == 7
+    assert len(cache.rules) == 7  # and one query, shared by the queue rules, asks which queues are up
+    assert len(prom.queries) == 8
     auth = Authenticator(cfg.requestheader, cfg.authorization, False)
     client = await aiohttp_client(create_app(cache, auth, AdapterMetrics(), MetricsApiAuth(cfg.metrics_api)))
     for i in range(1000):
         code, body = await client_get(client, f"{EXT}/prod/rightsizer_queue_depth?labelSelector=queue%3Dq{i}")
         assert code == 200 and body["items"][0]["value"] == str(i)
-    assert len(prom.queries) == 7  # a thousand selectors, no extra query
+    assert len(prom.queries) == 8  # a thousand selectors, no extra query
     await cache.refresh_once()
-    assert len(prom.queries) == 14
+    assert len(prom.queries) == 16
     await source.close()
 
 

@@ -209,3 +209,91 @@ def test_data_file_round_trips_and_rejects_unknown_top_level_key(tmp_path: Path)
     bad.write_text(DATA_FILE.read_text().replace("memory_bytes: 24GiB", "memory_bytes: 24 furlongs", 1))
     with pytest.raises(ConfigError, match=r"gpus\[1\] \(L4-24GB\)\.memory_bytes: must be a number of bytes"):
         read_catalog_file(bad)
+
+
+# What NVML reports as memory.total (MiB), from public nvidia-smi outputs (sources in catalog.yaml).
+# GDDR6 with ECC on keeps 15/16 of the nominal size: the T4's 16 GiB = 16384 MiB shows 16384 x 15/16.
+USABLE_MIB = {
+    "T4-16GB": 16384 * 15 // 16,
+    "L4-24GB": 23034,
+    "A10G-24GB": 23028,
+    "L40S-48GB": 46068,
+    "A100-SXM-40GB": 40960,
+    "A100-SXM-80GB": 81920,
+    "H100-PCIe-80GB": 81559,
+    "H100-SXM-80GB": 81559,
+    "H200-SXM-141GB": 143771,
+    "B200-SXM-180GB": 183359,
+}
+# No public list price (price_source says how each was derived).
+ESTIMATED_PRICES = {"H100-PCIe-80GB", "H200-SXM-141GB", "B200-SXM-180GB"}
+
+
+def test_every_gpu_has_nvml_usable_memory_with_a_source() -> None:
+    cat = load_catalog()
+    assert cat.lookup("T4-16GB").usable_memory == 15360 * 2**20  # type: ignore[union-attr]
+    for gpu in cat.all():
+        assert gpu.usable_memory_bytes == USABLE_MIB[gpu.key] * 2**20, gpu.key
+        assert 0 < gpu.usable_memory <= gpu.memory_bytes, gpu.key
+        assert gpu.usable_memory_source and gpu.usable_memory_source != "nominal size", gpu.key
+        if gpu.architecture in ("Turing", "Ampere", "Ada Lovelace") and "A100" not in gpu.key:
+            # GDDR6 with ECC: 15/16 of the nominal size, less at most a few MiB of driver reserve.
+            assert gpu.memory_bytes * 15 / 16 - 16 * 2**20 <= gpu.usable_memory <= gpu.memory_bytes * 15 / 16
+        whole = cat.candidate(gpu.key)
+        assert whole is not None and whole.usable_memory == gpu.usable_memory
+
+
+def test_every_mig_profile_has_the_instance_memory_nvml_reports() -> None:
+    cat = load_catalog()
+    for gpu in cat.all():
+        if gpu.mig_profiles:
+            assert "mig -lgip" in gpu.mig_usable_memory_source, gpu.key
+        for p in gpu.mig_profiles:
+            assert 0 < p.usable_memory_bytes <= p.memory_bytes, (gpu.key, p.name)
+            assert p.usable_memory_bytes <= gpu.usable_memory, (gpu.key, p.name)
+            cand = cat.candidate(f"{gpu.key}/{p.name}")
+            assert cand is not None and cand.usable_memory == p.usable_memory_bytes
+    # nvidia-smi mig -lgip on an H200 (NVIDIA/mig-parted issue #120): 1g.18gb has 16.00 GiB.
+    h200 = cat.candidate("H200-SXM-141GB/1g.18gb")
+    assert h200 is not None and h200.usable_memory == 16 * GIB and h200.memory_bytes == 18 * GIB
+    a100 = cat.candidate("A100-SXM-40GB/1g.5gb")  # 4.75 GiB on A100-SXM4-40GB
+    assert a100 is not None and a100.usable_memory == int(4.75 * GIB)
+
+
+def test_estimated_prices_are_marked_and_configured_prices_are_not() -> None:
+    cat = load_catalog()
+    assert {g.key for g in cat.all() if g.price_estimated} == ESTIMATED_PRICES
+    for gpu in cat.all():
+        assert gpu.price_estimated == gpu.price_source.startswith("estimate:"), gpu.key
+        assert cat.candidate(gpu.key).price_estimated == gpu.price_estimated  # type: ignore[union-attr]
+    priced = load_catalog(settings(prices={"B200-SXM-180GB": 9.0}))
+    assert not priced.lookup("B200-SXM-180GB").price_estimated  # type: ignore[union-attr]
+    assert not priced.candidate("B200-SXM-180GB/1g.23gb").price_estimated  # type: ignore[union-attr]
+
+
+def test_user_gpus_without_usable_memory_fall_back_to_the_nominal_size() -> None:
+    rtx = load_catalog(settings(extra_gpus=[EXTRA])).lookup("RTX-6000-Ada-48GB")
+    assert rtx is not None and rtx.usable_memory == 48 * GIB and rtx.usable_memory_source == "nominal size"
+    given = load_catalog(settings(extra_gpus=[{**EXTRA, "usable_memory_bytes": "46068MiB",
+                                               "usable_memory_source": "our nvidia-smi"}]))  # fmt: skip
+    assert given.candidate("RTX-6000-Ada-48GB").usable_memory == 46068 * 2**20  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"usable_memory_bytes": "49GiB", "usable_memory_source": "x"},
+         ".usable_memory_bytes: 52613349376 is more than the GPU's memory_bytes 51539607552"),
+        ({"usable_memory_bytes": "46068MiB"}, ": usable_memory_source is required with usable_memory_bytes"),
+        ({"usable_memory_bytes": "most", "usable_memory_source": "x"},
+         ".usable_memory_bytes: must be a number"),
+        ({"price_estimated": "maybe"}, "price_estimated"),
+        ({"mig_profiles": [{"name": "1g.12gb", "memory_bytes": "12GiB", "usable_memory_bytes": "13GiB",
+                            "sm_fraction": "1/4", "max_instances": 4}]},
+         "mig_profiles[0].usable_memory_bytes: 13958643712 is more than the profile's memory_bytes"),
+    ],
+)  # fmt: skip
+def test_bad_usable_memory_entries_are_refused(extra: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        settings(extra_gpus=[{**EXTRA, **extra}])
+    assert message in str(info.value)

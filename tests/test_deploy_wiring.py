@@ -224,6 +224,8 @@ def test_examples_ask_for_metrics_the_adapter_serves_about_the_demo() -> None:
     url = api["spec"]["triggers"][0]["metadata"]["url"]
     assert url.startswith(f"https://{host}/keda/v1/metrics/") and ports["https"] == 443
     assert f"namespace={queue['labels']['namespace']}" in url
+    for scaled in (push, api):  # an outage errors the trigger: KEDA falls back, never to zero
+        assert scaled["spec"]["fallback"]["replicas"] >= 1
 
 
 def test_plain_scrape_configs_keep_our_targets_with_their_gpu_labels(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def test_impossible_parameter_counts_are_refused(text: str) -> None:
 def test_7b_at_fp16_is_14_gb_of_weights() -> None:
     mem = memory(estimate(7e9), Workload(precision="fp16"))
     assert mem.weights == 14e9  # the seed article's example: 7B x 2 bytes
-    assert memory(estimate(7e9), Workload(precision="int4")).weights == 3.5e9
+    assert memory(estimate(7e9), Workload(precision="int8")).weights == 7e9
     assert memory(estimate(7e9), Workload(precision="fp32")).weights == 28e9
 
 
@@ -64,9 +64,12 @@ def test_training_model_states_per_parameter(optimizer: str, per_param: int) -> 
     # Hugging Face's model memory anatomy: AdamW in mixed precision = 6 (fp32 + half weights)
     # + 8 (two fp32 moments) + 4 (fp32 gradients) = 18 bytes per parameter before activations.
     mem = memory(builtin("llama-2-7b"), Workload(mode="training", precision="bf16", optimizer=optimizer))
-    states = mem.weights + mem.optimizer + mem.gradients
+    states = mem.weights + mem.master_weights + mem.optimizer + mem.gradients
     assert states == pytest.approx(6.74e9 * per_param)
+    assert mem.weights == pytest.approx(6.74e9 * 2) and mem.master_weights == pytest.approx(6.74e9 * 4)
     assert mem.kv_cache == 0 and mem.activations > 0
+    fp32 = memory(builtin("llama-2-7b"), Workload(mode="training", precision="fp32", optimizer=optimizer))
+    assert fp32.weights == pytest.approx(6.74e9 * 4) and fp32.master_weights == 0  # one fp32 copy
 
 
 def test_kv_cache_of_a_llama_3_8b_shaped_config_at_8k_context(tmp_path: Path) -> None:
@@ -94,7 +97,7 @@ def test_tensor_parallel_splits_weights_and_kv_heads() -> None:
     assert four.kv_cache == pytest.approx(one.kv_cache / 4)  # 8 KV heads, 2 per GPU
     sixteen_heads = memory(builtin("llama-3-8b"), Workload(gpus=16))  # 8 KV heads, 16 GPUs
     assert sixteen_heads.kv_cache == memory(builtin("llama-3-8b"), Workload(gpus=8)).kv_cache  # replicated
-    assert four.overhead == one.overhead  # per GPU, not split
+    assert four.cuda_context == one.cuda_context == 640 * 2**20  # per GPU, not split
 
 
 def test_viable_gpus_hold_the_need_and_the_ceiling_comes_from_bandwidth() -> None:
@@ -103,8 +106,8 @@ def test_viable_gpus_hold_the_need_and_the_ceiling_comes_from_bandwidth() -> Non
     need = result.memory.total
     assert result.options, "an 8B model in bf16 fits many GPUs"
     for o in result.options:
-        assert o.candidate.memory_bytes >= need
-        assert o.headroom_ratio == pytest.approx(1 - need / o.candidate.memory_bytes)
+        assert o.candidate.usable_memory >= need
+        assert o.headroom_ratio == pytest.approx(1 - need / o.candidate.usable_memory)
         # Each decode step reads the weights and the KV cache once: tokens/s <= bandwidth / bytes.
         expected = o.candidate.memory_bandwidth_bytes_per_second / (
             result.memory.weights + result.memory.kv_cache
@@ -112,7 +115,7 @@ def test_viable_gpus_hold_the_need_and_the_ceiling_comes_from_bandwidth() -> Non
         assert o.tokens_per_second == pytest.approx(expected)
         assert o.dollars_per_million_tokens == pytest.approx(o.hourly_price_dollars / (expected * 3600) * 1e6)
     keys = {o.candidate.key for o in result.options}
-    assert "T4-16GB" not in keys and "L4-24GB" in keys  # 17.6 GiB: not on a 16 GiB T4
+    assert "T4-16GB" not in keys and "L4-24GB" in keys  # 18.5 GiB: not on a 16 GiB T4
     prices = [o.hourly_price_dollars for o in result.options]
     assert prices == sorted(prices)
     best = frontier(result.options)
@@ -196,7 +199,7 @@ def test_the_command_in_every_format(tmp_path: Path) -> None:
     assert data["model"]["kv_heads"] == 8 and data["options"]
     rows = list(csv.DictReader(io.StringIO(run("plan", "--params", "7B", "--precision", "fp16", "--all",
                                                "--format", "csv").stdout)))  # fmt: skip
-    assert rows and all(int(r["memory_bytes"]) >= int(r["need_bytes"]) for r in rows)
+    assert rows and all(int(r["usable_memory_bytes"]) >= int(r["need_bytes"]) for r in rows)
     assert len(rows) >= len(plan(estimate(7e9), Workload(precision="fp16"), CATALOG).options)
     training = run("plan", "--params", "7e9", "--mode", "training", "--optimizer", "sgd", "--format", "json")
     assert json.loads(training.stdout)["workload"]["optimizer"] == "sgd"

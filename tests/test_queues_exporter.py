@@ -75,7 +75,7 @@ def test_depth_follows_the_sources_and_a_dead_source_is_reported_then_recovers(
     chat = (("kind", "vllm"), ("namespace", "prod"), ("queue", "chat"), ("workload", "chat"))
     assert series[("rightsizer_queue_depth", chat)] == 4
     assert series[("rightsizer_queue_in_flight", chat)] == 2
-    assert series[("rightsizer_queue_source_up", (("queue", "jobs"),))] == 1
+    assert series[("rightsizer_queue_source_up", (("kind", "redis"), ("queue", "jobs")))] == 1
     assert series[("rightsizer_collector_success", (("collector", "queues"),))] == 1
 
     status, _, body = http_get(p.url + "/api/v1/queues")
@@ -149,7 +149,7 @@ def test_queue_families_lint_clean_with_promtool(
     wait_for(lambda: value(p, "rightsizer_queue_in_flight", "chat") == 2, 15, what="queue series")
     text = http_get(p.url + "/metrics")[2].decode()
     blocks = [b for b in text.split("# HELP ") if b.startswith("rightsizer_queue_")]
-    assert len(blocks) == 5
+    assert len(blocks) == len(FAMILY_NAMES)
     result = subprocess.run(
         [require_binary("promtool"), "check", "metrics"],
         input="".join("# HELP " + b for b in blocks),

@@ -47,7 +47,7 @@ async def test_presets_read_each_inference_server_and_follow_it() -> None:
                 assert h.up(name) == 1
                 assert h.value("rightsizer_queue_last_success_timestamp_seconds", name) is not None
                 assert h.value("rightsizer_queue_source_duration_seconds", name) is not None
-            assert series[("rightsizer_queue_source_up", (("queue", "chat"),))] == 1
+            assert series[("rightsizer_queue_source_up", chat)] == 1
             assert h.api("chat") | {"duration_seconds": 0, "last_success_timestamp_seconds": 0} == {
                 "name": "chat",
                 "kind": "vllm",

@@ -16,70 +16,26 @@ import json
 import os
 import pty
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servers import free_port, prometheus, require_binary
+import report_history
+from servers import free_port
 
-from exporter.render import Renderer
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.extension import RightsizingExtension
-from exporter.rightsizing.settings import RightsizingSettings
-from exporter.snapshot import Row, Snapshot
-from exporter.sources.simulated import SimulatedSource, load_scenario
+from exporter.sources.simulated import SimulatedSource
 
 SCENARIO = Path(__file__).parent / "scenarios" / "mixed_inference_fleet.yaml"
 STEP = 15.0
 HOUR = 3600.0
-_NAME = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)")
-
-
-def exporter_history(path: Path, seconds: float, step: float) -> tuple[str, float, SimulatedSource]:
-    """OpenMetrics text of what the exporter would have published every ``step`` seconds."""
-    source = SimulatedSource(load_scenario(str(path)))
-    ext = RightsizingExtension(RightsizingSettings(), load_catalog(), step, source)
-    renderer = Renderer("Hostname")
-    families: dict[str, list[str]] = {}
-    last = 0.0
-    for reading in source.history(seconds, step):
-        contribution = ext.contribute(reading, reading.gpus)
-        rows = dict(contribution.rows)
-        # What the queue extension publishes for a configured queue with these static labels.
-        rows["rightsizer_queue_depth"] = tuple(
-            Row(q.depth, (("queue", q.name), ("kind", "vllm"), *sorted(q.labels.items())))
-            for q in source.queue_samples(reading.timestamp)
-        )
-        snap = Snapshot(reading.timestamp, "sim-node", reading.gpus, (reading.status,), rows, {})
-        for line in renderer.render(snap).text.decode().splitlines():
-            if line and not line.startswith("#"):
-                m = _NAME.match(line)
-                assert m is not None
-                families.setdefault(m.group(1), []).append(f"{line} {reading.timestamp:.3f}")
-        last = reading.timestamp
-    out = [f"# TYPE {name} unknown\n" + "\n".join(lines) for name, lines in families.items()]
-    return "\n".join(out) + "\n# EOF\n", last, source
 
 
 @contextlib.contextmanager
 def prometheus_with_history() -> Iterator[tuple[str, float, SimulatedSource]]:
-    promtool = require_binary("promtool")
-    text, last, source = exporter_history(SCENARIO, HOUR, STEP)
-    tsdb = Path(tempfile.mkdtemp(prefix="report-tsdb-"))
-    try:
-        (tsdb / "history.om").write_text(text)
-        create = [promtool, "tsdb", "create-blocks-from", "openmetrics", str(tsdb / "history.om")]
-        done = subprocess.run([*create, str(tsdb / "data")], capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        (tsdb / "history.om").unlink()
-        with prometheus({}, data_dir=tsdb / "data") as prom:
-            yield prom.url, last, source
-    finally:
-        shutil.rmtree(tsdb, ignore_errors=True)
+    with report_history.prometheus_with_history([SCENARIO], HOUR, STEP) as (url, fleets):
+        yield url, fleets[0].last, fleets[0].source
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +160,19 @@ def test_not_a_prometheus_and_no_gpu_data(history) -> None:
     assert empty.returncode == 2 and "no GPU series (DCGM_FI_DEV_FB_USED)" in empty.stderr
     wrong = report(url + "/not-prometheus", at)
     assert wrong.returncode == 2 and "answered 404" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+def test_idle_from_the_first_hour_and_the_history_found_is_said(history) -> None:
+    """With an hour of history and the default week-long window, the idle A10G is idle (after the
+    exporter's idle_after_seconds, not after the window) and the header says how much it found."""
+    url, at, _ = history
+    table = report(url, at, "--window", "7d")
+    assert table.returncode == 0, table.stderr
+    # Over a week the history's span is read at the week's subquery step (60 s): within 2 minutes.
+    said = r"History found: (5[89] min|1 h) of the 7 d window \(less than the window"
+    found = re.search(said, table.stdout)
+    assert found, table.stdout[:600]
+    data = json.loads(report(url, at, "--window", "7d", "--format", "json").stdout)
+    idle = [g for g in data["gpus"] if g["model"] == "NVIDIA A10G"]
+    assert [g["verdict"] for g in idle] == ["idle"], idle
+    assert HOUR - 120 <= data["totals"]["history_found_seconds"] <= HOUR

@@ -131,3 +131,56 @@ def test_configured_queues_link_to_the_gpus_they_feed(tmp_path: Path) -> None:
             assert "chat" not in queues_of("rightsized-l40s")
             vllm.set([11.0], [3.0])
             wait_for(lambda: queues_of("full-l4").get("chat") == 11.0, 30, what="the new depth")
+
+
+FULL_H100 = """\
+description: a vLLM server holding 97 % of an H100 at low load
+seed: 61
+history_seconds: 3600
+gpus:
+  - name: vllm-h100
+    model: H100-SXM-80GB
+    workload: {kind: steady_inference, memory_fraction: 0.97, activity: 0.1, utilization: 0.3}
+    pod: {pod: chat-8b-7b8c9-pqrst, namespace: llm, container: vllm}
+"""
+
+
+def test_memory_pressure_comes_from_the_queue_poll_of_a_real_vllm_endpoint(tmp_path: Path) -> None:
+    """A full GPU behind vLLM is the server's reservation until vLLM itself reports pressure, read
+    from the same /metrics the queue preset polls: then it needs a bigger GPU."""
+    scenario = tmp_path / "full.yaml"
+    scenario.write_text(FULL_H100)
+    uuid = load_scenario(str(scenario)).gpus[0].uuid
+    vllm = VllmMetrics()
+    vllm.set([2.0], [4.0])
+    with FakeHttpServer() as server:
+        server.route("/metrics", body=lambda: vllm.render())
+        config = tmp_path / "exporter.yaml"
+        config.write_text(
+            "queues:\n"
+            f"  - {{name: chat, kind: vllm, url: '{server.url('/metrics')}',\n"
+            "     labels: {namespace: llm, workload: chat-8b}}\n"
+        )
+        with exporter(["--simulate", str(scenario), "--config", str(config)]) as p:
+
+            def judged() -> dict:
+                return api_gpus(p.url)[uuid]["rightsizing"]
+
+            wait_for(lambda: [q["server"] for q in judged()["queues"]] == ["vllm"], 30, what="the vLLM link")
+            wait_for(lambda: judged()["queues"][0]["kv_cache_p95_ratio"] is not None, 30, what="KV usage")
+            quiet = judged()
+            assert quiet["verdict"] == "rightsized" and quiet["recommended"] == "H100-SXM-80GB"
+            assert "memory reserved by the server; need unknown" in quiet["reason"]
+            assert "KV cache 42% used at p95" in quiet["reason"]
+            assert "memory_capacity" not in quiet["bottlenecks"]
+            # vLLM starts preempting requests: real memory pressure.
+            vllm.preemptions.labels(vllm.model, "0").inc(5)
+            vllm.changed()
+            wait_for(lambda: judged()["verdict"] == "underprovisioned", 30, what="pressure seen")
+            pressed = judged()
+            assert "5 preemptions" in pressed["reason"] and "memory_capacity" in pressed["bottlenecks"]
+            # The H100 has nothing bigger of its own: another GPU holding 80 GiB x 1.15.
+            assert pressed["recommended"] == "H200-SXM-141GB", pressed["reason"]
+            text = http_get(p.url + "/metrics")[2].decode()
+            kv = samples(text, "rightsizer_queue_kv_cache_usage_ratio")
+            assert [(lab["queue"], lab["kind"], value) for lab, value in kv] == [("chat", "vllm", 0.42)]

@@ -10,6 +10,7 @@ extension publishes (rows and the /api/v1/gpus additions).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,11 @@ SUITE = sorted((Path(__file__).parent / "scenarios").glob("*.yaml"))
 BUILTIN = [SCENARIO_DIR / "default.yaml", SCENARIO_DIR / "golden.yaml"]
 
 
-async def conclusions(path: Path) -> dict[str, dict]:
+async def conclusions(path: Path, start: float | None = None) -> dict[str, dict]:
+    """What the engine concludes per GPU; ``start`` pins the simulated clock (noise follows it)."""
     scenario = load_scenario(str(path))
+    if start is not None:
+        scenario = dataclasses.replace(scenario, start=start, frozen=True)
     source = SimulatedSource(scenario)
     ext = RightsizingExtension(RightsizingSettings(), load_catalog(), 1.0, source)
     await ext.start()
@@ -39,18 +43,21 @@ async def conclusions(path: Path) -> dict[str, dict]:
     finally:
         await ext.stop()
     snap = Snapshot(reading.timestamp, "node", reading.gpus, (), contribution.rows, contribution.api)
-    api = {g["uuid"]: g["rightsizing"] for g in gpus_json(snap)["gpus"]}
+    # A GPU in MIG mode has no verdict of its own: its instances are judged.
+    api = {g["uuid"]: g["rightsizing"] for g in gpus_json(snap)["gpus"] if "rightsizing" in g}
     verdict_rows = {
         (r.gpu.identity.uuid, dict(r.labels)["verdict"]): r.value
         for r in contribution.rows["rightsizer_gpu_verdict"]
         if r.gpu is not None
     }
     out = {}
-    for sim in scenario.gpus:
-        got = api[sim.uuid]
+    judged = [(g.name, g.uuid, g.expect) for g in scenario.gpus if not g.mig]
+    judged += [(f"{g.name}/{m.name}", m.uuid, m.expect) for g in scenario.gpus for m in g.mig]
+    for name, uuid, expect in judged:
+        got = api[uuid]
         # The published series say the same as the API: exactly one verdict series is 1.
-        assert [v for v in VERDICTS if verdict_rows[(sim.uuid, v)] == 1.0] == [got["verdict"]]
-        out[sim.name] = {**got, "expect": sim.expect}
+        assert [v for v in VERDICTS if verdict_rows[(uuid, v)] == 1.0] == [got["verdict"]]
+        out[name] = {**got, "expect": expect}
     return out
 
 
@@ -65,6 +72,7 @@ async def test_every_gpu_earns_what_its_scenario_expects(path: Path) -> None:
             ("verdict", expect.verdict, got["verdict"]),
             ("bottlenecks", list(expect.bottlenecks), got["bottlenecks"]),
             ("recommended", expect.recommended, got["recommended"]),
+            ("workload_change", expect.workload_change, got["workload_change"]),
         ]
         for what, want, have in checks:
             if want is not None and want != have and not (what == "bottlenecks" and expect.verdict is None):
@@ -78,7 +86,9 @@ def test_the_suite_covers_every_verdict_and_bottleneck_and_mixed_fleets() -> Non
     for path in SUITE:
         scenario = load_scenario(str(path))
         assert all(
-            g.expect is not None and g.expect.verdict and g.expect.recommended for g in scenario.gpus
+            g.expect is not None and g.expect.verdict and g.expect.recommended
+            for g in scenario.gpus
+            if not g.mig
         ), path
         verdicts |= {g.expect.verdict for g in scenario.gpus if g.expect}
         bottlenecks |= {b for g in scenario.gpus if g.expect for b in g.expect.bottlenecks}

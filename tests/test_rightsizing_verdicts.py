@@ -99,27 +99,44 @@ def test_mig_profiles_are_options_unless_turned_off() -> None:
     assert "/" not in whole and whole == "L4-24GB"
 
 
-def test_memory_full_recommends_an_upgrade_with_negative_savings() -> None:
-    a = assess(ev(memory_peak_bytes=78 * GIB, activity_p95=0.5, sm_active_high=0.5), S, CATALOG)
+def vllm(kv: float | None, preemptions: float | None = 0.0) -> tuple[QueueEvidence, ...]:
+    return (QueueEvidence("chat", 3, 5, 0.0, 3.0, 3599.0, "vllm", kv, preemptions),)
+
+
+def test_memory_full_recommends_an_upgrade_only_under_pressure() -> None:
+    full = dict(memory_peak_bytes=78 * GIB, activity_p95=0.5, sm_active_high=0.5)
+    a = assess(ev(**full, queues=vllm(0.99, 12.0)), S, CATALOG)
     assert a.verdict == "underprovisioned" and "memory_capacity" in a.bottlenecks
     up = CATALOG.candidate(a.recommended)
-    assert up is not None and up.memory_bytes >= 80 * GIB * 1.15
+    assert up is not None and up.usable_memory >= 80 * GIB * 1.15
     assert a.hourly_savings_dollars is not None and a.hourly_savings_dollars < 0
     assert a.fit_score is not None and 0 < a.fit_score < 1
+    assert "/h more" in a.reason and "$-" not in a.reason
+    # The same full GPU without pressure evidence: the server's reservation, need unknown.
+    for queues in (vllm(None, None), vllm(0.4, 0.0), ()):
+        b = assess(ev(**full, queues=queues), S, CATALOG)
+        assert b.verdict == "rightsized" and b.recommended == "H100-SXM-80GB", queues
+        assert "memory reserved by the server; need unknown" in b.reason
+    assert "memory_capacity" not in assess(ev(**full, queues=vllm(0.4, 0.0)), S, CATALOG).bottlenecks
 
 
 def test_nothing_big_enough_says_so() -> None:
-    b200 = ev(model="NVIDIA B200", memory_total_bytes=180 * GIB, memory_peak_bytes=175 * GIB)
+    b200 = ev(
+        model="NVIDIA B200", memory_total_bytes=180 * GIB, memory_peak_bytes=175 * GIB, queues=vllm(0.99)
+    )
     a = assess(b200, S, CATALOG)
     assert a.verdict == "underprovisioned" and a.recommended == "none" and "tensor parallel" in a.reason
 
 
-def test_saturation_is_underprovisioned_only_while_a_queue_grows() -> None:
+def test_saturation_is_underprovisioned_only_while_a_queue_grows_by_its_own_level() -> None:
     hot = dict(activity_p50=0.95, activity_p95=0.99, sm_active_high=0.99, memory_peak_bytes=40 * GIB)
-    steady = assess(ev(**hot, queues=(QueueEvidence("q", 10, 12, 1.0),)), S, CATALOG)
-    growing = assess(ev(**hot, queues=(QueueEvidence("q", 200, 200, 150.0),)), S, CATALOG)
-    assert steady.verdict == "rightsized"
-    assert growing.verdict == "underprovisioned" and "grew by 150" in growing.reason
+    # A trickle over 7 days: 100 -> 106 items is 0.04 % of the level per hour.
+    trickle = (QueueEvidence("q", 106, 106, 6.0, 103.0, 7 * 86400.0),)
+    # Real growth over 15 minutes: 2 -> 6 items is ~400 % of the level per hour.
+    fast = (QueueEvidence("q", 6, 6, 4.0, 4.0, 900.0),)
+    assert assess(ev(**hot, queues=trickle), S, CATALOG).verdict == "rightsized"
+    growing = assess(ev(**hot, queues=fast), S, CATALOG)
+    assert growing.verdict == "underprovisioned" and "grew by 4" in growing.reason
     assert growing.hourly_savings_dollars is not None and growing.hourly_savings_dollars < 0
 
 
@@ -159,9 +176,15 @@ ratios = st.floats(0, 1)
 def test_assessment_depends_only_on_its_decision_inputs(p50, p95, peak_gib, samples, history, depth) -> None:
     """The live engine reuses an assessment while decision_inputs are unchanged: that is only right
     if nothing else the evidence holds changes it."""
-    a = ev(activity_p50=min(p50, p95), activity_p95=p95, activity_recent_max=p95, sm_active_high=p95,
-           memory_peak_bytes=peak_gib * GIB, queues=(QueueEvidence("q", depth, depth, 0.0),))  # fmt: skip
-    later = (QueueEvidence("q", depth + 7, depth + 9, 0.0),)
+    a = ev(
+        activity_p50=min(p50, p95),
+        activity_p95=p95,
+        activity_recent_max=p95,
+        sm_active_high=p95,
+        memory_peak_bytes=peak_gib * GIB,
+        queues=(QueueEvidence("q", depth, depth, 0.0, depth + 1, 3000.0),),
+    )
+    later = (QueueEvidence("q", depth + 7, depth + 9, 0.0, depth + 1.2, 3100.0),)
     b = dataclasses.replace(
         a, samples=samples, history_seconds=history, activity_p99=0.99, memory_p95_bytes=1.0, queues=later
     )

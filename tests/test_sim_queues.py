@@ -22,13 +22,16 @@ def depth_series(url: str) -> dict[str, dict[str, str]]:
 
 
 def test_default_fleet_queues_are_published() -> None:
-    expected = {g.queue.name: g.queue.labels for g in load_scenario("default").gpus if g.queue is not None}
+    queues = [g.queue for g in load_scenario("default").gpus if g.queue is not None]
+    expected = {q.name: q.labels for q in queues}
     assert expected
     with exporter(["--simulate"]) as p:
         series = depth_series(p.url)
         assert set(series) == set(expected)
+        for q in queues:
+            # A queue standing for an inference server is published as that kind of source.
+            assert series[q.name]["kind"] == (q.server or "simulated")
         for name, labels in expected.items():
-            assert series[name]["kind"] == "simulated"
             assert all(series[name][k] == v for k, v in labels.items())
         api = json.loads(http_get(p.url + "/api/v1/queues")[2])
         assert {q["name"] for q in api["queues"]} == set(expected)
@@ -42,7 +45,8 @@ def test_simulated_and_configured_queues_are_published_together(tmp_path: Path) 
 
         def both() -> bool:
             text = http_get(p.url + "/metrics", {"Accept-Encoding": "identity"})[2].decode()
-            return 'rightsizer_queue_source_up{queue="jobs"} 0' in text and "summarizer-requests" in text
+            down = 'rightsizer_queue_source_up{queue="jobs",kind="redis"} 0'
+            return down in text and "summarizer-requests" in text
 
         wait_for(both, 20, what="configured and simulated queues side by side")
         names = {q["name"] for q in json.loads(http_get(p.url + "/api/v1/queues")[2])["queues"]}

@@ -1,9 +1,10 @@
 """KEDA's metrics-api scaler endpoint: ``GET /keda/v1/metrics/{metric}?labelSelector=…&namespace=…``.
 
 Answers ``{"value": <number>, "timestamp": "<RFC3339>"}`` with the value HPA would compute from the
-external answer (the sum of the selected series, 0 when none); point the trigger's
-``valueLocation`` at ``value``. Optional authentication: an API key in ``X-API-KEY`` and/or a
-bearer token, as KEDA's ``authMode`` apiKey and bearer send them.
+external answer (the sum of the selected series); point the trigger's ``valueLocation`` at
+``value``. No value is never 0: a selection matching nothing is a 404 Status, one with a queue
+down or stale (or the backend down) a 503, both errors to KEDA. Optional authentication: an API
+key in ``X-API-KEY`` and/or a bearer token, as KEDA's ``authMode`` apiKey and bearer send them.
 """
 
 from __future__ import annotations

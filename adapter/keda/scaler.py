@@ -1,11 +1,15 @@
 """KEDA external scaler (gRPC, grpcio asyncio), including the push of ``external-push``.
 
 Trigger metadata: ``metric`` (required, a served external metric), ``labelSelector``, ``target``
-(float; needed by GetMetricSpec), ``activationThreshold`` (float, default 0). Every other key KEDA
-passes along (``scalerAddress`` and so on) is ignored. The value is what HPA would compute from
-the external answer: the sum of the selected series, 0 when none. Active means value >
+(a number in (0, 1e18]; needed by GetMetricSpec), ``activationThreshold`` (float, default 0). Every
+other key KEDA passes along (``scalerAddress`` and so on) is ignored. The value is what HPA would
+compute from the external answer: the sum of the selected series. Active means value >
 activationThreshold. StreamIsActive sends ``true`` whenever the trigger goes from inactive to
 active, checked after every cache refresh (every exporter scrape in direct mode).
+
+Unknown is never 0: a selector matching nothing is NOT_FOUND, a queue source down or stale (or the
+backend down) UNAVAILABLE, so KEDA counts a failure and applies its ``fallback`` instead of scaling
+to zero; StreamIsActive pushes nothing while there is no value.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 import grpc
 
 from exporter.config import parse_listen
+from rightsizer_core.limits import ListenerLimits
 
 from ..cache import Cache
 from ..config import GrpcSettings
@@ -26,6 +31,9 @@ from ..kubernetes.selectors import SelectorError, parse
 from ..selfmetrics import AdapterMetrics
 from . import externalscaler_pb2 as pb
 from . import externalscaler_pb2_grpc as pb_grpc
+from .grpc_checks import bind_problem, check_tls_files
+
+MAX_TARGET = 1e18  # GetMetricSpec also sends the target rounded into an int64 (targetSize)
 
 
 @dataclass(frozen=True)
@@ -67,8 +75,11 @@ def parse_trigger(ref: pb.ScaledObjectRef, cache: Cache) -> Trigger:
     except SelectorError as exc:
         raise ValueError(f"scalerMetadata.labelSelector {selector[:100]!r}: {exc}") from None
     target = _number(meta, "target")
-    if target is not None and target <= 0:
-        raise ValueError(f"scalerMetadata.target must be greater than 0; got {meta.get('target')!r}")
+    if target is not None and not 0 < target <= MAX_TARGET:
+        raise ValueError(
+            f"scalerMetadata.target must be greater than 0 and at most {MAX_TARGET:g}; "
+            f"got {meta.get('target', '')[:60]!r}"
+        )
     activation = _number(meta, "activationThreshold")
     return Trigger(metric, selector, target, activation or 0.0, ref.namespace)
 
@@ -107,7 +118,13 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
         try:
             return self.value(trigger)
         except Failure as exc:
-            code = grpc.StatusCode.UNAVAILABLE if exc.code >= 500 else grpc.StatusCode.INVALID_ARGUMENT
+            code = (
+                grpc.StatusCode.UNAVAILABLE
+                if exc.code >= 500
+                else grpc.StatusCode.NOT_FOUND
+                if exc.code == 404
+                else grpc.StatusCode.INVALID_ARGUMENT
+            )
             self.metrics.grpc(method, code.name)
             await context.abort(code, exc.message)
             raise  # not reached: abort raises
@@ -169,8 +186,15 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
         yield  # pragma: no cover - makes this an async generator, as a server-streaming handler must be
 
 
-async def start_server(cfg: GrpcSettings, service: ExternalScaler) -> tuple[grpc.aio.Server, int]:
-    """Start the gRPC server; returns it and the bound port. Raises ValueError if it cannot listen."""
+async def start_server(
+    cfg: GrpcSettings, service: ExternalScaler, limits: ListenerLimits | None = None
+) -> tuple[grpc.aio.Server, int]:
+    """Start the gRPC server; returns it and the bound port. Raises ValueError if it cannot listen.
+
+    ``limits`` (the ``http`` settings) give the HTTP/2 handshake deadline, the connection cap and
+    the idle timeout (a connection with no call open is sent GOAWAY; KEDA reconnects at its next call).
+    """
+    limits = limits or ListenerLimits()
     assert cfg.listen is not None
     host, port = parse_listen(cfg.listen)
     address = f"[{host}]:{port}" if host and ":" in host else f"{host or '[::]'}:{port}"
@@ -180,31 +204,26 @@ async def start_server(cfg: GrpcSettings, service: ExternalScaler) -> tuple[grpc
             ("grpc.keepalive_timeout_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ("grpc.so_reuseport", 0),  # grpcio's default 1 would let a second adapter share the port
+            ("grpc.server_handshake_timeout_ms", int(limits.header_timeout_seconds * 1000)),
+            ("grpc.max_allowed_incoming_connections", limits.max_connections),
+            ("grpc.max_connection_idle_ms", int(limits.idle_timeout_seconds * 1000)),
         ]
     )
     pb_grpc.add_ExternalScalerServicer_to_server(service, server)
     try:
         if cfg.tls_cert_file and cfg.tls_private_key_file:
-            key = _read(cfg.tls_private_key_file)
-            cert = _read(cfg.tls_cert_file)
-            ca = _read(cfg.client_ca_file) if cfg.client_ca_file else None
+            cert, key, ca = check_tls_files(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file)
             creds = grpc.ssl_server_credentials(
                 [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
             )
             bound = server.add_secure_port(address, creds)
         else:
             bound = server.add_insecure_port(address)
-    except RuntimeError as exc:
-        raise ValueError(f"cannot listen on {cfg.listen} for gRPC: {exc}") from None
+    except RuntimeError:
+        bound = 0
     if not bound:
-        raise ValueError(f"cannot listen on {cfg.listen} for gRPC")
+        raise ValueError(f"cannot listen on {cfg.listen} for gRPC: {bind_problem(host, port)}")
     await server.start()
     return server, bound
 
-
-def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None

@@ -1,8 +1,12 @@
 """Answer bodies of the Kubernetes metrics APIs, built from cached vectors (PROTOCOLS §5).
 
-External: one item per selected series, values as Quantity strings; a queue-like rule with no
-series answers one item of value 0 (HPA treats ``items: []`` as an error and would not scale).
-Custom: one item per pod (``pods/*``) or exactly one for an object. Errors are metav1.Status.
+External: one item per selected series, values as Quantity strings. Custom: one item per pod
+(``pods/*``) or exactly one for an object. Errors are metav1.Status.
+
+Rules with an ``up_family`` (the queues) answer only from sources that are up and current: a
+request selecting a source that is down or stale gets 503 naming it and why, one selecting no
+known source 404, so neither an outage nor a typo reads as an empty queue; sources up and empty
+give a real 0.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..cache import Answer, Cache, RuleState
+from ..rules import NamespaceMode
 from ..vectors import Series, aggregate
+from .availability import Failure, check_sources
 from .quantities import format_quantity
 from .selectors import EVERYTHING, Selector, SelectorError, parse
 
@@ -46,16 +52,7 @@ KINDS = {
 }
 
 
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-
-class Failure(Exception):
-    """A request that cannot be answered with values: an HTTP status and a one-line message."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # full matches only
 
 
 def dumps(obj: Any) -> bytes:
@@ -91,7 +88,7 @@ def selector_from(query: Mapping[str, str], name: str) -> Selector:
 
 
 def check_namespace(namespace: str | None) -> None:
-    if namespace is not None and not _NAMESPACE.match(namespace):
+    if namespace is not None and not _NAMESPACE.fullmatch(namespace):
         raise Failure(400, f"{namespace[:100]!r} is not a valid namespace name (a DNS-1123 label)")
 
 
@@ -114,6 +111,10 @@ def external(cache: Cache, metric: str, namespace: str | None, query: Mapping[st
     except Failure as exc:
         return status(exc.code, exc.message)
     assert state.vector is not None
+    try:
+        check_sources(state, namespace, state.rule.namespace, selector, query.get("labelSelector", ""))
+    except Failure as exc:
+        return status(exc.code, exc.message)
     stamp = rfc3339(state.vector.timestamp)
     chosen = state.vector.select(namespace, state.rule.namespace, selector)
     items = [
@@ -125,10 +126,6 @@ def external(cache: Cache, metric: str, namespace: str | None, query: Mapping[st
         }
         for s in chosen
     ]
-    if not items and state.rule.zero_when_empty:
-        items = [
-            {"metricName": metric, "metricLabels": selector.equalities(), "timestamp": stamp, "value": "0"}
-        ]
     return 200, dumps(
         {
             "kind": "ExternalMetricValueList",
@@ -244,13 +241,15 @@ def custom_object(
                 f"{', '.join(sorted(state.rule.objects)) or 'pods'})",
             )
         extra = ((label, name),)
-    chosen = state.vector.select(
-        namespace, state.rule.namespace if namespace else "ignore", metric_selector, extra
-    )
-    values = [s.value for s in chosen]
-    if not values and not state.rule.zero_when_empty:
+    mode: NamespaceMode = state.rule.namespace if namespace else "ignore"
+    try:
+        check_sources(state, namespace, mode, metric_selector, query.get("metricLabelSelector", ""), extra)
+    except Failure as exc:
+        return status(exc.code, exc.message)
+    values = [s.value for s in state.vector.select(namespace, mode, metric_selector, extra)]
+    if not values:
         return status(404, f"no value of {metric} for {resource} {name[:200]}")
-    value = aggregate(state.rule.aggregation, values) if values else 0.0
+    value = aggregate(state.rule.aggregation, values)
     kind, api_version = KINDS.get(plain, (plain[:1].upper() + plain[1:].rstrip("s"), ""))
     ref = {"kind": kind, "name": name, "apiVersion": api_version}
     if namespace is not None and plain != "namespaces":
@@ -263,16 +262,21 @@ def custom_object(
 def selected(
     cache: Cache, metric: str, namespace: str | None, selector_text: str
 ) -> tuple[list[Series], float]:
-    """Series of ``metric`` for KEDA (either API); raises Failure."""
+    """Series of ``metric`` for KEDA (either API), never none; raises Failure (no series: 404)."""
     check_namespace(namespace)
     state = rule_state(cache, metric, "external")
     selector = selector_from({"labelSelector": selector_text}, "labelSelector")
     assert state.vector is not None
-    return state.vector.select(namespace, state.rule.namespace, selector), state.vector.timestamp
+    check_sources(state, namespace, state.rule.namespace, selector, selector_text)
+    chosen = state.vector.select(namespace, state.rule.namespace, selector)
+    if not chosen:  # unknown is not 0: HPA too treats an answer with no items as an error
+        where = f" in namespace {namespace}" if namespace else ""
+        raise Failure(404, f"no series of {metric} match labelSelector {selector_text[:200]!r}{where}")
+    return chosen, state.vector.timestamp
 
 
 def total(series: Iterable[Series]) -> float:
-    """What HPA computes from an external answer: the sum of the items (0 for none), always finite."""
+    """What HPA computes from an external answer: the sum of the items, always finite."""
     value = sum(s.value for s in series)
     if math.isfinite(value):
         return value

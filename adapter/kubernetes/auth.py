@@ -27,6 +27,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from rightsizer_core.files import checked_path
+
 from ..config import AuthorizationSettings, RequestHeaderSettings, TlsSettings
 
 
@@ -79,7 +81,7 @@ def serving_context(tls: TlsSettings, requestheader: RequestHeaderSettings) -> s
     ctx.set_alpn_protocols(["http/1.1"])
     try:
         if tls.cert_file and tls.private_key_file:
-            ctx.load_cert_chain(tls.cert_file, tls.private_key_file)
+            ctx.load_cert_chain(checked_path(tls.cert_file), checked_path(tls.private_key_file))
         else:
             names = ["localhost", socket.gethostname(), "127.0.0.1", "::1", *tls.self_signed_names]
             _load_pem_pair(ctx, *self_signed_certificate(names))
@@ -88,7 +90,7 @@ def serving_context(tls: TlsSettings, requestheader: RequestHeaderSettings) -> s
     if requestheader.client_ca_file:
         ctx.verify_mode = ssl.CERT_OPTIONAL
         try:
-            ctx.load_verify_locations(cafile=requestheader.client_ca_file)
+            ctx.load_verify_locations(cafile=checked_path(requestheader.client_ca_file))
         except (OSError, ssl.SSLError) as exc:
             raise ValueError(
                 f"cannot load requestheader client CA {requestheader.client_ca_file}: {_why(exc)}"

@@ -18,6 +18,8 @@ from typing import Any
 
 import aiohttp
 
+from rightsizer_core.files import checked_path, read_secret
+
 from ..config import KubernetesSettings
 
 HINT = " (the adapter needs list on pods, or kubernetes.pod_labels: series)"
@@ -54,7 +56,7 @@ class PodLister:
         ctx: ssl.SSLContext | bool = True
         if self.base.startswith("https://"):
             ctx = ssl.create_default_context(
-                cafile=self.cfg.ca_file if Path(self.cfg.ca_file).exists() else None
+                cafile=checked_path(self.cfg.ca_file) if Path(self.cfg.ca_file).exists() else None
             )
             if self.cfg.insecure_skip_verify:
                 ctx.check_hostname = False
@@ -81,7 +83,7 @@ class PodLister:
 
     def _token(self) -> str | None:
         try:
-            return Path(self.cfg.token_file).read_text().strip() or None
+            return read_secret(self.cfg.token_file) or None
         except OSError:
             return None
 

@@ -32,7 +32,7 @@ _SUFFIXES = {
     "Pi": Decimal(2**50),
     "Ei": Decimal(2**60),
 }
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))((?:[eE][+-]?\d+)|n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))((?:[eE][+-]?\d+)|n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
 
 
 def format_quantity(value: float) -> str:
@@ -49,7 +49,7 @@ def format_quantity(value: float) -> str:
 
 def parse_quantity(text: str) -> float:
     """The number a Quantity string stands for (``"1500m"`` → 1.5, ``"2Ki"`` → 2048)."""
-    m = _QUANTITY.match(text.strip())
+    m = _QUANTITY.fullmatch(text.strip())
     if m is None:
         raise ValueError(f"not a Kubernetes quantity: {text!r}")
     number, suffix = m.group(1), m.group(2) or ""

@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 Operator = Literal["=", "!=", "in", "notin", "exists", "!", "gt", "lt"]
 
-_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Used with fullmatch only: ``$`` would also accept a name followed by a newline.
+_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _TOKEN = re.compile(r"\s*(==|!=|=|!|,|\(|\)|>|<|[^\s=!,()<>]+)")
 _INVALID_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -37,16 +38,16 @@ def label_name(key: str) -> str:
 
 def _check_key(key: str) -> None:
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
         raise SelectorError(f"invalid label key {key!r}: prefix must be a DNS subdomain")
-    if len(name) > 63 or not _NAME.match(name):
+    if len(name) > 63 or not _NAME.fullmatch(name):
         raise SelectorError(
             f"invalid label key {key!r}: name must be 63 characters or less, alphanumeric, '-', '_' or '.'"
         )
 
 
 def _check_value(value: str) -> None:
-    if value and (len(value) > 63 or not _NAME.match(value)):
+    if value and (len(value) > 63 or not _NAME.fullmatch(value)):
         raise SelectorError(
             f"invalid label value {value!r}: must be 63 characters or less, alphanumeric, '-', '_' or '.'"
         )

@@ -14,12 +14,18 @@ from typing import Protocol
 from ..rules import RuleConfig
 from ..vectors import Series
 
+UP, DOWN, STALE = 1.0, 0.0, -1.0  # values of a rule's source states
+
 
 @dataclass(frozen=True, slots=True)
 class RuleResult:
     series: tuple[Series, ...] = ()
     timestamp: float = 0.0
     error: str | None = None
+    # Rules with an ``up_family``: one series per known source, with the values' labels and value
+    # UP, DOWN or STALE (seen before, no current sample); ``stale_reason`` says why they are stale.
+    sources: tuple[Series, ...] | None = None
+    stale_reason: str = ""
 
 
 class Source(Protocol):
@@ -39,4 +45,4 @@ class Source(Protocol):
         ...
 
 
-__all__ = ["RuleResult", "Series", "Source"]
+__all__ = ["DOWN", "STALE", "UP", "RuleResult", "Series", "Source"]

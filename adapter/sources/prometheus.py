@@ -2,7 +2,9 @@
 
 Works with anything that speaks ``/api/v1/query`` (Prometheus, Thanos Query, Mimir's
 ``/prometheus`` prefix, VictoriaMetrics). Queries are POSTed (long templates fit), each with a
-deadline; NaN and infinite samples are left out, never passed on.
+deadline, all of one refresh evaluated at the same instant; NaN and infinite samples are left
+out, never passed on. A rule with an ``up_family`` also asks which of its sources are up, down,
+or stale (seen in the last hour but with no sample now: its exporter is not scraped any more).
 """
 
 from __future__ import annotations
@@ -14,22 +16,29 @@ import logging
 import math
 import ssl
 import time
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Sequence
 
 import aiohttp
 
 from exporter.logs import event
+from rightsizer_core.files import checked_path, read_secret
 
 from ..config import PrometheusSettings
 from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series
-from . import RuleResult
+from . import STALE, UP, RuleResult
 
 log = logging.getLogger("rightsizer.adapter.prometheus")
 MAX_CONCURRENT_QUERIES = 8
+STALE_REASON = (
+    "Prometheus has no current sample of it (its exporter is not scraped, or stopped publishing it)"
+)
+
+
+Answer = tuple[list[Series], float, int]  # series, evaluation time, NaN/Inf samples dropped
+SharedQueries = dict[str, "asyncio.Future[Answer]"]
 
 
 class QueryError(Exception):
@@ -39,18 +48,22 @@ class QueryError(Exception):
 def _ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
     if not cfg.url or not cfg.url.startswith("https://"):
         return True
-    ctx = ssl.create_default_context(cafile=cfg.ca_file)
-    if cfg.insecure_skip_verify:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    if cfg.cert_file and cfg.key_file:
-        ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+    try:
+        ctx = ssl.create_default_context(cafile=checked_path(cfg.ca_file) if cfg.ca_file else None)
+        if cfg.insecure_skip_verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if cfg.cert_file and cfg.key_file:
+            ctx.load_cert_chain(checked_path(cfg.cert_file), checked_path(cfg.key_file))
+    except (OSError, ssl.SSLError) as exc:  # one line at start (the caller says so and exits)
+        name = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+        raise ValueError(f"cannot load Prometheus TLS files: {name}{exc.strerror or exc}") from None
     return ctx
 
 
 def _read_secret(path: str, what: str) -> str:
     try:
-        return Path(path).read_text().strip()
+        return read_secret(path)
     except OSError as exc:
         raise QueryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
@@ -124,15 +137,18 @@ class PrometheusSource:
             return {"Authorization": "Basic " + pair}
         return {}
 
-    async def query(self, promql: str) -> tuple[list[Series], float, int]:
+    async def query(self, promql: str, at: float | None = None) -> tuple[list[Series], float, int]:
         assert self._session is not None, "start() first"
         timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_seconds)
+        data = {"query": promql, "timeout": str(self.cfg.timeout_seconds)}
+        if at is not None:
+            data["time"] = f"{at:.3f}"
         try:
             async with (
                 self._limit,
                 self._session.post(
                     self.url,
-                    data={"query": promql, "timeout": str(self.cfg.timeout_seconds)},
+                    data=data,
                     headers=self._auth_headers(),
                     timeout=timeout,
                 ) as resp,
@@ -148,23 +164,44 @@ class PrometheusSource:
             raise QueryError(f"prometheus request failed: {type(exc).__name__}: {exc}"[:300]) from None
         return parse_answer(status, body, self.cfg.max_series_per_rule)
 
-    async def _collect_rule(self, rule: RuleConfig) -> RuleResult:
-        assert rule.query is not None
+    async def _timed(self, promql: str, at: float) -> Answer:
         started = time.perf_counter()
         try:
-            series, stamp, dropped = await self.query(render(rule.query, rule.matchers))
-        except QueryError as exc:
+            answer = await self.query(promql, at)
+        except QueryError:
             self.metrics.upstream(self.name, time.perf_counter() - started, False)
-            return RuleResult(error=str(exc))
+            raise
         self.metrics.upstream(self.name, time.perf_counter() - started, True)
+        return answer
+
+    async def _collect_rule(self, rule: RuleConfig, at: float, shared: SharedQueries) -> RuleResult:
+        assert rule.query is not None
+        queries: list[Awaitable[Answer]] = [self._timed(render(rule.query, rule.matchers), at)]
+        if rule.up_query is not None:  # the queue rules share one: asked once per refresh
+            up = render(rule.up_query, rule.matchers)
+            if up not in shared:
+                shared[up] = asyncio.ensure_future(self._timed(up, at))
+            queries.append(shared[up])
+        try:
+            answers = await asyncio.gather(*queries)
+        except QueryError as exc:
+            return RuleResult(error=str(exc))
+        series, stamp, dropped = answers[0]
         if dropped and rule.name not in self._dropped_logged:
             self._dropped_logged.add(rule.name)
             event(log, logging.WARNING, "NaN or infinite samples left out", rule=rule.name, count=dropped)
-        return RuleResult(tuple(series), stamp)
+        if len(answers) == 1:
+            return RuleResult(tuple(series), stamp)
+        sources = tuple(
+            Series(s.labels, UP if s.value == UP else STALE if s.value < 0 else 0.0) for s in answers[1][0]
+        )
+        return RuleResult(tuple(series), stamp, sources=sources, stale_reason=STALE_REASON)
 
     def next_delay(self, elapsed: float) -> float:
         return max(0.0, self.interval - elapsed)
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
-        results = await asyncio.gather(*(self._collect_rule(r) for r in rules))
+        at = time.time()
+        shared: SharedQueries = {}
+        results = await asyncio.gather(*(self._collect_rule(r, at, shared) for r in rules))
         return {rule.name: result for rule, result in zip(rules, results, strict=True)}

@@ -8,7 +8,8 @@ prometheus-client once per series), and an unchanged body is not read again.
 
 An exporter that fails keeps its last good samples for ``stale_after_seconds``; after that every
 rule fed by a family it used to publish fails (503) instead of silently dropping its series, so
-a dead node never reads as an empty queue.
+a dead node never reads as an empty queue. Rules with an ``up_family`` (the queues) are finer:
+the sources a dead exporter published become stale, so only requests selecting them fail.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ import aiohttp
 from exporter.logs import event
 
 from ..config import DirectSettings
-from ..rules import DirectRule, RuleConfig
+from ..rules import Aggregation, DirectRule, RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series, aggregate
-from . import RuleResult
+from . import STALE, RuleResult
 from .exposition import SampleReader
 from .pace import STAMP_FAMILY, Pace
 
@@ -56,18 +57,21 @@ class Exporter:
     error: str | None = None
 
 
-def evaluate(rule: RuleConfig, samples: Sequence[Series]) -> list[Series]:
-    """A direct rule's vector: matching samples, scaled, grouped and aggregated."""
+def evaluate(rule: RuleConfig, samples: Sequence[Series], states: bool = False) -> list[Series]:
+    """A direct rule's vector: matching samples, scaled, grouped and aggregated (``states``: the
+    rule's source states, grouped alike but kept unscaled and combined by max)."""
     d: DirectRule | None = rule.direct
     assert d is not None
     matchers = rule.matchers
+    scale: float = 1.0 if states else d.scale
+    how: Aggregation = "max" if states else d.aggregation
     groups: dict[tuple[tuple[str, str], ...], list[float]] = {}
     drop = set(d.without)
     for s in samples:
         labels = s.labels
         if not all(m.matches(labels) for m in matchers):
             continue
-        value = s.value * d.scale
+        value = s.value * scale
         if not math.isfinite(value):
             continue
         if d.by:
@@ -77,7 +81,7 @@ def evaluate(rule: RuleConfig, samples: Sequence[Series]) -> list[Series]:
         groups.setdefault(key, []).append(value)
     rename = d.rename
     return [
-        Series({rename.get(k, k): v for k, v in key}, aggregate(d.aggregation, values))
+        Series({rename.get(k, k): v for k, v in key}, aggregate(how, values))
         for key, values in groups.items()
     ]
 
@@ -156,7 +160,13 @@ class ScrapeSource:
         )
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
-        families = frozenset({STAMP_FAMILY, *(r.direct.family for r in rules if r.direct is not None)})
+        families = frozenset(
+            {
+                STAMP_FAMILY,
+                *(r.direct.family for r in rules if r.direct is not None),
+                *(r.up_family for r in rules if r.up_family is not None),
+            }
+        )
         due = math.inf if everything else time.monotonic() + 0.005
         await asyncio.gather(*(self._scrape(e, families) for e in self.exporters if e.pace.due <= due))
         now, stamp = time.monotonic(), time.time()
@@ -173,14 +183,19 @@ class ScrapeSource:
             return self._last[1]  # nothing changed: the same results, so answers stay memoized
         by_family: dict[str, list[Series]] = {}
         failed: dict[str, str] = {}  # family → why its rules cannot be answered
+        stale: dict[str, tuple[list[Series], list[str]]] = {}  # family → dead exporters' series, why
         for e, ok in zip(self.exporters, fresh, strict=True):
             if ok:
                 for family, samples in e.samples.items():
                     by_family.setdefault(family, []).extend(samples)
             elif e.last_success is not None:
-                for family in e.samples:
-                    failed.setdefault(family, f"exporter {e.url} is not answering: {e.error}")
-        out = self._evaluate(rules, by_family, failed, stamp, any(fresh))
+                reason = f"exporter {e.url} is not answering: {e.error}"
+                for family, samples in e.samples.items():
+                    failed.setdefault(family, reason)
+                    dead, reasons = stale.setdefault(family, ([], []))
+                    dead.extend(Series(s.labels, STALE) for s in samples)
+                    reasons.append(reason)
+        out = self._evaluate(rules, by_family, failed, stale, stamp, any(fresh))
         self._last = (basis, out)
         return out
 
@@ -189,20 +204,23 @@ class ScrapeSource:
         rules: Sequence[RuleConfig],
         by_family: dict[str, list[Series]],
         failed: dict[str, str],
+        stale: dict[str, tuple[list[Series], list[str]]],
         stamp: float,
         anyone: bool,
     ) -> dict[str, RuleResult]:
         if not anyone:
-            reasons = "; ".join(f"{e.url}: {e.error}" for e in self.exporters if e.error)
-            return {r.name: RuleResult(error=f"no exporter answered ({reasons})"[:500]) for r in rules}
+            errors = "; ".join(f"{e.url}: {e.error}" for e in self.exporters if e.error)
+            return {r.name: RuleResult(error=f"no exporter answered ({errors})"[:500]) for r in rules}
         out: dict[str, RuleResult] = {}
         for rule in rules:
             assert rule.direct is not None
-            why = failed.get(rule.direct.family)
-            if why is not None:
-                out[rule.name] = RuleResult(error=why)
-            else:
-                out[rule.name] = RuleResult(
-                    tuple(evaluate(rule, by_family.get(rule.direct.family, ()))), stamp
-                )
+            values = tuple(evaluate(rule, by_family.get(rule.direct.family, ())))
+            if rule.up_family is not None:  # a dead exporter's sources turn stale, the rest answer
+                dead, reasons = stale.get(rule.up_family, ([], []))
+                sources = evaluate(rule, [*dead, *by_family.get(rule.up_family, ())], states=True)
+                stale_reason = "; ".join(reasons)[:500]
+                out[rule.name] = RuleResult(values, stamp, sources=tuple(sources), stale_reason=stale_reason)
+                continue
+            failure = failed.get(rule.direct.family)
+            out[rule.name] = RuleResult(error=failure) if failure is not None else RuleResult(values, stamp)
         return out

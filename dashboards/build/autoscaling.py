@@ -15,6 +15,7 @@ from panels import (
     sel,
     state_panel,
     timeseries_panel,
+    zero_when_none,
 )
 
 QUEUE = sel(CLUSTER, NAMESPACE, 'queue=~"$queue"')
@@ -124,8 +125,13 @@ def build() -> db.Dashboard:
                 "External-scaler calls per second and open StreamIsActive streams (external-push).",
                 "none",
                 query(
-                    "sum by (method) "
-                    f"(rate(rightsizer_adapter_grpc_requests_total{ADAPTER}[$__rate_interval]))",
+                    zero_when_none(
+                        "sum by (method) "
+                        f"(rate(rightsizer_adapter_grpc_requests_total{ADAPTER}[$__rate_interval]))",
+                        f"count(rightsizer_adapter_cached_answers{ADAPTER})",
+                        "",
+                        ("method", "none"),
+                    ),
                     "{{method}}",
                 ),
                 query(f"sum(rightsizer_adapter_keda_streams{ADAPTER})", "open push streams"),

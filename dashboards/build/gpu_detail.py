@@ -19,6 +19,7 @@ from panels import (
     state_panel,
     table_panel,
     timeseries_panel,
+    zero_when_none,
 )
 
 GPU_VAR = 'gpu=~"$gpu"'
@@ -195,10 +196,17 @@ def build() -> db.Dashboard:
         .with_panel(
             timeseries_panel(
                 "XID errors",
-                "XIDs the driver reported, per code, and the last XID as dcgm-exporter shows it.",
+                "XIDs the driver reported, per code (0 with xid none: no XID yet), and the last XID as "
+                "dcgm-exporter shows it.",
                 "none",
                 query(
-                    f"increase(rightsizer_xid_errors_total{OWN}[$__rate_interval])", f"{WHO} XID {{{{xid}}}}"
+                    zero_when_none(
+                        f"increase(rightsizer_xid_errors_total{OWN}[$__rate_interval])",
+                        f"rightsizer_gpu_up{OWN}",
+                        "instance, UUID, gpu, GPU_I_ID",
+                        ("xid", "none"),
+                    ),
+                    f"{WHO} XID {{{{xid}}}}",
                 ),
                 query(f"DCGM_FI_DEV_XID_ERRORS{D}", f"{WHO} last XID"),
             ).min(0)

@@ -17,6 +17,7 @@ from panels import (
     state_panel,
     table_panel,
     timeseries_panel,
+    zero_when_none,
 )
 
 EXPORTER_JOB = sel(CLUSTER, 'job=~"$exporter_job"')
@@ -189,7 +190,12 @@ def build() -> db.Dashboard:
                 "",
                 "reqps",
                 query(
-                    per_second("rightsizer_adapter_requests_total", "endpoint, code", A),
+                    zero_when_none(
+                        per_second("rightsizer_adapter_requests_total", "endpoint, code", A),
+                        f"count(rightsizer_adapter_cached_answers{A})",
+                        "",
+                        ("endpoint", "none"),
+                    ),
                     "{{endpoint}} {{code}}",
                 ),
             ).min(0)

@@ -63,6 +63,17 @@ def cluster_variable() -> db.QueryVariable:
 # --- queries and panels ------------------------------------------------------------------------
 
 
+def zero_when_none(expr: str, present: str, on: str, label: tuple[str, str]) -> str:
+    """``expr``, or 0 for each series of ``present`` (matched ``on`` these labels) that ``expr`` has
+    no series for: a counter whose labelled series appear only with their first event (XIDs per
+    code, adapter requests per endpoint) shows 0 on a healthy target instead of "No data", while a
+    target that is not scraped at all (no ``present`` series) still shows "No data". ``on`` empty:
+    the zero line only while ``expr`` is empty altogether (an aggregate). ``label`` names the zero
+    line (e.g. xid="none")."""
+    name, value = label
+    return f'{expr} or on ({on}) label_replace(0 * {present}, "{name}", "{value}", "", "")'
+
+
 def query(
     expr: str, legend: str = "", *, instant: bool = False, table_format: bool = False
 ) -> prom.Dataquery:

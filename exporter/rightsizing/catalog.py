@@ -31,6 +31,16 @@ DATA_FILE = Path(__file__).with_name("catalog.yaml")
 PCIE_LANE_BYTES_PER_SECOND = {1: 250e6, 2: 500e6, 3: 984.6e6, 4: 1969.2e6, 5: 3938.5e6, 6: 7877e6}
 
 
+_NVLINK = re.compile(r"^NVLink[^,]*,\s*([0-9.]+)\s*(GB|TB)/s", re.IGNORECASE)
+
+
+def nvlink_bytes_per_second(interconnect: str) -> float | None:
+    """A GPU's total NVLink bandwidth from its catalog ``interconnect`` ("NVLink 4, 900 GB/s"), or None
+    when its GPUs talk over PCIe (an optional bridge does not count)."""
+    m = _NVLINK.search(interconnect.strip())
+    return float(m.group(1)) * (1e12 if m.group(2).upper() == "TB" else 1e9) if m else None
+
+
 @dataclass(frozen=True, slots=True)
 class MigProfile:
     name: str  # e.g. "1g.10gb"
@@ -65,6 +75,7 @@ class GpuSpec:
     usable_memory_bytes: int = 0
     usable_memory_source: str = "nominal size"
     price_estimated: bool = False  # no public list price: the price is derived (see price_source)
+    mig_usable_memory_source: str = ""  # where the MIG profiles' usable_memory_bytes come from
 
     @property
     def usable_memory(self) -> int:
@@ -109,6 +120,9 @@ class Candidate:
 class MigEntry:
     name: str | None = setting(None, "Profile name as NVML reports it, e.g. 1g.10gb.")
     memory_bytes: int | str | None = setting(None, "Profile memory: bytes, or a size such as 10GiB.")
+    usable_memory_bytes: int | str | None = setting(
+        None, "Instance memory as NVML reports it (nvidia-smi mig -lgip), e.g. 9.75GiB."
+    )
     sm_fraction: float | str | None = setting(None, "Compute slices out of 7: a number or 'N/7'.")
     max_instances: int | None = setting(None, "How many instances of this profile fit one GPU.", minimum=1)
 
@@ -119,6 +133,10 @@ class GpuEntry:
     nvml_names: list[str] = setting([], "Names NVML reports for this GPU, e.g. 'NVIDIA H100 80GB HBM3'.")
     architecture: str = setting("", "GPU architecture, e.g. Hopper.")
     memory_bytes: int | str | None = setting(None, "Framebuffer size: bytes, or e.g. 80GiB.")
+    usable_memory_bytes: int | str | None = setting(
+        None, "Total as NVML reports it (memory.total, after ECC and driver reserve), e.g. 15360MiB."
+    )
+    usable_memory_source: str = setting("", "Where usable_memory_bytes comes from.")
     memory_bandwidth_bytes_per_second: float | str | None = setting(
         None, "Memory bandwidth: bytes/s, or e.g. 3.35TB/s."
     )
@@ -135,6 +153,8 @@ class GpuEntry:
     mig_profiles: list[MigEntry] = setting([], "MIG profiles (none when the GPU has no MIG).")
     hourly_price_dollars: float | None = setting(None, "Indicative hourly price in dollars.", minimum=0)
     price_source: str = setting("", "Where the price comes from and as of when.")
+    price_estimated: bool = setting(False, "The price is derived, not a public list price.")
+    mig_usable_memory_source: str = setting("", "Where the MIG profiles' usable_memory_bytes come from.")
     gpm_supported: bool = setting(False, "Whether NVML GPM profiling metrics work (Hopper and newer).")
 
 
@@ -195,7 +215,20 @@ def _mig(entry: MigEntry, parent_memory: int, where: str) -> MigProfile:
     if memory > parent_memory:
         raise ConfigError(f"{where}.memory_bytes: {memory} is more than the GPU's {parent_memory}")
     fraction = _fraction(entry.sm_fraction, f"{where}.sm_fraction")
-    return MigProfile(entry.name, memory, fraction, int(entry.max_instances or 1))
+    usable = _usable(entry.usable_memory_bytes, memory, "the profile's", where)
+    return MigProfile(entry.name, memory, fraction, int(entry.max_instances or 1), usable)
+
+
+def _usable(value: int | str | None, nominal: int, whose: str, where: str) -> int:
+    """NVML's usable total, checked to be at most the nominal size; 0 when not given."""
+    if value is None:
+        return 0
+    usable = int(parse_quantity(value, f"{where}.usable_memory_bytes"))
+    if usable > nominal:
+        raise ConfigError(
+            f"{where}.usable_memory_bytes: {usable} is more than {whose} memory_bytes {nominal}"
+        )
+    return usable
 
 
 def spec_from_mapping(raw: Any, where: str) -> GpuSpec:
@@ -214,6 +247,9 @@ def spec_from_mapping(raw: Any, where: str) -> GpuSpec:
         e.memory_bandwidth_bytes_per_second, f"{where}.memory_bandwidth_bytes_per_second", per_second=True
     )
     migs = tuple(_mig(m, memory, f"{where}.mig_profiles[{i}]") for i, m in enumerate(e.mig_profiles))
+    usable = _usable(e.usable_memory_bytes, memory, "the GPU's", where)
+    if usable and not e.usable_memory_source:
+        raise ConfigError(f"{where}: usable_memory_source is required with usable_memory_bytes")
     return GpuSpec(
         key=e.key,
         nvml_names=tuple(e.nvml_names),
@@ -234,6 +270,10 @@ def spec_from_mapping(raw: Any, where: str) -> GpuSpec:
         hourly_price_dollars=float(e.hourly_price_dollars or 0.0),
         price_source=e.price_source or "not stated",
         gpm_supported=e.gpm_supported,
+        usable_memory_bytes=usable,
+        usable_memory_source=e.usable_memory_source if usable else "nominal size",
+        price_estimated=e.price_estimated,
+        mig_usable_memory_source=e.mig_usable_memory_source,
     )
 
 

@@ -18,6 +18,19 @@ class QueueEvidence:
     depth_last: float
     depth_max: float
     rise: float  # fitted trend's rise over the window (items); > 0 grows
+    depth_mean: float | None = None  # mean depth over the window (the level growth is judged against)
+    history_seconds: float = 0.0  # time the queue's samples span
+    server: str | None = None  # inference server behind the queue: vllm, sglang, tgi, ...
+    kv_cache_high: float | None = None  # KV-cache usage (0-1) at p95 over the window, when reported
+    preemptions: float | None = None  # requests preempted (or retracted) over the window, when reported
+
+    @property
+    def growth_per_hour(self) -> float:
+        """Fitted growth per hour relative to the queue's own level (mean depth, at least 1 item)."""
+        if self.history_seconds <= 0:
+            return 0.0
+        level = max(1.0, self.depth_mean if self.depth_mean is not None else self.depth_last)
+        return self.rise / level * 3600.0 / self.history_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +59,20 @@ class Evidence:
     host_cpu_high: float | None = None
     starved_share: float | None = None  # share of samples with low activity while the host CPU is busy
     queues: tuple[QueueEvidence, ...] = ()
+    # Bandwidth: DRAM active when profiling reports it, else NVML's memory-controller utilization.
+    memory_copy_p95: float | None = None  # DCGM_FI_DEV_MEM_COPY_UTIL as a ratio, p95
+    memory_copy_high: float | None = None  # ... at the bottleneck percentile
+    nvlink_high: float | None = None  # NVLink traffic / the link's bandwidth at the bottleneck percentile
+    workload_gpus: int = 1  # GPUs of its multi-GPU workload (``group.merge``); 1 for single-GPU work
+
+    @property
+    def bandwidth(self) -> tuple[str, float] | None:
+        """(signal, p95) of the memory-bandwidth activity, or None when no signal exists."""
+        if self.dram_active_p95 is not None:
+            return "DRAM active", self.dram_active_p95
+        if self.memory_copy_p95 is not None:
+            return "memory copy utilization", self.memory_copy_p95
+        return None
 
     @property
     def confidence(self) -> float:

@@ -2,8 +2,9 @@
 
 Windows run on the samples' own timestamps, so a simulated fleet may run faster than wall time.
 A GPU's window restarts when another pod takes the GPU (the window belongs to the workload). At
-start, a source that can replay its recent past (``history(seconds, step)``, the simulated fleet)
-fills the windows so verdicts are there within seconds. ``contribute`` does no I/O: host CPU comes
+start, a source that can replay its recent past (``history(seconds, step, cancelled)``, the
+simulated fleet) fills the windows so verdicts are there within seconds; a stop signal ends the
+replay between two readings. ``contribute`` does no I/O: host CPU comes
 from a background reader of /proc/stat (or the simulated host), queue depth from the queue
 extension's latest values (or the simulated queues).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
@@ -19,14 +21,16 @@ from typing import Any, Protocol
 from ..logs import event
 from ..sampler import Contribution
 from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef
-from .catalog import Catalog
+from .catalog import Catalog, nvlink_bytes_per_second
 from .evidence import Evidence, QueueEvidence
+from .group import merge, multi_gpu_groups
 from .hostcpu import HostCpuMonitor
 from .links import QueueReading, linked
+from .pressure import INFERENCE_SERVERS
 from .publish import LazyApiEntries, RowMaker, summary
 from .settings import RightsizingSettings
 from .tracker import GpuTracker
-from .trend import QueueTrend
+from .trend import QueueTrend, ServerCounters
 from .verdicts import Assessment, assess, decision_inputs
 
 log = logging.getLogger("rightsizer.rightsizing")
@@ -59,6 +63,7 @@ class RightsizingExtension:
         self.trackers: dict[str, GpuTracker] = {}
         self.pods: dict[str, PodRef | None] = {}
         self.queues: dict[str, QueueTrend] = {}
+        self.servers: dict[str, ServerCounters] = {}  # KV-cache and preemptions of server queues
         self.assessments: dict[str, Assessment] = {}
         self._evidence: dict[str, Evidence] = {}
         self._decided: dict[str, tuple[tuple[object, ...] | None, Assessment]] = {}
@@ -76,7 +81,13 @@ class RightsizingExtension:
             started = time.perf_counter()
             seconds = self.settings.window_seconds
             step = max(self.interval, seconds / REPLAY_POINTS)
-            count = await asyncio.to_thread(self._replay, history(seconds, step))
+            event(log, logging.INFO, "filling windows from history", seconds=seconds, step=step)
+            cancel = threading.Event()  # the thread cannot be cancelled: it stops when asked
+            try:
+                count = await asyncio.to_thread(self._replay, history(seconds, step, cancel.is_set), cancel)
+            except asyncio.CancelledError:  # a stop signal during start-up
+                cancel.set()
+                raise
             event(
                 log,
                 logging.INFO,
@@ -89,9 +100,11 @@ class RightsizingExtension:
         if self.host_cpu is not None:
             await self.host_cpu.stop()
 
-    def _replay(self, readings: Iterable[GpuReading]) -> int:
+    def _replay(self, readings: Iterable[GpuReading], cancel: threading.Event) -> int:
         count = 0
         for reading in readings:
+            if cancel.is_set():
+                break
             self.feed(reading.timestamp, reading.gpus, live=False)
             count += 1
         return count
@@ -107,7 +120,18 @@ class RightsizingExtension:
         simulated fleet's queues at ``t``."""
         out = self.queue_feed.queue_readings() if self.queue_feed is not None and live else []
         if self._sim_queues is not None:
-            out += [QueueReading(q.name, q.depth, dict(q.labels), tuple(q.gpus)) for q in self._sim_queues(t)]
+            out += [
+                QueueReading(
+                    q.name,
+                    q.depth,
+                    dict(q.labels),
+                    tuple(q.gpus),
+                    q.server,
+                    q.kv_cache_usage,
+                    q.preemptions_total,
+                )
+                for q in self._sim_queues(t)
+            ]
         return out
 
     def feed(self, t: float, gpus: Sequence[GpuSample], live: bool = True) -> None:
@@ -125,7 +149,10 @@ class RightsizingExtension:
             ):
                 spec = self.catalog.lookup(sample.identity.model)
                 tracker = self.trackers[key] = GpuTracker(
-                    sample, self.settings, spec.pcie_bytes_per_second if spec else None
+                    sample,
+                    self.settings,
+                    spec.pcie_bytes_per_second if spec else None,
+                    nvlink_bytes_per_second(spec.interconnect) if spec else None,
                 )
             if pod is not None:
                 self.pods[key] = pod
@@ -139,21 +166,36 @@ class RightsizingExtension:
             last = trend.last_timestamp
             if last is None or not last - self.settings.window_seconds <= t <= last:
                 trend.add(t, q.depth)
+                if q.server is not None or q.kv_cache_usage is not None or q.preemptions_total is not None:
+                    counters = self.servers.get(q.name)
+                    if counters is None:
+                        counters = self.servers[q.name] = ServerCounters(
+                            self.settings.window_seconds, self.settings.window_buckets
+                        )
+                    counters.add(t, q.kv_cache_usage, q.preemptions_total)
             self.queue_meta[q.name] = q
 
     # -- scoring ------------------------------------------------------------------------------
     def score(self, gpus: Sequence[GpuSample]) -> None:
         s = self.settings
-        assessments: dict[str, Assessment] = {}
-        evidence: dict[str, Evidence] = {}
         queues = {}
         for name, trend in self.queues.items():
             n, last, top, rise = trend.summary()
             if n:
-                queues[name] = QueueEvidence(name, last or 0.0, top or 0.0, rise)
+                mean, span = trend.level()
+                meta = self.queue_meta.get(name)
+                counters = self.servers.get(name)
+                queues[name] = QueueEvidence(
+                    name, last or 0.0, top or 0.0, rise, mean, span,
+                    meta.server if meta is not None else None,
+                    counters.kv_cache_p95() if counters is not None else None,
+                    counters.preemptions() if counters is not None else None,
+                )  # fmt: skip
         metas = tuple(self.queue_meta.values())
         # A GPU in MIG mode is judged through its instances, each of which is a workload's device.
         mig_parents = {g.identity.parent_uuid for g in gpus if g.identity.parent_uuid is not None}
+        evidence: dict[str, Evidence] = {}
+        members = []
         for sample in gpus:
             key = sample.identity.key
             tracker = self.trackers.get(key)
@@ -164,7 +206,16 @@ class RightsizingExtension:
             cached = self._links.get(key)
             if cached is None or cached[0] != link_key:
                 cached = self._links[key] = (link_key, linked(sample, metas, s.queue_links))
-            ev = tracker.evidence([queues[n] for n in cached[1] if n in queues], details=False)
+            evidence[key] = tracker.evidence([queues[n] for n in cached[1] if n in queues], details=False)
+            pod, mig = sample.pod, sample.identity.parent_uuid is not None
+            members.append((key, "", pod.namespace if pod else None, pod.pod if pod else None, mig))
+        judged = dict(evidence)  # what assess reads: a multi-GPU workload's members read its merged evidence
+        for keys in multi_gpu_groups(members, evidence, s).values():
+            merged = merge([evidence[k] for k in keys])
+            for k in keys:
+                judged[k] = merged
+        assessments: dict[str, Assessment] = {}
+        for key, ev in judged.items():
             inputs = decision_inputs(ev, s)
             previous = self._decided.get(key)
             if inputs is not None and previous is not None and previous[0] == inputs:
@@ -172,7 +223,6 @@ class RightsizingExtension:
             else:
                 assessments[key] = assess(ev, s, self.catalog)
                 self._decided[key] = (inputs, assessments[key])
-            evidence[key] = ev
         self.assessments, self._evidence = assessments, evidence
 
     def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
@@ -216,6 +266,7 @@ class RightsizingExtension:
         for name in [n for n, q in self.queues.items() if (q.last_timestamp or 0.0) < horizon]:
             del self.queues[name]
             self.queue_meta.pop(name, None)
+            self.servers.pop(name, None)
 
 
 class QueueExtensionFeed:
@@ -230,5 +281,15 @@ class QueueExtensionFeed:
             outcome = p.outcome
             if outcome is None or outcome.value is None:
                 continue  # not polled yet, or down: no fresh value
-            out.append(QueueReading(p.name, float(outcome.value.depth), dict(p.cfg.labels)))
+            value = outcome.value
+            out.append(
+                QueueReading(
+                    p.name,
+                    float(value.depth),
+                    dict(p.cfg.labels),
+                    server=p.cfg.kind if p.cfg.kind in INFERENCE_SERVERS else None,
+                    kv_cache_usage=value.kv_cache_usage,
+                    preemptions_total=value.preemptions_total,
+                )
+            )
         return out

@@ -12,6 +12,8 @@ import contextlib
 import logging
 from pathlib import Path
 
+from rightsizer_core.files import open_regular
+
 from ..logs import event
 
 log = logging.getLogger("rightsizer.rightsizing")
@@ -25,8 +27,8 @@ def read_cpu_times(procfs_root: str) -> tuple[float, float]:
     """(busy jiffies, total jiffies) of the aggregate ``cpu`` line."""
     path = Path(procfs_root) / "stat"
     try:
-        with path.open() as f:
-            first = f.readline()
+        with open_regular(path) as f:
+            first = f.readline(65536).decode("ascii", errors="replace")
     except OSError as exc:
         raise ProcStatError(f"cannot read {path}: {exc.strerror or exc}") from None
     parts = first.split()

@@ -29,6 +29,9 @@ class QueueReading:
     depth: float
     labels: Mapping[str, str]
     gpus: tuple[str, ...] = ()  # UUIDs
+    server: str | None = None  # the source's kind when it is an inference server (vllm, sglang, ...)
+    kv_cache_usage: float | None = None  # KV-cache usage 0-1, read on the same poll as the depth
+    preemptions_total: float | None = None  # the server's preemption (or retraction) counter
 
 
 def _matches_pod(sample: GpuSample, namespace: str | None, workload: str | None) -> bool:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rightsizer_core.files import MAX_CONFIG_BYTES, read_text
+
 
 class PlanError(Exception):
     """Input ``rightsizer plan`` cannot work with; the message says what and how to fix it."""
@@ -29,6 +31,7 @@ class Architecture:
     active_params: float | None = None  # mixture of experts: parameters read per token
     estimated: bool = False  # shape guessed from the parameter count (no architecture given)
     max_context: int | None = None
+    tied_embeddings: bool = False  # the output layer shares the input embedding matrix
 
     @property
     def params_per_token(self) -> float:
@@ -47,6 +50,7 @@ def _arch(
     head_dim: int | None = None,
     active: float | None = None,
     context: int | None = None,
+    tied: bool = False,
 ) -> Architecture:
     return Architecture(
         name,
@@ -61,6 +65,7 @@ def _arch(
         active,
         False,
         context,
+        tied,
     )
 
 
@@ -80,7 +85,8 @@ BUILTIN: dict[str, Architecture] = {
         _arch("mixtral-8x7b", 46.7e9, 32, 4096, 32, 8, 32000, 14336, active=12.9e9, context=32768),
         _arch("qwen2.5-7b", 7.62e9, 28, 3584, 28, 4, 152064, 18944, context=32768),
         _arch("qwen2.5-72b", 72.7e9, 80, 8192, 64, 8, 152064, 29568, context=32768),
-        _arch("gemma-2-9b", 9.24e9, 42, 3584, 16, 8, 256000, 14336, head_dim=256, context=8192),
+        _arch("gemma-2-9b", 9.24e9, 42, 3584, 16, 8, 256000, 14336, head_dim=256, context=8192,
+              tied=True),
         _arch("phi-3-mini", 3.82e9, 32, 3072, 32, 32, 32064, 8192, context=4096),
     )
 }
@@ -131,15 +137,35 @@ def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) 
     return value
 
 
+def config_file(path: str) -> Path:
+    """``path`` itself, or the ``config.json`` inside it when it is a model directory."""
+    given = Path(path)
+    return given / "config.json" if given.is_dir() else given
+
+
+def model_name(cfg: dict[str, Any], file: Path) -> str:
+    """The Hub id the config names (``_name_or_path``), else the model directory's own name."""
+    named = str(cfg.get("_name_or_path") or "").strip()
+    if named and not named.startswith(("/", ".", "~")) and "\\" not in named:  # not a local path
+        return named
+    return file.resolve().parent.name or file.name
+
+
 def from_config(path: str) -> Architecture:
-    """Shape and parameter count of a Hugging Face config.json (Llama-style gated MLP unless the
-    model type says otherwise; mixture of experts counts all experts, and the active ones per token)."""
+    """Shape and parameter count of a Hugging Face config.json, or of the config.json in a model
+    directory (Llama-style gated MLP unless the model type says otherwise; mixture of experts counts
+    all experts, and the active ones per token)."""
+    file = config_file(path)
     try:
-        cfg = json.loads(Path(path).read_text())
+        cfg = json.loads(read_text(file, MAX_CONFIG_BYTES))
     except OSError as exc:
-        raise PlanError(f"--config {path}: cannot read: {exc.strerror or exc}") from None
+        inside = "" if file == Path(path) else f" {file}"
+        raise PlanError(f"--config {path}: cannot read{inside}: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise PlanError(f"--config {path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+    except (RecursionError, ValueError) as exc:  # nested too deep; an integer of over 4300 digits
+        why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise PlanError(f"--config {path}: not valid JSON: {why}") from None
     if not isinstance(cfg, dict):
         raise PlanError(f"--config {path}: must be a JSON object")
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the language model here
@@ -163,10 +189,11 @@ def from_config(path: str) -> Architecture:
     per_token = int(cfg.get("num_experts_per_tok") or experts)
     attention = hidden * heads * head_dim * 2 + hidden * kv * head_dim * 2
     mlp = (3 if gated else 2) * hidden * inter
-    embeddings = vocab * hidden * (1 if cfg.get("tie_word_embeddings", True) else 2)  # HF default: tied
+    tied = bool(cfg.get("tie_word_embeddings", True))  # Hugging Face's default: tied
+    embeddings = vocab * hidden * (1 if tied else 2)
     total = layers * (attention + mlp * experts) + embeddings
     active = layers * (attention + mlp * per_token) + embeddings if experts > 1 else None
-    name = str(cfg.get("_name_or_path") or Path(path).parent.name or Path(path).name)
+    name = model_name(cfg, file)
     context = cfg.get("max_position_embeddings")
     return Architecture(
         name,
@@ -181,4 +208,5 @@ def from_config(path: str) -> Architecture:
         None if active is None else float(active),
         False,
         context if isinstance(context, int) else None,
+        tied,
     )

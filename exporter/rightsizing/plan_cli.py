@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from typing import Any
 
 from .catalog import Catalog
 from .models import Architecture, PlanError, builtin, estimate, from_config, parse_params
 from .output import gib, money, pct, rate, table, to_csv, to_json
-from .planner import OPTIMIZER_BYTES, PRECISION_BYTES, Plan, Workload, frontier, plan
+from .planner import HEADROOM_RULE, OPTIMIZER_BYTES, PRECISION_BYTES, Plan, Workload, frontier, plan
+
+ESTIMATE_MARK = "*"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--params", metavar="N", help="parameter count: 7e9, 7B, 7000000000")
     which.add_argument("--model", metavar="NAME", help="a built-in architecture, e.g. llama-3-8b")
-    which.add_argument("--config", metavar="PATH", help="a Hugging Face config.json on disk")
+    which.add_argument(
+        "--config", metavar="PATH", help="a Hugging Face config.json, or the model directory holding it"
+    )
     p.add_argument("--precision", default="bf16", help=f"{'|'.join(PRECISION_BYTES)} (default bf16)")
     p.add_argument("--mode", default="inference", help="inference|training (default inference)")
     p.add_argument(
@@ -56,7 +61,18 @@ def architecture(args: argparse.Namespace) -> Architecture:
     return estimate(parse_params(args.params))
 
 
-def run(args: argparse.Namespace, catalog: Catalog) -> str:
+def main(args: argparse.Namespace, catalog: Catalog) -> int:
+    """Print the plan; exit 2 (with the reason on stderr) when no GPU holds the workload."""
+    text, result = run(args, catalog)
+    sys.stdout.write(text)
+    if result.options:
+        return 0
+    reason = next(n for n in result.notes if n.startswith("no catalog GPU holds"))
+    print(f"rightsizer: {reason}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace, catalog: Catalog) -> tuple[str, Plan]:
     arch = architecture(args)
     if args.optimizer is not None and args.mode != "training":
         raise PlanError("--optimizer only applies to --mode training")
@@ -73,15 +89,18 @@ def run(args: argparse.Namespace, catalog: Catalog) -> str:
     if not args.all:
         best = frontier(result.options)
         hidden = len(result.options) - len(best)
-        note = f"{hidden} more viable options are no cheaper and no faster than one listed (--all lists them)"
+        note = (
+            f"{hidden} more viable option{'s are' if hidden > 1 else ' is'} no cheaper and no faster "
+            "than one listed (--all lists them)"
+        )
         result = dataclasses.replace(
             result, options=best, notes=(*result.notes, note) if hidden else result.notes
         )
     if args.format == "json":
-        return to_json(as_dict(result))
+        return to_json(as_dict(result)), result
     if args.format == "csv":
-        return to_csv(*option_rows(result, raw=True))
-    return render(result)
+        return to_csv(*option_rows(result, raw=True)), result
+    return render(result), result
 
 
 def as_dict(r: Plan) -> dict[str, Any]:
@@ -109,6 +128,8 @@ def as_dict(r: Plan) -> dict[str, Any]:
             "checkpointing": w.checkpointing,
         },
         "memory_per_gpu_bytes": {**{k: v for k, v in r.memory.items()}, "total": r.memory.total},
+        "headroom_rule": HEADROOM_RULE,
+        "fits_with_gpus": r.fits_with_gpus,
         "options": [
             dict(zip(option_rows(r, raw=True)[0], row, strict=True)) for row in option_rows(r, raw=True)[1]
         ],
@@ -122,11 +143,13 @@ def option_rows(r: Plan, raw: bool) -> tuple[list[str], list[list[Any]]]:
         "gpu",
         "gpus",
         "memory_bytes",
+        "usable_memory_bytes",
         "need_bytes",
         "headroom_ratio",
         "hourly_price_dollars",
         f"{unit}_tokens_per_second_ceiling",
         "dollars_per_million_tokens",
+        "price_estimated",
         "price_source",
     ]
     rows = [
@@ -134,11 +157,13 @@ def option_rows(r: Plan, raw: bool) -> tuple[list[str], list[list[Any]]]:
             o.candidate.key,
             o.gpus,
             o.candidate.memory_bytes,
+            o.candidate.usable_memory,
             round(r.memory.total),
             round(o.headroom_ratio, 4),
             round(o.hourly_price_dollars, 4),
             round(o.tokens_per_second, 2),
             None if o.dollars_per_million_tokens is None else round(o.dollars_per_million_tokens, 4),
+            o.candidate.price_estimated,
             o.candidate.gpu.price_source,
         ]
         for o in r.options
@@ -173,21 +198,26 @@ def render(r: Plan) -> str:
         kind = "decode" if w.mode == "inference" else "training"
         out.append(
             table(
-                ["viable GPU", "memory", "headroom", f"{kind} tok/s ceiling", "$/hour", "$/M tokens"],
+                ["viable GPU", "usable memory", "headroom", f"{kind} tok/s ceiling", "$/hour", "$/M tokens"],
                 [
                     [
                         (f"{w.gpus} x " if w.gpus > 1 else "") + o.candidate.key,
-                        gib(o.candidate.memory_bytes, 0),
+                        gib(o.candidate.usable_memory, 1),
                         pct(o.headroom_ratio),
                         rate(o.tokens_per_second),
-                        money(o.hourly_price_dollars),
-                        money(o.dollars_per_million_tokens, 3),
+                        _priced(o.hourly_price_dollars, 2, o.candidate.price_estimated),
+                        _priced(o.dollars_per_million_tokens, 3, o.candidate.price_estimated),
                     ]
                     for o in r.options
                 ],
                 [False, True, True, True, True, True],
             )
         )
+        if any(o.candidate.price_estimated for o in r.options):
+            out.append(
+                f"{ESTIMATE_MARK} estimated price: no public list price for that GPU (how it was derived: "
+                "price_source in --format json; set what you pay in catalog.prices)"
+            )
         best = min(
             (o for o in r.options if o.dollars_per_million_tokens),
             default=None,
@@ -197,7 +227,14 @@ def render(r: Plan) -> str:
             out.append(
                 f"\nLowest cost per token: {(f'{w.gpus} x ' if w.gpus > 1 else '') + best.candidate.key} at "
                 f"{money(best.dollars_per_million_tokens, 3)} per million tokens "
-                "(from the ceiling: real serving costs more)."
+                + ("(an estimated price; " if best.candidate.price_estimated else "(")
+                + "from the ceiling: real serving costs more)."
             )
+    out.append(f"Headroom rule: {HEADROOM_RULE}.")
     out += [f"Note: {n}" for n in r.notes]
     return "\n".join(out) + "\n"
+
+
+def _priced(value: float | None, digits: int, estimated: bool) -> str:
+    text = money(value, digits)
+    return text + ESTIMATE_MARK if estimated and value is not None else text

@@ -2,8 +2,16 @@
 
 Memory per GPU (tensor parallel over ``gpus`` splits weights, optimizer state, gradients, KV heads
 and most activations):
-- weights: parameters x bytes per parameter (fp32 4, bf16/fp16 2, fp8/int8 1, int4 0.5); training
-  in bf16/fp16 is mixed precision: fp32 master copy + half copy = 6 bytes per parameter;
+- weights: parameters x bytes per parameter (fp32 4, bf16/fp16 2, fp8/int8 1). int4 counts real
+  AWQ/GPTQ checkpoints: every linear layer of the transformer blocks at 4 bits plus, per group of
+  128 weights, an fp16 scale and a 4-bit zero point (0.5 + 2.5/128 B/param), while the embeddings
+  and the output layer stay in 16 bits (2 x vocab x hidden parameters unless tied: 2.1 B of
+  Llama-3-70B's 70.6 B with its 128k vocabulary). Checked against published checkpoints:
+  TheBloke/Llama-2-7b-Chat-GPTQ (4-bit, group 128) is 3.90 GB, the formula gives 3.89 GB;
+  TheBloke/StableBeluga2-70B-GPTQ (Llama-2-70B, 4-bit, group 128) is 36.65 GB, the formula 36.62 GB;
+  Llama-3-70B comes to 39.8 GB (0.5 B/param alone would say 35.3 GB);
+- training in bf16/fp16 is mixed precision: half-precision weights (2 B/param) plus an fp32 master
+  copy (4 B/param, its own line); fp32 training keeps one fp32 copy;
 - optimizer state (training): AdamW two fp32 states 8 B/param, 8-bit Adam 2, SGD with momentum 4;
 - gradients (training): fp32, 4 B/param. AdamW mixed precision totals 18 B/param before
   activations (Hugging Face's "model memory anatomy");
@@ -13,7 +21,15 @@ and most activations):
   (Korthikanti et al. 2022), or 2 x s x b x h with activation checkpointing plus one layer
   recomputed, plus fp32 logits s x b x vocab x 4 / t; inference, one prefill chunk of up to 8192
   tokens x (4h + 2 x MLP width) x 2 bytes / t plus batch x vocab x 4 for the logits;
-- runtime overhead: 1 GiB per GPU (CUDA context, allocator, communication buffers).
+- allocator overhead: 5 % of the tensors above (the caching allocator rounds blocks up and keeps
+  freed blocks cached; an allowance, not a measurement);
+- CUDA context: 640 MiB per GPU (PyTorch measured 636 MiB for the context with eager module
+  loading and 274 MiB with lazy loading, pytorch/pytorch PR #86509; the eager figure is kept to
+  cover library workspaces).
+
+Headroom rule: a GPU fits when that total is at most its usable memory, the total NVML reports
+(``Candidate.usable_memory``: ECC and driver reserve already taken off, the same figure the
+recommendation engine uses); headroom is the share of usable memory left over.
 
 Throughput ceilings: decoding reads every (active) weight and the whole KV cache once per step, so
 tokens/s <= batch x memory bandwidth / bytes read per step; training needs 6 x params FLOPs per token
@@ -24,17 +40,29 @@ hourly price of the GPUs over the ceiling: a floor on what the tokens will reall
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .catalog import Candidate, Catalog
 from .models import Architecture, PlanError
 
 GIB = 2**30
+MIB = 2**20
 PRECISION_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 OPTIMIZER_BYTES = {"adamw": 8.0, "adamw-8bit": 2.0, "sgd": 4.0}
 GRADIENT_BYTES = 4.0
-OVERHEAD_BYTES = 1 * GIB
+MASTER_WEIGHT_BYTES = 4.0  # fp32 master copy of mixed-precision training
+INT4_GROUP_SIZE = 128
+# 4-bit weight + per group an fp16 scale (2 B) and a 4-bit zero point packed in int32 (0.5 B)
+INT4_QUANTIZED_BYTES = 0.5 + (2 + 0.5) / INT4_GROUP_SIZE
+EMBEDDING_BYTES = 2.0  # int4 checkpoints keep embeddings and the output layer in 16 bits
+ALLOCATOR_SHARE = 0.05
+CUDA_CONTEXT_BYTES = 640 * MIB
 PREFILL_CHUNK_TOKENS = 8192
+HEADROOM_RULE = (
+    "a GPU fits when weights, KV cache, activations and training state, plus "
+    f"{ALLOCATOR_SHARE:.0%} allocator overhead and {CUDA_CONTEXT_BYTES // MIB} MiB CUDA context, "
+    "are at most its usable memory (the total NVML reports, ECC on); headroom is what is left of it"
+)
 
 
 @dataclass(frozen=True)
@@ -50,27 +78,36 @@ class Workload:
 
 @dataclass(frozen=True)
 class Memory:
-    weights: float
+    weights: float  # at the precision the model runs in
     kv_cache: float
     activations: float
     optimizer: float
     gradients: float
-    overhead: float
+    master_weights: float = 0.0  # fp32 copy of mixed-precision training
+    allocator: float = 0.0
+    cuda_context: float = 0.0
+
+    @property
+    def tensors(self) -> float:
+        return (
+            self.weights + self.master_weights + self.kv_cache + self.activations + self.optimizer
+            + self.gradients
+        )  # fmt: skip
 
     @property
     def total(self) -> float:
-        return (
-            self.weights + self.kv_cache + self.activations + self.optimizer + self.gradients + self.overhead
-        )
+        return self.tensors + self.allocator + self.cuda_context
 
     def items(self) -> list[tuple[str, float]]:
         return [
             ("weights", self.weights),
+            ("master_weights", self.master_weights),
             ("kv_cache", self.kv_cache),
             ("activations", self.activations),
             ("optimizer", self.optimizer),
             ("gradients", self.gradients),
-            ("overhead", self.overhead),
+            ("allocator", self.allocator),
+            ("cuda_context", self.cuda_context),
         ]
 
 
@@ -78,7 +115,7 @@ class Memory:
 class Option:
     candidate: Candidate
     gpus: int
-    headroom_ratio: float  # free share of each GPU's memory
+    headroom_ratio: float  # free share of each GPU's usable memory
     hourly_price_dollars: float  # for all ``gpus``
     tokens_per_second: float  # decode (inference) or training ceiling
     dollars_per_million_tokens: float | None
@@ -91,6 +128,7 @@ class Plan:
     memory: Memory  # per GPU
     options: tuple[Option, ...]  # viable, cheapest first
     notes: tuple[str, ...] = field(default=())
+    fits_with_gpus: int | None = None  # nothing fits: the fewest tensor-parallel GPUs that would
 
 
 def check(arch: Architecture, w: Workload) -> list[str]:
@@ -129,35 +167,46 @@ def check(arch: Architecture, w: Workload) -> list[str]:
     return notes
 
 
+def weight_bytes(arch: Architecture, precision: str) -> float:
+    """Bytes of the model's weights at ``precision`` (int4: AWQ/GPTQ layout, see the module doc)."""
+    if precision != "int4":
+        return arch.params * PRECISION_BYTES[precision]
+    embeddings = min(arch.params, arch.vocab * arch.hidden * (1 if arch.tied_embeddings else 2))
+    return (arch.params - embeddings) * INT4_QUANTIZED_BYTES + embeddings * EMBEDDING_BYTES
+
+
+def _with_runtime(m: Memory) -> Memory:
+    return replace(m, allocator=m.tensors * ALLOCATOR_SHARE, cuda_context=CUDA_CONTEXT_BYTES)
+
+
 def memory(arch: Architecture, w: Workload) -> Memory:
     t = w.gpus
     s, b, h, layers = w.context, w.batch, arch.hidden, arch.layers
     inter = arch.intermediate or 4 * h
     if w.mode == "training":
-        weight_bytes = 6.0 if w.precision in ("bf16", "fp16") else 4.0
+        mixed = w.precision in ("bf16", "fp16")
         act_scale = 2.0 if w.precision == "fp32" else 1.0
         per_layer = s * b * h * (10 + 24 / t) * act_scale
         kept = layers * 2 * s * b * h * act_scale + per_layer if w.checkpointing else layers * per_layer
         logits = s * b * arch.vocab * 4 / t
-        return Memory(
-            weights=arch.params * weight_bytes / t,
+        return _with_runtime(Memory(
+            weights=arch.params * (2.0 if mixed else 4.0) / t,
+            master_weights=arch.params * MASTER_WEIGHT_BYTES / t if mixed else 0.0,
             kv_cache=0.0,
             activations=kept + logits,
             optimizer=arch.params * OPTIMIZER_BYTES[w.optimizer] / t,
             gradients=arch.params * GRADIENT_BYTES / t,
-            overhead=OVERHEAD_BYTES,
-        )
+        ))  # fmt: skip
     kv_bytes = {"fp32": 4.0, "fp8": 1.0}.get(w.precision, 2.0)
     kv_heads = math.ceil(arch.kv_heads / t)  # fewer KV heads than GPUs: heads are replicated
     tokens = min(s * b, PREFILL_CHUNK_TOKENS)
-    return Memory(
-        weights=arch.params * PRECISION_BYTES[w.precision] / t,
+    return _with_runtime(Memory(
+        weights=weight_bytes(arch, w.precision) / t,
         kv_cache=2 * layers * kv_heads * arch.head_dim * s * b * kv_bytes,
         activations=tokens * (4 * h + 2 * inter) * 2 / t + b * arch.vocab * 4,
         optimizer=0.0,
         gradients=0.0,
-        overhead=OVERHEAD_BYTES,
-    )
+    ))  # fmt: skip
 
 
 def tokens_per_second(arch: Architecture, w: Workload, mem: Memory, c: Candidate) -> float:
@@ -165,7 +214,7 @@ def tokens_per_second(arch: Architecture, w: Workload, mem: Memory, c: Candidate
         flops_per_token = (8 if w.checkpointing else 6) * arch.params
         rate = c.fp16_dense_tflops * 1e12 * (0.5 if w.precision == "fp32" else 1.0)  # TF32 ~ half of FP16
         return w.gpus * rate / flops_per_token
-    active_weights = mem.weights * (arch.params_per_token / arch.params)
+    active_weights = mem.weights * (arch.params_per_token / arch.params)  # weights read per step
     step_seconds = (active_weights + mem.kv_cache) / c.memory_bandwidth_bytes_per_second
     return w.batch / step_seconds if step_seconds > 0 else math.inf
 
@@ -181,26 +230,45 @@ def frontier(options: tuple[Option, ...]) -> tuple[Option, ...]:
     return tuple(kept)
 
 
+def fits(w: Workload, mem: Memory, c: Candidate) -> bool:
+    if c.mig is not None and w.gpus > 1:
+        return False  # tensor parallelism runs across whole GPUs
+    if w.precision == "fp8" and c.gpu.fp8_dense_tflops is None:
+        return False  # no FP8 tensor cores (before Ada/Hopper)
+    return mem.total <= c.usable_memory
+
+
+def fewest_gpus(arch: Architecture, w: Workload, catalog: Catalog, top: int = 64) -> int | None:
+    """The fewest tensor-parallel GPUs (above ``w.gpus``) with which some catalog GPU fits."""
+    for gpus in range(w.gpus + 1, top + 1):
+        if not arch.estimated and arch.heads % gpus:
+            continue
+        bigger = replace(w, gpus=gpus)
+        mem = memory(arch, bigger)
+        if any(fits(bigger, mem, c) for c in catalog.candidates()):
+            return gpus
+    return None
+
+
 def plan(arch: Architecture, w: Workload, catalog: Catalog) -> Plan:
     notes = check(arch, w)
     mem = memory(arch, w)
     options = []
     for c in catalog.candidates():  # cheapest first
-        if c.mig is not None and w.gpus > 1:
-            continue  # tensor parallelism runs across whole GPUs
-        if c.memory_bytes < mem.total:
+        if not fits(w, mem, c):
             continue
-        if w.precision == "fp8" and c.gpu.fp8_dense_tflops is None:
-            continue  # no FP8 tensor cores (before Ada/Hopper)
         tps = tokens_per_second(arch, w, mem, c)
         price = c.hourly_price_dollars * w.gpus
         cost = price / (tps * 3600) * 1e6 if tps > 0 and price > 0 else None
-        options.append(Option(c, w.gpus, 1 - mem.total / c.memory_bytes, price, tps, cost))
+        options.append(Option(c, w.gpus, 1 - mem.total / c.usable_memory, price, tps, cost))
+    more = None
     if not options:
+        more = fewest_gpus(arch, w, catalog)
+        fix = f"--gpus {more} would fit" if more else "no --gpus up to 64 fits"
         notes.append(
-            f"no catalog GPU holds {mem.total / GIB:.1f} GiB per GPU: raise --gpus, lower "
+            f"no catalog GPU holds {mem.total / GIB:.1f} GiB per GPU: {fix}; or lower "
             "--precision, --context or --batch" + (", or use --checkpointing" if w.mode == "training" else "")
         )
     if w.precision == "fp8":
         notes.append("fp8 needs FP8 tensor cores: GPUs before Ada/Hopper are left out")
-    return Plan(arch, w, mem, tuple(options), tuple(notes))
+    return Plan(arch, w, mem, tuple(options), tuple(notes), more)

@@ -71,6 +71,12 @@ class PrometheusClient:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
             detail = _error_of(exc.read())
+            if detail is None:  # Prometheus answers every error in JSON: this is some other server
+                raise ReportError(
+                    f"{self.url} is not the Prometheus query API: /api/v1/query answered "
+                    f"{exc.code} {' '.join(str(exc.reason).split())} (is the URL right? Mimir wants its "
+                    "/prometheus prefix)"
+                ) from None
             raise ReportError(f"Prometheus at {self.url} answered {exc.code} to {expr!r}: {detail}") from None
         except TimeoutError:
             raise ReportError(
@@ -90,12 +96,16 @@ class PrometheusClient:
         return _vector(raw, self.url)
 
 
-def _error_of(raw: bytes) -> str:
+def _error_of(raw: bytes) -> str | None:
+    """The error a Prometheus-like server put in its JSON answer, on one line; None when the
+    answer is not the query API's JSON (an HTML page, plain text)."""
     try:
         data = json.loads(raw)
-        return str(data.get("error") or data)[:300]
-    except (ValueError, AttributeError):
-        return raw[:200].decode(errors="replace").strip() or "no detail"
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or "status" not in data:
+        return None
+    return " ".join(str(data.get("error") or data).split())[:300]
 
 
 def _vector(raw: bytes, url: str) -> list[Sample]:

@@ -41,7 +41,12 @@ class RowMaker:
         kept = self._kept.get(g.identity.key)
         if kept is not None and kept[0] == key:
             return kept[1]
-        labels = (("recommended", a.recommended), ("reason", a.summary))
+        labels = (
+            ("recommended", a.recommended),
+            ("reason", a.summary),
+            ("price_source", a.price_source),
+            ("workload_change", a.workload_change),
+        )
         rows = {
             VERDICT: tuple(Row(1.0 if a.verdict == v else 0.0, _VERDICT_LABELS[v], g) for v in VERDICTS),
             BOTTLENECK: tuple(
@@ -96,6 +101,14 @@ class LazyApiEntries(dict[str, Any]):
             ev = tracker.with_details(ev)
         return api_entry(a, ev)
 
+    def parts(self, uuid: str) -> tuple[Assessment, Evidence, Any] | None:
+        """The (assessment, evidence, tracker) a GPU's entry is built from, or None (read-only use:
+        the status page draws its charts from the tracker's window)."""
+        if uuid not in self:
+            return None
+        a, ev, tracker = super().__getitem__(uuid)
+        return a, ev, tracker
+
     def get(self, uuid: str, default: Any = None) -> Any:
         if uuid not in self:
             return default
@@ -122,6 +135,8 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
             "bottlenecks": list(a.bottlenecks),
             "recommended": a.recommended,
             "current": a.current,
+            "price_source": a.price_source,
+            "workload_change": a.workload_change or None,
             "hourly_savings_dollars": _r(a.hourly_savings_dollars, 6),
             "fit_score": _r(a.fit_score),
             "projected_activity_ratio": _r(a.projected_activity),
@@ -140,8 +155,19 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
             "pcie_link_high_ratio": _r(ev.pcie_link_high),
             "host_cpu_high_ratio": _r(ev.host_cpu_high),
             "starved_share": _r(ev.starved_share),
+            "memory_copy_p95_ratio": _r(ev.memory_copy_p95),
+            "nvlink_high_ratio": _r(ev.nvlink_high),
             "queues": [
-                {"name": q.name, "depth": q.depth_last, "max_depth": q.depth_max, "rise": round(q.rise, 2)}
+                {
+                    "name": q.name,
+                    "depth": q.depth_last,
+                    "max_depth": q.depth_max,
+                    "rise": round(q.rise, 2),
+                    "growth_per_hour_ratio": round(q.growth_per_hour, 4),
+                    "server": q.server,
+                    "kv_cache_p95_ratio": _r(q.kv_cache_high),
+                    "preemptions": q.preemptions,
+                }
                 for q in ev.queues
             ],
             "window": {

@@ -15,17 +15,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..snapshot import GpuIdentity, GpuSample, PodRef
-from .catalog import PCIE_LANE_BYTES_PER_SECOND, Catalog
-from .evidence import Evidence, QueueEvidence
-from .links import QueueReading, linked
+from . import report_queues
+from .catalog import PCIE_LANE_BYTES_PER_SECOND, Catalog, nvlink_bytes_per_second
+from .evidence import Evidence
+from .group import merge, multi_gpu_groups
+from .links import linked
 from .promapi import PrometheusClient, ReportError, Sample, promql_duration
 from .settings import RightsizingSettings
 from .verdicts import Assessment, assess
 
-KEY = ("UUID", "GPU_I_ID", "pod", "namespace", "container")
+# The exporter (instance) is part of a unit's key: each node's queues link to its own GPUs, and
+# multi-GPU jobs are grouped within a node, as the live engine on that node does.
+KEY = ("instance", "UUID", "GPU_I_ID", "pod", "namespace", "container")
 BY = ", ".join(KEY)
-IDENTITY = (*KEY, "GPU_I_PROFILE", "modelName", "Hostname", "hostname", "gpu", "instance")
+IDENTITY = (*KEY, "GPU_I_PROFILE", "modelName", "Hostname", "hostname", "gpu")
 MIB = 1048576.0
 Key = tuple[str, ...]
 
@@ -98,7 +101,7 @@ def collect(
     progress: Callable[[int, int, str], None],
 ) -> Fleet:
     c = Collector(client, at, window, resolution, progress)
-    c.total = 26
+    c.total = 42
     w, high = c.w, s.bottlenecks.percentile
     ident = c.run("GPUs", f"max by ({', '.join(IDENTITY)}) (last_over_time(DCGM_FI_DEV_FB_USED[{w}]))")
     if not ident:
@@ -130,6 +133,15 @@ def collect(
     tensor = c.quantile("tensor", 0.95, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
     dram95 = c.quantile("DRAM p95", 0.95, "DCGM_FI_PROF_DRAM_ACTIVE")
     dram_high = c.quantile("DRAM high", high, "DCGM_FI_PROF_DRAM_ACTIVE")
+    copy95 = c.quantile("memory copy p95", 0.95, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01)
+    copy_high = c.quantile("memory copy high", high, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01)
+    rate = promql_duration(max(60.0, 4 * window / 2000))
+    nvlink = c.per_unit(
+        "NVLink",
+        f"quantile_over_time({high}, rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL[{rate}])[{w}:{step}])",
+        MIB,
+    )
+    starved = c.per_unit("starvation", starved_expr(s, w, step))
     tx = c.quantile("PCIe TX", high, "DCGM_FI_PROF_PCIE_TX_BYTES")
     rx = c.quantile("PCIe RX", high, "DCGM_FI_PROF_PCIE_RX_BYTES")
     gen = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_generation_max[{w}])")
@@ -141,13 +153,18 @@ def collect(
             f"max by (instance) (quantile_over_time({high}, rightsizer_host_cpu_busy_ratio{c.sub}))",
         )
     }
-    queues = _queues(c)
+    queues = report_queues.queues(c, step)
     # A full window's samples span a little less than its length (as in Evidence.confidence).
     idle_after = min(idle_after, 0.98 * window)
     settings = dataclasses.replace(s, window_seconds=window, idle_after_seconds=idle_after)
-    units = []
+    # A GPU in MIG mode is judged through its instances (as the live engine does): never twice.
+    mig_parents = {(x.labels.get("instance"), x.labels.get("UUID")) for x in ident if x.labels.get("GPU_I_ID")}  # noqa: E501
+    evidence: dict[Key, Evidence] = {}
+    unit_labels: dict[Key, dict[str, str]] = {}
     for sample in ident:
         labels = {k: v for k, v in sample.labels.items() if k in IDENTITY}
+        if not labels.get("GPU_I_ID") and (labels.get("instance"), labels.get("UUID")) in mig_parents:
+            continue
         k = key_of(labels)
         model = labels.get("modelName", "")
         spec = catalog.lookup(model)
@@ -164,10 +181,14 @@ def collect(
             else (spec.pcie_bytes_per_second if spec else 0.0)
         )
         pcie = max(tx.get(k, 0.0), rx.get(k, 0.0)) / link if link and (k in tx or k in rx) else None
-        gpu_sample = _sample(labels, capacity)
-        names = linked(gpu_sample, [q for q, _ in queues.values()], s.queue_links)
+        nvlink_capacity = nvlink_bytes_per_second(spec.interconnect) if spec and not profile else None
+        sample_for_links = report_queues.link_sample(labels, capacity)
+        node = labels.get("instance", "")
+        node_queues = [q for (where, _), (q, _) in queues.items() if where == node]
+        names = linked(sample_for_links, node_queues, s.queue_links)
         history = max(0.0, last_t.get(k, 0.0) - first_t.get(k, 0.0))
-        ev = Evidence(
+        unit_labels[k] = labels
+        evidence[k] = Evidence(
             samples=int(samples.get(k, 0)),
             history_seconds=history,
             window_seconds=window,
@@ -190,60 +211,53 @@ def collect(
             dram_active_high=dram_high.get(k),
             pcie_link_high=pcie,
             host_cpu_high=cpu.get(labels.get("instance", "")),
-            queues=tuple(
-                QueueEvidence(n, q.depth_last, q.depth_max, q.rise * history)
-                for n in names
-                if n in queues
-                for q in (queues[n][1],)
-            ),
+            starved_share=starved.get(k),
+            queues=tuple(queues[(node, n)][1] for n in names if (node, n) in queues),
+            memory_copy_p95=copy95.get(k),
+            memory_copy_high=copy_high.get(k),
+            nvlink_high=nvlink[k] / nvlink_capacity if nvlink_capacity and k in nvlink else None,
         )
+    units = []
+    for k, ev in _judged(evidence, unit_labels, settings).items():
         assessment = assess(ev, settings, catalog)
         current = catalog.candidate(assessment.current) if assessment.current else None
-        units.append(Unit(k, labels, ev, assessment, current.hourly_price_dollars if current else None))
+        price = current.hourly_price_dollars if current else None
+        units.append(Unit(k, unit_labels[k], evidence[k], assessment, price))
     progress(c.total, c.total, "")
     return Fleet(window, at, tuple(units))
 
 
-def _sample(labels: dict[str, str], capacity: float) -> GpuSample:
-    """Just enough of a GpuSample for queue links (UUID, index, pod)."""
-    gpu = labels.get("gpu", "")
-    ident = GpuIdentity(
-        int(gpu) if gpu.isdigit() else -1,
-        labels.get("UUID", ""),
-        "",
-        labels.get("modelName", ""),
-        0,
-        "",
-        int(capacity),
+def starved_expr(s: RightsizingSettings, w: str, step: str) -> str:
+    """Share of samples with activity under the starvation mark while the node's CPU is busy."""
+    b = s.bottlenecks
+    activity = (
+        "((DCGM_FI_PROF_SM_ACTIVE * 1) or (DCGM_FI_PROF_GR_ENGINE_ACTIVE * 1) "
+        "or (DCGM_FI_DEV_GPU_UTIL / 100))"
     )
-    pod = (
-        PodRef(labels["pod"], labels.get("namespace", ""), labels.get("container", ""))
-        if labels.get("pod")
-        else None
-    )
-    return GpuSample(ident, True, pod=pod)
+    busy = f"(max by (instance) (rightsizer_host_cpu_busy_ratio) >= bool {b.host_cpu_busy_ratio})"
+    starved = f"({activity} < bool {b.starved_activity_ratio}) * on (instance) group_left () {busy}"
+    return f"avg_over_time(({starved})[{w}:{step}])"
 
 
-def _queues(c: Collector) -> dict[str, tuple[QueueReading, QueueEvidence]]:
-    """Each queue's latest reading and its evidence with ``rise`` holding the slope per second."""
-    w = c.w
-    lastv = c.run("queues", f"last_over_time(rightsizer_queue_depth[{w}])")
-    maxv = {
-        x.labels.get("queue", ""): x.value
-        for x in c.run("queues", f"max_over_time(rightsizer_queue_depth[{w}])")
-    }
-    slope = {
-        x.labels.get("queue", ""): x.value for x in c.run("queues", f"deriv(rightsizer_queue_depth[{w}])")
-    }
-    out: dict[str, tuple[QueueReading, QueueEvidence]] = {}
-    for x in lastv:
-        name = x.labels.get("queue", "")
-        labels = {k: v for k, v in x.labels.items() if k not in ("__name__", "instance", "job")}
-        out[name] = (
-            QueueReading(name, x.value, labels),
-            QueueEvidence(name, x.value, maxv.get(name, x.value), slope.get(name, 0.0)),
-        )
-    return out
+def _judged(
+    evidence: dict[Key, Evidence], labels: dict[Key, dict[str, str]], s: RightsizingSettings
+) -> dict[Key, Evidence]:
+    """What ``assess`` reads per unit: a multi-GPU workload's members read its merged evidence."""
+    names = {k: "\x00".join(k) for k in evidence}
+    keys = {n: k for k, n in names.items()}
+    members = [
+        (names[k], lab.get("instance", ""), lab.get("namespace") or None, lab.get("pod") or None,
+         bool(lab.get("GPU_I_ID")))
+        for k in evidence
+        for lab in (labels[k],)
+    ]  # fmt: skip
+    by_name = {names[k]: ev for k, ev in evidence.items()}
+    judged = dict(evidence)
+    for group in multi_gpu_groups(members, by_name, s).values():
+        merged = merge([by_name[n] for n in group])
+        for n in group:
+            judged[keys[n]] = merged
+    return judged
 
 
 def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
@@ -257,6 +271,7 @@ def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
                 "gpu": u.labels.get("gpu", ""),
                 "mig_profile": u.labels.get("GPU_I_PROFILE") or None,
                 "host": u.labels.get("Hostname") or u.labels.get("hostname") or u.labels.get("instance", ""),
+                "instance": u.labels.get("instance") or None,
                 "model": ev.model,
                 "namespace": u.labels.get("namespace") or None,
                 "pod": u.labels.get("pod") or None,
@@ -271,6 +286,8 @@ def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
                 "bottlenecks": list(a.bottlenecks),
                 "summary": a.summary,
                 "reason": a.reason,
+                "price_source": a.price_source or None,
+                "workload_change": a.workload_change or None,
                 "samples": ev.samples,
                 "history_seconds": round(ev.history_seconds),
                 "memory_peak_bytes": None if ev.memory_peak_bytes is None else round(ev.memory_peak_bytes),

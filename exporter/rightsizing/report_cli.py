@@ -7,14 +7,16 @@ import sys
 import time
 from collections import Counter
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rightsizer_core.files import read_secret
 
 from ..workloads import workload_of
 from .catalog import Catalog
 from .output import money, table, to_csv, to_json
 from .promapi import PrometheusClient, ReportError, parse_duration
 from .report import as_rows, collect
+from .verdicts import duration
 
 if TYPE_CHECKING:
     from ..config import ExporterConfig
@@ -34,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--idle-after",
         metavar="DURATION",
-        help="idle when activity stayed low for this long, up to the window (default: the window)",
+        help="idle when activity stayed low for this long, up to the window (default: the exporter's "
+        "rightsizing.idle_after_seconds, 15 min, so idle GPUs show from the first hour)",
     )
     p.add_argument(
         "--resolution",
@@ -65,7 +68,7 @@ def _headers(args: argparse.Namespace) -> dict[str, str]:
         headers[name.strip()] = value.strip()
     if args.bearer_token_file:
         try:
-            token = Path(args.bearer_token_file).read_text().strip()
+            token = read_secret(args.bearer_token_file)
         except OSError as exc:
             raise ReportError(
                 f"--bearer-token-file {args.bearer_token_file}: {exc.strerror or exc}"
@@ -106,7 +109,11 @@ class Progress:
 def run(args: argparse.Namespace, catalog: Catalog, cfg: ExporterConfig) -> int:
     try:
         window = parse_duration(args.window, "--window")
-        idle_after = parse_duration(args.idle_after, "--idle-after") if args.idle_after else window
+        idle_after = (
+            parse_duration(args.idle_after, "--idle-after")
+            if args.idle_after
+            else cfg.rightsizing.idle_after_seconds
+        )
         resolution = parse_duration(args.resolution, "--resolution") if args.resolution else None
         if resolution is None and window > 86400:
             resolution = window / 10080
@@ -125,6 +132,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: ExporterConfig) -> int:
     gpus = as_rows(fleet)
     workloads = by_workload(gpus)
     totals = fleet_totals(gpus)
+    totals["history_found_seconds"] = max((g["history_seconds"] for g in gpus), default=0)
     if args.format == "json":
         sys.stdout.write(
             to_json(
@@ -144,7 +152,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: ExporterConfig) -> int:
         headers = list(rows[0]) if rows else []
         sys.stdout.write(to_csv(headers, [[_cell(r[h]) for h in headers] for r in rows]))
     else:
-        sys.stdout.write(render(args.window, at, totals, gpus, workloads))
+        sys.stdout.write(render(args.window, at, totals, gpus, workloads, window))
     return 0
 
 
@@ -161,15 +169,18 @@ def by_workload(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (ns, wl), members in groups.items():
         verdicts = Counter(m["verdict"] for m in members)
         recommended = Counter(m["recommended"] for m in members)
+        # A multi-GPU workload is moved as a whole ("4 x H100-SXM-80GB -> 2 x B200-SXM-180GB").
+        change = next((m["workload_change"] for m in members if m["workload_change"]), None)
         out.append(
             {
                 "namespace": ns or None,
                 "workload": wl,
                 "gpus": len(members),
                 "verdicts": ", ".join(f"{n} {v}" for v, n in verdicts.most_common()),
-                "recommended": ", ".join(f"{n} x {r}" for r, n in recommended.most_common()),
+                "recommended": change or ", ".join(f"{n} x {r}" for r, n in recommended.most_common()),
                 "hourly_price_dollars": round(sum(m["hourly_price_dollars"] or 0.0 for m in members), 4),
                 "hourly_savings_dollars": round(sum(m["hourly_savings_dollars"] or 0.0 for m in members), 4),
+                "workload_change": change,
             }
         )
     out.sort(key=lambda r: (-r["hourly_savings_dollars"], -r["hourly_price_dollars"], r["workload"]))
@@ -190,12 +201,25 @@ def fleet_totals(gpus: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def history_line(totals: dict[str, Any], window_seconds: float) -> str:
+    """How much history the report found, and what that means for its verdicts."""
+    found = float(totals.get("history_found_seconds") or 0)
+    line = f"History found: {duration(found)} of the {duration(window_seconds)} window"
+    if window_seconds and found < 0.98 * window_seconds:
+        line += (
+            " (less than the window: verdicts rest on what there is, with margins widened; "
+            "GPUs with too little say insufficient_data)"
+        )
+    return line + "."
+
+
 def render(
     window: str,
     at: float,
     totals: dict[str, Any],
     gpus: list[dict[str, Any]],
     workloads: list[dict[str, Any]],
+    window_seconds: float = 0.0,
 ) -> str:
     when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
     head = (
@@ -206,7 +230,7 @@ def render(
     )
     if totals["hourly_upgrade_cost_dollars"]:
         head += f"; upgrades for under-provisioned GPUs add {money(totals['hourly_upgrade_cost_dollars'])}/h"
-    out = [head + ".", ""]
+    out = [head + ".", history_line(totals, window_seconds), ""]
     out.append(
         table(
             ["GPU", "host", "workload", "verdict", "recommended", "saves/h", "bottlenecks", "why"],

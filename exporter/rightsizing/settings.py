@@ -76,6 +76,13 @@ class BottleneckSettings:
     starved_share: float = setting(
         0.20, "data_loading: at least this share of samples starved.", minimum=0.01, maximum=1.0
     )
+    starved_demand_activity_ratio: float = setting(
+        0.50,
+        "Starvation needs demand: a linked queue with a backlog (mean depth >= 1), or, without a queue, "
+        "activity at p95 at or above this (the job runs hot when fed, so its gaps are waits).",
+        minimum=0.0,
+        maximum=1.0,
+    )
     host_cpu_busy_ratio: float = setting(
         0.90,
         "host_cpu: host CPU busy at the percentile at or above this (also 'busy' for starvation).",
@@ -132,11 +139,32 @@ class RightsizingSettings:
         minimum=0.5,
         maximum=1.0,
     )
+    queue_growth_ratio_per_hour: float = setting(
+        0.5,
+        "A queue grows when its fitted trend gains at least this share of its own mean depth per hour.",
+        minimum=0.0,
+        maximum=1e6,
+    )
     queue_growth_min: float = setting(
-        5.0,
-        "A queue grows when its fitted trend rises by at least this many items over the window.",
+        2.0,
+        "... and at least this many items over the history it covers (a trickle is not growth).",
         minimum=0.0,
         maximum=1e9,
+    )
+    kv_cache_full_ratio: float = setting(
+        0.95,
+        "Memory pressure on an inference server: KV-cache usage at p95 at or above this (or any "
+        "preemption in the window).",
+        minimum=0.5,
+        maximum=1.0,
+    )
+    nvlink_share_ratio: float = setting(
+        0.05,
+        "Sized as a multi-GPU job (whole GPUs with NVLink, never MIG) when NVLink traffic at the "
+        "bottleneck percentile is at or above this share of the link (0.05 of an H100's 900 GB/s is "
+        "45 GB/s, more than a PCIe 4.0 x16 link carries).",
+        minimum=0.0,
+        maximum=1.0,
     )
     target_activity_ratio: float = setting(
         0.70,

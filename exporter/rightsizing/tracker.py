@@ -22,10 +22,14 @@ SIGNALS = (
     "memory",
     "host_cpu",
     "starved",
+    "memory_copy",
+    "nvlink",
 )
-(ACTIVITY, UTILIZATION, SM_ACTIVE, OCCUPANCY, TENSOR, DRAM, PCIE, MEMORY, HOST_CPU, STARVED) = range(
-    len(SIGNALS)
-)
+(
+    ACTIVITY, UTILIZATION, SM_ACTIVE, OCCUPANCY, TENSOR, DRAM, PCIE, MEMORY, HOST_CPU, STARVED, MEMORY_COPY,
+    NVLINK,
+) = range(len(SIGNALS))  # fmt: skip
+MIB = 1048576.0
 
 
 def activity_of(fields: Mapping[str, float]) -> tuple[str, float | None]:
@@ -62,13 +66,23 @@ class GpuTracker:
         "busy_at",
         "identity",
         "link_fallback",
+        "nvlink_capacity",
+        "nvlink_last",
         "settings",
         "starved_below",
         "window",
     )
 
-    def __init__(self, sample: GpuSample, settings: RightsizingSettings, link_fallback: float | None) -> None:
+    def __init__(
+        self,
+        sample: GpuSample,
+        settings: RightsizingSettings,
+        link_fallback: float | None,
+        nvlink_capacity: float | None = None,
+    ) -> None:
         self.identity = sample.identity
+        self.nvlink_capacity = nvlink_capacity  # bytes/s of all the GPU's NVLinks (catalog)
+        self.nvlink_last: tuple[float, float] | None = None  # (t, MiB counter)
         self.settings = settings
         self.link_fallback = link_fallback
         self.window = Window(settings.window_seconds, SIGNALS, settings.window_buckets)
@@ -104,8 +118,27 @@ class GpuTracker:
                 used / total if used is not None and total else None,
                 host_cpu,
                 starved,
+                f.get("memory_copy_utilization_ratio"),
+                self._nvlink_share(t, f),
             ),
         )
+
+    def _nvlink_share(self, t: float, f: Mapping[str, float]) -> float | None:
+        """NVLink traffic over the link's bandwidth: GPM's rates when reported, else the counter's
+        change since the previous sample."""
+        capacity = self.nvlink_capacity
+        if not capacity:
+            return None
+        rx, tx = f.get("nvlink_rx_bytes_per_second"), f.get("nvlink_tx_bytes_per_second")
+        if rx is not None or tx is not None:
+            return ((rx or 0.0) + (tx or 0.0)) / capacity
+        count = f.get("nvlink_bandwidth_count")
+        if count is None:
+            return None
+        last, self.nvlink_last = self.nvlink_last, (t, count)
+        if last is None or t <= last[0] or count < last[1]:
+            return None
+        return (count - last[1]) * MIB / (t - last[0]) / capacity
 
     def evidence(self, queues: Sequence[QueueEvidence] = (), details: bool = True) -> Evidence:
         """What the window says. Without ``details`` the percentiles no decision reads (memory p95,
@@ -117,6 +150,9 @@ class GpuTracker:
         peak = w.maximum(MEMORY)
         a95, a50 = w.percentiles(ACTIVITY, (0.95, 0.5))
         sm_high, sm50 = w.percentiles(SM_ACTIVE, (high, 0.5))
+        qs = (max(high, 0.95), min(high, 0.95))  # descending, as ``percentiles`` reads them
+        copy = dict(zip(qs, w.percentiles(MEMORY_COPY, qs), strict=True))
+        copy95, copy_high = copy[0.95], copy[high]
         ident = self.identity
         ev = Evidence(
             samples=w.samples,
@@ -137,6 +173,10 @@ class GpuTracker:
             sm_active_high=sm_high,
             dram_active_high=w.percentile(DRAM, high),
             pcie_link_high=w.percentile(PCIE, high),
+            dram_active_p95=w.percentile(DRAM, 0.95),
+            memory_copy_p95=copy95,
+            memory_copy_high=copy_high,
+            nvlink_high=w.percentile(NVLINK, high),
             host_cpu_high=w.percentile(HOST_CPU, high),
             starved_share=w.fraction_at_least(STARVED, 1.0),
             queues=tuple(queues),
@@ -153,5 +193,4 @@ class GpuTracker:
             activity_p99=w.percentile(ACTIVITY, 0.99),
             sm_occupancy_p50=w.percentile(OCCUPANCY, 0.5),
             tensor_active_p95=w.percentile(TENSOR, 0.95),
-            dram_active_p95=w.percentile(DRAM, 0.95),
         )

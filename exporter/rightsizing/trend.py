@@ -109,6 +109,14 @@ class QueueTrend:
         acc = totals[1]
         return int(acc[0]), self._last, acc[5], _rise(acc)
 
+    def level(self) -> tuple[float | None, float]:
+        """(mean depth, seconds the samples span) over the window."""
+        totals = self._totals()
+        if totals is None or not totals[1][0]:
+            return None, 0.0
+        acc = totals[1]
+        return acc[3] / acc[0], max(0.0, acc[7] - acc[6])
+
     def rise(self) -> float:
         """Items gained over the window along the fitted line (0 without a trend)."""
         totals = self._totals()
@@ -139,3 +147,43 @@ def _combine(acc: list[float], sums: list[float], o: float) -> None:
     acc[5] = max(acc[5], top)
     acc[6] = min(acc[6], first)
     acc[7] = max(acc[7], last)
+
+
+class ServerCounters:
+    """An inference server's KV-cache usage (p95 over the window) and preemptions over the window
+    (a counter: its increase since the oldest bucket kept; a restart's reset counts from zero)."""
+
+    __slots__ = ("_first", "_kv", "_last", "_resets", "bucket_count", "width")
+
+    def __init__(self, length_seconds: float, bucket_count: int = 60) -> None:
+        from .windows import Window
+
+        self.bucket_count = bucket_count
+        self.width = length_seconds / bucket_count
+        self._kv = Window(length_seconds, ("kv_cache",), bucket_count)
+        self._first: dict[int, float] = {}  # bucket -> counter total (resets added) first seen in it
+        self._last: float | None = None
+        self._resets = 0.0
+
+    def add(self, t: float, kv_cache: float | None, preemptions: float | None) -> None:
+        if kv_cache is not None:
+            self._kv.add(t, (kv_cache,))
+        if preemptions is None:
+            return
+        if self._last is not None and preemptions < self._last - self._resets:
+            self._resets = self._last  # the server restarted: its counter began again at 0
+        total = preemptions + self._resets
+        bucket = math.floor(t / self.width)
+        self._first.setdefault(bucket, total)
+        oldest = bucket - self.bucket_count + 1
+        for b in [b for b in self._first if b < oldest]:
+            del self._first[b]
+        self._last = total
+
+    def kv_cache_p95(self) -> float | None:
+        return self._kv.percentile(0, 0.95)
+
+    def preemptions(self) -> float | None:
+        if self._last is None or not self._first:
+            return None
+        return max(0.0, self._last - self._first[min(self._first)])

@@ -7,12 +7,18 @@ Decided in this order (``rightsizing`` settings, defaults in brackets):
 2. idle: activity (SM active, else GR engine active, else GPU utilization) below
    ``idle_activity_ratio`` (5 %) for at least ``idle_after_seconds`` (15 min). Never inferred from
    memory use: vLLM reserves 90 % of memory whatever it is doing.
-3. underprovisioned: peak memory need >= ``memory_full_ratio`` (95 %) of the GPU's memory, or
-   median activity >= ``saturation_activity_ratio`` (90 %) while a linked queue grows by at least
-   ``queue_growth_min`` (5) over the window. Recommends the cheapest other GPU that fits.
+3. underprovisioned: memory full (peak >= ``memory_full_ratio``, 95 %) AND memory pressure shown by
+   a linked inference server (``pressure``), or median activity >= ``saturation_activity_ratio``
+   (90 %) while a linked queue grows (by its own level, ``pressure.growing``). Recommends the
+   same GPU model's larger MIG profiles or whole GPU first, then the cheapest other option that fits.
+   A full GPU without pressure evidence is rightsized: "memory reserved by the server; need unknown".
 4. overprovisioned: a catalog option at least ``min_savings_ratio`` (10 %) cheaper fits (see
-   ``recommend``).
+   ``recommend``: every resource, each from its own signal).
 5. rightsized: none of the above.
+
+Work spread over several GPUs (``Evidence.workload_gpus`` > 1) is sized as a whole: n whole GPUs
+(n at most today's count; NVLink when fewer or when it uses NVLink) carrying the whole workload, as
+``4 x H100-SXM-80GB -> 2 x H200-SXM-141GB``; each GPU's savings are the workload's divided by its count.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from dataclasses import dataclass
 from .bottlenecks import describe, find_bottlenecks
 from .catalog import Candidate, Catalog
 from .evidence import Evidence
-from .recommend import Demand, cheapest_fit, current_candidate, demand, gib, project
+from .pressure import backlog, growing, growing_queues, memory_pressure, server_queue, starvation_demand
+from .recommend import Demand, Fit, cheapest_fit, current_candidate, demand, gib, project
 from .settings import RightsizingSettings
+from .workload_fit import WorkloadFit, workload_fit
 
 VERDICTS = ("idle", "overprovisioned", "rightsized", "underprovisioned", "insufficient_data")
 
@@ -40,6 +48,8 @@ class Assessment:
     projected_activity: float | None = None  # activity on the recommended option
     memory_need_bytes: float | None = None  # what the recommended option must hold
     summary: str = ""  # the reason in a few stable words (a label value: no numbers in it)
+    price_source: str = ""  # of the recommended option's price: list, estimate or configured
+    workload_change: str = ""  # multi-GPU work: "4 x H100-SXM-80GB -> 2 x H200-SXM-141GB"
 
 
 def duration(seconds: float) -> str:
@@ -56,19 +66,45 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.0%}"
 
 
+def price_source(c: Candidate | None) -> str:
+    if c is None:
+        return ""
+    if c.gpu.price_source.startswith("configured"):
+        return "configured"
+    estimated = c.price_estimated or c.gpu.price_source.lower().startswith("estimate")
+    return "estimate" if estimated else "list"
+
+
+def _estimated(c: Candidate) -> str:
+    return f"; {c.gpu.key}'s price is an estimate, not a list price" if price_source(c) == "estimate" else ""
+
+
+def _cost(delta: float) -> str:
+    """Price change of a move in words: never a negative 'more'."""
+    if delta > 0.005:
+        return f"${delta:.2f}/h more"
+    if delta < -0.005:
+        return f"saves ${-delta:.2f}/h"
+    return "at the same price"
+
+
 def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] | None:
     """Everything ``assess`` reads from the evidence, or None when it would read the sample count and
     history themselves (not enough data). Equal inputs give equal assessments, so the live engine
     reuses the last one while a GPU's window summaries stay in the same histogram bins."""
     if ev.samples < s.min_samples or ev.history_seconds < s.min_history_seconds:
         return None
-    growth = s.queue_growth_min
     return (
         ev.model, ev.mig_profile, ev.memory_total_bytes, ev.memory_peak_bytes, ev.activity_source,
         ev.activity_p50, ev.activity_p95, ev.activity_recent_max, ev.history_seconds >= s.idle_after_seconds,
         ev.utilization_p50, ev.sm_active_p50, ev.sm_active_high, ev.dram_active_high, ev.pcie_link_high,
-        ev.host_cpu_high, ev.starved_share, ev.confidence,
-        tuple((q.name, round(q.rise) if q.rise >= growth and q.rise > 0 else None) for q in ev.queues),
+        ev.host_cpu_high, ev.starved_share, ev.confidence, ev.dram_active_p95, ev.memory_copy_p95,
+        ev.nvlink_high, ev.workload_gpus, ev.memory_copy_high,
+        tuple(
+            (q.name, q.server, q.kv_cache_high, q.preemptions, backlog(q),
+             (round(q.rise), round(100 * q.growth_per_hour)) if growing(q, s) else None)
+            for q in ev.queues
+        ),
     )  # fmt: skip
 
 
@@ -105,9 +141,13 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
             price,
             0.0,
             summary="idle: release it",
+            price_source=price_source(current),
         )
-    bottlenecks = find_bottlenecks(ev, s.bottlenecks)
-    why = describe(ev, bottlenecks)
+    pressure = memory_pressure(ev, s)
+    memory_counts = pressure is True or (pressure is None and server_queue(ev) is None)
+    starving = starvation_demand(ev, s)
+    bottlenecks = find_bottlenecks(ev, s.bottlenecks, memory_counts, starving)
+    why = describe(ev, bottlenecks, starving)
     why = f" Bottlenecks: {why}." if why else ""
     if current is None:
         return Assessment(
@@ -120,7 +160,17 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
             None,
             summary="GPU model not in the catalog",
         )
-    return _sized(ev, s, catalog, current, bottlenecks, why)
+    return _sized(ev, s, catalog, current, bottlenecks, why, pressure)
+
+
+def _pressure_words(ev: Evidence) -> str:
+    parts = []
+    for q in ev.queues:
+        if q.kv_cache_high is not None:
+            parts.append(f"KV cache {q.kv_cache_high:.0%} used at p95")
+        if q.preemptions:
+            parts.append(f"{q.preemptions:.0f} preemptions")
+    return ", ".join(parts)
 
 
 def _sized(
@@ -130,30 +180,36 @@ def _sized(
     current: Candidate,
     bottlenecks: tuple[str, ...],
     why: str,
+    pressure: bool | None,
 ) -> Assessment:
     peak_ratio = ev.memory_peak_ratio or 0.0
-    growing = [q for q in ev.queues if q.rise >= s.queue_growth_min and q.rise > 0]
-    memory_full = peak_ratio >= s.memory_full_ratio
-    saturated = (ev.activity_p50 or 0.0) >= s.saturation_activity_ratio and bool(growing)
-    if memory_full or saturated:
-        kind = "memory full" if memory_full else "saturated while its queue grows"
-        if memory_full:
-            peak, total = gib(ev.memory_peak_bytes or 0), gib(ev.memory_total_bytes)
-            cause = f"peak memory {peak} is {peak_ratio:.0%} of {total}"
+    grow = growing_queues(ev, s)
+    full = peak_ratio >= s.memory_full_ratio
+    memory_short = full and pressure is True
+    saturated = (ev.activity_p50 or 0.0) >= s.saturation_activity_ratio and bool(grow)
+    peak, total = gib(ev.memory_peak_bytes or 0), gib(ev.memory_total_bytes)
+    if memory_short or saturated:
+        kind = "memory full" if memory_short else "saturated while its queue grows"
+        if memory_short:
+            pressed = _pressure_words(ev)
+            cause = f"peak memory {peak} is {peak_ratio:.0%} of {total}, under pressure ({pressed})"
         else:
-            q = growing[0]
-            cause = f"median activity {_pct(ev.activity_p50)} while queue {q.name!r} grew by {round(q.rise)}"
+            q = grow[0]
+            cause = (
+                f"median activity {_pct(ev.activity_p50)} while queue {q.name!r} grew by {round(q.rise)} "
+                f"({q.growth_per_hour:.0%} of its level per hour)"
+            )
         d = demand(
             ev,
             s,
-            memory_floor=ev.memory_total_bytes if memory_full else 0.0,
+            memory_floor=ev.memory_total_bytes if memory_short else 0.0,
             activity_floor=1.0 if saturated else 0.0,
         )
-        fit = cheapest_fit(catalog, d, current, s, exclude_model=True)
+        group, fit = _fit(ev, catalog, d, current, s, upgrade=True)
         if fit is None:
             return Assessment(
                 "underprovisioned",
-                f"{cause}; no single catalog GPU holds {gib(d.memory_bytes)} and carries the work at "
+                f"{cause}; no catalog option holds {gib(d.memory_bytes)} and carries the work at "
                 f"<= {_pct(s.target_activity_ratio)}: split it across GPUs (tensor parallel).{why}",
                 bottlenecks,
                 "none",
@@ -165,66 +221,86 @@ def _sized(
                 summary=f"{kind}: no single GPU is enough",
             )
         up = fit.candidate
-        more = up.hourly_price_dollars - current.hourly_price_dollars
+        delta = _delta(current, up, group)
+        where = group.change if group else up.key
+        per_gpu = " per GPU" if group else ""
         return Assessment(
             "underprovisioned",
-            f"{cause}; {up.key} holds {gib(d.memory_bytes)} and carries it at {_pct(fit.projected_activity)} "
-            f"({d.binding}-bound), ${more:.2f}/h more.{why}",
+            f"{cause}; {where} holds {gib(d.memory_bytes)} and carries it, {fit.binding} deciding at "
+            f"{_pct(fit.projected_activity)}, {_cost(delta)}{per_gpu}{_estimated(up)}.{why}",
             bottlenecks,
             up.key,
             current.key,
-            current.hourly_price_dollars - up.hourly_price_dollars,
-            _ratio(current.hourly_price_dollars, up.hourly_price_dollars),
+            -delta,
+            _ratio(current.hourly_price_dollars, current.hourly_price_dollars + max(delta, 0.0)),
             fit.projected_activity,
             d.memory_bytes,
             summary=f"{kind}: needs a bigger GPU",
+            price_source=price_source(up),
+            workload_change=group.change if group else "",
         )
     d = demand(ev, s)
-    fit = cheapest_fit(catalog, d, current, s)
-    load = (
-        f"peak memory {gib(ev.memory_peak_bytes or 0)} (+{s.memory_margin_ratio:.0%} margin"
-        f"{f', x{d.widening:.2f} for short history' if d.widening > 1.0001 else ''}) and p95 "
-        f"{ev.activity_source.replace('_', ' ')} {_pct(ev.activity_p95)}"
-    )
-    here = project(d, current, current)
-    if fit is not None and fit.candidate.key != current.key:
+    here, here_binding = project(d, current, current)
+    if full:  # full, but no evidence the work needs more: the server's reservation
+        known = _pressure_words(ev)
+        evidence = f"no memory pressure ({known})" if known else "no KV-cache usage or preemptions reported"
+        return Assessment(
+            "rightsized",
+            f"memory {peak_ratio:.0%} full at peak: memory reserved by the server; need unknown "
+            f"({evidence}); p95 {ev.activity_source.replace('_', ' ')} {_pct(ev.activity_p95)}.{why}",
+            bottlenecks,
+            current.key,
+            current.key,
+            0.0,
+            1.0,
+            here,
+            ev.memory_peak_bytes,
+            summary="memory reserved by the server; need unknown",
+            price_source=price_source(current),
+        )
+    group, fit = _fit(ev, catalog, d, current, s)
+    load = _load(ev, d, s)
+    fewer = group is not None and group.count < group.today
+    if fit is not None and (fit.candidate.key != current.key or fewer):
         cheaper = fit.candidate
-        saving = current.hourly_price_dollars - cheaper.hourly_price_dollars
+        saving = -_delta(current, cheaper, group)
         if saving >= s.min_savings_ratio * current.hourly_price_dollars and saving > 0:
+            where = group.change if group else cheaper.key
+            each = f" per GPU (${saving * group.today:.2f}/h for the workload)" if group else ""
             return Assessment(
                 "overprovisioned",
-                f"{load} fit {cheaper.key} at {_pct(fit.projected_activity)} projected activity "
-                f"({d.binding}-bound); saves ${saving:.2f}/h.{why}",
+                f"{load} fit {where}, where {fit.binding} decides at {_pct(fit.projected_activity)} "
+                f"projected; saves ${saving:.2f}/h{each}{_estimated(cheaper)}.{why}",
                 bottlenecks,
                 cheaper.key,
                 current.key,
                 saving,
-                _ratio(cheaper.hourly_price_dollars, current.hourly_price_dollars),
+                _ratio(current.hourly_price_dollars - saving, current.hourly_price_dollars),
                 fit.projected_activity,
                 d.memory_bytes,
-                summary=f"a cheaper option carries the work ({d.binding}-bound)",
+                summary=f"a cheaper option carries the work ({fit.binding}-bound)",
+                price_source=price_source(cheaper),
+                workload_change=group.change if group else "",
             )
     if fit is None:
-        detail = f"no catalog option carries {load} at <= {_pct(s.target_activity_ratio)} activity"
+        detail = f"no catalog option carries {load} at <= {_pct(s.target_activity_ratio)}"
         score = None
     elif fit.candidate.key == current.key:
-        detail = f"{load}: no cheaper option holds them at <= {_pct(s.target_activity_ratio)} activity"
+        detail = f"{load}: no cheaper option carries them at <= {_pct(s.target_activity_ratio)}"
         score = 1.0
     elif fit.candidate.hourly_price_dollars > current.hourly_price_dollars:
         detail = (
-            f"{load}: only dearer options such as {fit.candidate.key} hold them at "
-            f"<= {_pct(s.target_activity_ratio)} activity, and nothing shows unmet demand "
-            f"(memory under {_pct(s.memory_full_ratio)}, no growing queue at saturation)"
+            f"{load}: only dearer options such as {fit.candidate.key} carry them at "
+            f"<= {_pct(s.target_activity_ratio)}, and nothing shows unmet demand "
+            f"(no memory pressure, no growing queue at saturation)"
         )
-        score = None
+        score = _ratio(current.hourly_price_dollars, fit.candidate.hourly_price_dollars)
     else:
         detail = f"{load}: {fit.candidate.key} would save under {s.min_savings_ratio:.0%}"
         score = _ratio(fit.candidate.hourly_price_dollars, current.hourly_price_dollars)
-    if fit is not None and fit.candidate.hourly_price_dollars > current.hourly_price_dollars:
-        score = _ratio(current.hourly_price_dollars, fit.candidate.hourly_price_dollars)
     return Assessment(
         "rightsized",
-        f"{detail}.{why}",
+        f"{detail}; {here_binding} decides here.{why}",
         bottlenecks,
         current.key,
         current.key,
@@ -235,7 +311,45 @@ def _sized(
         summary="no cheaper option carries the work"
         if fit is not None
         else "no catalog option has headroom for it",
+        price_source=price_source(current),
     )
+
+
+def _fit(
+    ev: Evidence,
+    catalog: Catalog,
+    d: Demand,
+    current: Candidate,
+    s: RightsizingSettings,
+    upgrade: bool = False,
+) -> tuple[WorkloadFit | None, Fit | None]:
+    """A multi-GPU workload's fit as a whole, or a single GPU's."""
+    if ev.workload_gpus > 1:
+        group = workload_fit(catalog, d, current, s, ev.workload_gpus, upgrade)
+        return group, group.fit if group else None
+    return None, cheapest_fit(catalog, d, current, s, upgrade)
+
+
+def _load(ev: Evidence, d: Demand, s: RightsizingSettings) -> str:
+    bandwidth = ev.bandwidth
+    band = (
+        f" and p95 {bandwidth[0]} {_pct(bandwidth[1])}"
+        if bandwidth is not None
+        else " (no bandwidth signal: no option with less bandwidth)"
+    )
+    gpus = f" on each of {ev.workload_gpus} GPUs" if ev.workload_gpus > 1 else ""
+    return (
+        f"peak memory {gib(ev.memory_peak_bytes or 0)} (+{s.memory_margin_ratio:.0%} margin"
+        f"{f', x{d.widening:.2f} for short history' if d.widening > 1.0001 else ''}), p95 "
+        f"{ev.activity_source.replace('_', ' ')} {_pct(ev.activity_p95)}{band}{gpus}"
+    )
+
+
+def _delta(current: Candidate, new: Candidate, group: WorkloadFit | None) -> float:
+    """Change in hourly price per GPU today (positive: dearer)."""
+    if group is None:
+        return new.hourly_price_dollars - current.hourly_price_dollars
+    return (group.count * new.hourly_price_dollars - group.today * current.hourly_price_dollars) / group.today
 
 
 def _ratio(a: float, b: float) -> float:
@@ -244,4 +358,4 @@ def _ratio(a: float, b: float) -> float:
     return max(0.0, min(1.0, a / b))
 
 
-__all__ = ["VERDICTS", "Assessment", "Demand", "assess", "decision_inputs", "duration"]
+__all__ = ["VERDICTS", "Assessment", "Demand", "Fit", "assess", "decision_inputs", "duration"]

@@ -17,11 +17,13 @@ than ``bucket_count - 1`` buckets older than the newest one.
 from __future__ import annotations
 
 import math
+import operator
 from array import array
 from collections.abc import Sequence
 
 BINS = 100  # 1 % resolution for ratios
 _EMPTY = array("I", bytes(4 * (BINS + 1)))
+_MIDPOINTS = tuple((b + 0.5) / BINS for b in range(BINS + 1))
 
 
 class Window:
@@ -223,6 +225,42 @@ class Window:
             cached = [max(col) for col in zip(*live, strict=True)] if live else [-math.inf] * k
             self._window_max = cached
         return cached
+
+    def bucket_series(
+        self, signal: int, memo: dict[int, tuple[float | None, float | None]] | None = None
+    ) -> list[tuple[float, float | None, float | None]]:
+        """(bucket start time, mean, maximum) of each bucket of the window, oldest first; mean and
+        maximum are None for a bucket without values. The mean is read from the bucket's histogram
+        (bin midpoints, capped at its exact maximum): good to 1 %, for charts, not for decisions.
+
+        ``memo`` (the caller's, one per window and signal) keeps the figures of buckets older than
+        the newest, which no later sample changes, so a caller reading every cycle computes one
+        bucket, not the whole window."""
+        if self._newest is None:
+            return []
+        newest = self._newest
+        oldest = newest - self.bucket_count + 1
+        out: list[tuple[float, float | None, float | None]] = []
+        for bucket in range(oldest, newest + 1):
+            known = memo.get(bucket) if memo is not None else None
+            if known is None:
+                known = self._bucket_figures(bucket, signal)
+                if memo is not None and bucket < newest:
+                    memo[bucket] = known
+            out.append((bucket * self.width, known[0], known[1]))
+        if memo is not None and len(memo) > self.bucket_count:
+            for bucket in [b for b in memo if not oldest <= b < newest]:
+                del memo[bucket]
+        return out
+
+    def _bucket_figures(self, bucket: int, signal: int) -> tuple[float | None, float | None]:
+        slot = bucket % self.bucket_count
+        n = self._slot_count[slot][signal] if self._bucket_of_slot[slot] == bucket else 0
+        if not n:
+            return None, None
+        top = self._slot_max[slot][signal]
+        mean = sum(map(operator.mul, self._slot_hist[slot][signal], _MIDPOINTS)) / n
+        return min(mean, top), top
 
     def maximum(self, signal: int, seconds: float | None = None) -> float | None:
         """Exact maximum over the window, or over the buckets that overlap the last ``seconds``."""

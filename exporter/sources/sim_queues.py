@@ -15,7 +15,7 @@ from ..sampler import Contribution
 from ..snapshot import GpuReading, GpuSample, Row
 
 # The queue families of the metric table (a KeyError at import if the table renames them).
-DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS = (
+DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS, KV_CACHE, PREEMPTIONS = (
     FAMILIES_BY_NAME[name].name
     for name in (
         "rightsizer_queue_depth",
@@ -23,6 +23,8 @@ DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS = (
         "rightsizer_queue_source_up",
         "rightsizer_queue_source_duration_seconds",
         "rightsizer_queue_last_success_timestamp_seconds",
+        "rightsizer_queue_kv_cache_usage_ratio",
+        "rightsizer_queue_preemptions_total",
     )
 )
 
@@ -33,6 +35,9 @@ class QueueSampleLike(Protocol):
     depth: float
     in_flight: float | None
     gpus: tuple[str, ...]
+    server: str | None
+    kv_cache_usage: float | None
+    preemptions_total: float | None
 
 
 class QueueSampler(Protocol):
@@ -59,21 +64,29 @@ class SimulatedQueues:
             SOURCE_UP: [],
             SOURCE_DURATION: [],
             LAST_SUCCESS: [],
+            KV_CACHE: [],
+            PREEMPTIONS: [],
         }
         api = []
         for q in samples:
             queue = (("queue", q.name),)
-            series = (*queue, ("kind", "simulated"), *sorted(q.labels.items()))
+            # A queue standing for an inference server says so, as a configured source of that kind.
+            kind = q.server or "simulated"
+            series = (*queue, ("kind", kind), *sorted(q.labels.items()))
             rows[DEPTH].append(Row(q.depth, series))
+            if q.kv_cache_usage is not None:
+                rows[KV_CACHE].append(Row(q.kv_cache_usage, series))
+            if q.preemptions_total is not None:
+                rows[PREEMPTIONS].append(Row(q.preemptions_total, series))
             if q.in_flight is not None:
                 rows[IN_FLIGHT].append(Row(q.in_flight, series))
-            rows[SOURCE_UP].append(Row(1.0, queue))
+            rows[SOURCE_UP].append(Row(1.0, series))
             rows[SOURCE_DURATION].append(Row(0.0, queue))
             rows[LAST_SUCCESS].append(Row(reading.timestamp, queue))
             api.append(
                 {
                     "name": q.name,
-                    "kind": "simulated",
+                    "kind": kind,
                     "labels": dict(q.labels),
                     "target": "simulated",
                     "up": True,

@@ -17,6 +17,9 @@ from ..rightsizing.catalog import Catalog, GpuSpec, load_catalog
 from ..settings import ConfigError, build, read_yaml
 from . import sim_workloads as wl
 from .sim_schema import (
+    MAX_DEVICE_SECONDS_PER_CYCLE,
+    MAX_DEVICES,
+    MAX_HISTORY_DEVICE_HOURS,
     Expectation,
     ExpectEntry,
     GpuEntry,
@@ -58,6 +61,19 @@ def load_scenario(spec: str) -> Scenario:
         raise ConfigError(f"{path}: {str(exc).removeprefix(': ')}") from None
 
 
+def check_pace(scenario: Scenario, interval: float) -> None:
+    """Bound one sampling cycle's work: the energy counters integrate every simulated second since
+    the last cycle, for every device, on the event loop (see ``MAX_DEVICE_SECONDS_PER_CYCLE``)."""
+    devices = sum(1 + len(g.mig) for g in scenario.gpus)
+    work = 0.0 if scenario.frozen else devices * scenario.speed * interval
+    if work > MAX_DEVICE_SECONDS_PER_CYCLE:
+        raise ConfigError(
+            f"{scenario.source}: speed {scenario.speed:g} x {devices} GPUs and MIG instances x interval "
+            f"{interval:g} s is {work:.0f} simulated device-seconds per sampling cycle; at most "
+            f"{MAX_DEVICE_SECONDS_PER_CYCLE} are allowed (lower speed or interval)"
+        )
+
+
 def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenario:
     """A scenario from already-read YAML data (``spec`` names it in the result)."""
     top = build(ScenarioEntry, data, "")
@@ -72,12 +88,16 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
     if not top.gpus:
         raise ConfigError("gpus: at least one GPU is required")
     gpus: list[SimGpu] = []
+    devices = 0
     for i, raw in enumerate(top.gpus):
         label = raw.get("name") or raw.get("model") if isinstance(raw, dict) else None
         where = f"gpus[{i}]" + (f" ({label})" if label else "")
         if not isinstance(raw, dict):
             raise ConfigError(f"{where}: must be a mapping")
-        gpus += _expand(build(GpuEntry, raw, where), where, len(gpus), top, catalog)
+        entry = build(GpuEntry, raw, where)
+        devices += entry.count * (1 + len(entry.mig))
+        _check_size(devices, top.history_seconds, where)
+        gpus += _expand(entry, where, len(gpus), top, catalog)
     for attr in ("uuid", "pci_bus_id"):
         seen: dict[str, str] = {}
         for g in gpus:
@@ -89,6 +109,21 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
         spec, top.description, top.seed, top.speed, start, top.frozen, top.history_seconds,
         top.driver_version, top.host_cpu_busy_ratio, tuple(gpus),
     )  # fmt: skip
+
+
+def _check_size(devices: int, history_seconds: float, where: str) -> None:
+    """Bound the start-up cost (see ``MAX_DEVICES`` in sim_schema)."""
+    if devices > MAX_DEVICES:
+        raise ConfigError(
+            f"{where}: the scenario would simulate {devices} GPUs and MIG instances; at most "
+            f"{MAX_DEVICES} are allowed (GPUs x count, plus their MIG instances)"
+        )
+    if devices * history_seconds > MAX_HISTORY_DEVICE_HOURS * 3600:
+        raise ConfigError(
+            f"{where}: history_seconds {history_seconds:g} for {devices} GPUs and MIG instances is "
+            f"{devices * history_seconds / 3600:g} device-hours of history to replay; at most "
+            f"{MAX_HISTORY_DEVICE_HOURS} are allowed (lower history_seconds)"
+        )
 
 
 def _workload(entry: WorkloadEntry | None, capacity: int, what: str, where: str) -> wl.Workload:
@@ -133,7 +168,7 @@ def _expectation(e: ExpectEntry | None, where: str, catalog: Catalog) -> Expecta
     rec = e.recommended
     if rec is not None and rec not in ("release", "none") and catalog.candidate(rec) is None:
         raise ConfigError(f"{where}.expect.recommended: {rec!r} is not a catalog GPU or MIG profile")
-    return Expectation(e.verdict, tuple(e.bottlenecks), rec)
+    return Expectation(e.verdict, tuple(e.bottlenecks), rec, e.workload_change)
 
 
 def _check_links(e: GpuEntry | MigEntry, where: str) -> None:

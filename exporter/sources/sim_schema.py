@@ -12,6 +12,15 @@ from ..rightsizing.catalog import GpuSpec, MigProfile
 from ..settings import setting
 from . import sim_workloads as wl
 
+# Start-up cost bounds: replaying the past costs about 45 ms of CPU per simulated device (GPU or MIG
+# instance) for the right-sizing windows, plus the energy counters' integration from the start of
+# the history (10 s steps). These keep a scenario's start at a few seconds (bench/simulated.py).
+MAX_DEVICES = 64  # GPUs plus MIG instances: an 8-GPU node with every GPU split in seven fits
+MAX_HISTORY_DEVICE_HOURS = 256  # devices x history_seconds, e.g. 64 devices x 4 h or 8 GPUs x 32 h
+# Each cycle integrates the simulated time since the last one: devices x speed x interval seconds,
+# about 0.6 ms of CPU per 1,000 on the event loop. 64 devices at speed 1,500, or 8 GPUs at 12,500.
+MAX_DEVICE_SECONDS_PER_CYCLE = 100_000
+
 Verdict = Literal["idle", "overprovisioned", "rightsized", "underprovisioned", "insufficient_data"]
 Bottleneck = Literal[
     "memory_capacity", "memory_bandwidth", "compute", "launch_overhead", "data_loading", "host_cpu"
@@ -51,6 +60,8 @@ class WorkloadEntry:
     queue_depth: float | None = _p("Mean depth of the GPU's queue.")
     queue_growth_per_hour: float | None = _p("Items the GPU's queue grows by per hour.")
     batch: float | None = _p("Requests in flight at full load.")
+    kv_cache_usage: float | None = _p("KV-cache usage (0-1) the queue's inference server reports.")
+    preemptions_per_hour: float | None = _p("Requests the queue's inference server preempts per hour.")
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,11 @@ class PodEntry:
 class QueueEntry:
     name: str = setting("", "Queue name (required).")
     labels: dict[str, str] = setting({}, "Labels, e.g. namespace and workload to link it to pods.")
+    server: Literal["vllm", "sglang", "tgi", "triton"] | None = setting(
+        None,
+        "Inference server behind the queue; vllm and sglang report KV-cache usage and preemptions "
+        "(the workload's kv_cache_usage, preemptions_per_hour), tgi and triton none.",
+    )
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,9 @@ class ExpectEntry:
     verdict: Verdict | None = setting(None, "Verdict the right-sizing engine should reach.")
     bottlenecks: list[Bottleneck] = setting([], "Bottlenecks it should find (exactly these).")
     recommended: str | None = setting(None, "Catalog key, '<key>/<MIG profile>', 'release' or 'none'.")
+    workload_change: str | None = setting(
+        None, "Multi-GPU work: the workload's move, e.g. '4 x H100-SXM-80GB -> 2 x B200-SXM-180GB'."
+    )
 
 
 @dataclass(frozen=True)
@@ -94,7 +113,7 @@ class MigEntry:
 @dataclass(frozen=True)
 class GpuEntry:
     model: str = setting("", "Catalog key or NVML name of the GPU (required).")
-    count: int = setting(1, "Replicate this GPU this many times.", minimum=1, maximum=1024)
+    count: int = setting(1, "Replicate this GPU this many times.", minimum=1, maximum=MAX_DEVICES)
     name: str | None = setting(None, "A short name for messages and docs.")
     uuid: str | None = setting(None, "UUID override (default: derived from seed and index).")
     pci_bus_id: str | None = setting(None, "PCI bus id override (default: derived from the index).")
@@ -129,6 +148,7 @@ class Expectation:
     verdict: str | None
     bottlenecks: tuple[str, ...]
     recommended: str | None
+    workload_change: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

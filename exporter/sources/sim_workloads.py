@@ -73,7 +73,13 @@ COMMON: dict[str, float] = {
     "pcie_link_ratio": 0.02,  # host-to-GPU traffic as a share of the PCIe link
 }
 _ACTIVE = {"activity": 0.3, "utilization": 0.5, "dram": 0.25, "tensor": 0.15, "occupancy": 0.12}
-_QUEUE = {"queue_depth": 2.0, "queue_growth_per_hour": 0.0, "batch": 8.0}
+_QUEUE = {
+    "queue_depth": 2.0,
+    "queue_growth_per_hour": 0.0,
+    "batch": 8.0,
+    "kv_cache_usage": 0.3,
+    "preemptions_per_hour": 0.0,
+}
 _SLOW = {"swing": 0.15, "period_seconds": 1800.0}
 
 DEFAULTS: dict[str, dict[str, float]] = {
@@ -151,13 +157,15 @@ DEFAULTS: dict[str, dict[str, float]] = {
         "swing": 0.05,
         "queue_depth": 20.0,
         "queue_growth_per_hour": 120.0,
+        "kv_cache_usage": 0.98,
+        "preemptions_per_hour": 30.0,
     },
 }
 
 FOLLOW_ACTIVITY = ("utilization", "dram", "tensor", "occupancy")
 RATIOS = (
     "noise", "host_cpu", "pcie_link_ratio", "activity", "utilization", "dram", "tensor", "occupancy",
-    "base_activity", "gap_fraction", "memory_fraction", "swing", "nvlink_ratio",
+    "base_activity", "gap_fraction", "memory_fraction", "swing", "nvlink_ratio", "kv_cache_usage",
 )  # fmt: skip
 
 
@@ -203,6 +211,8 @@ class Activity:
     queue_depth: float = 0.0
     in_flight: float = 0.0
     host_cpu: float = 0.0
+    kv_cache: float | None = None  # KV-cache usage its inference server reports
+    preemptions: float = 0.0  # the server's preemption counter
 
 
 def _clip(x: float, high: float = 1.0) -> float:
@@ -249,6 +259,9 @@ def evaluate(w: Workload, noise: Noise, t: float, elapsed: float) -> Activity:
         grown = p["queue_growth_per_hour"] * elapsed / 3600.0
         a.queue_depth = max(0.0, p["queue_depth"] * (1.0 + 0.5 * noise.signed("queue", sec)) + grown)
         a.in_flight = p["batch"] * _clip(level)
+    if "kv_cache_usage" in p:
+        a.kv_cache = _clip(p["kv_cache_usage"] * (1.0 + 0.02 * noise.signed("queue", sec + 1)))
+        a.preemptions = float(math.floor(p["preemptions_per_hour"] * elapsed / 3600.0))
     level *= scale
     a.sm = _clip(p["activity"] * level)
     a.utilization = _clip(max(p["utilization"] * level, a.sm))

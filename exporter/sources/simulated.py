@@ -50,6 +50,9 @@ class QueueSample:
     depth: float
     in_flight: float
     gpus: tuple[str, ...]
+    server: str | None = None
+    kv_cache_usage: float | None = None
+    preemptions_total: float | None = None
 
     @property
     def queue(self) -> str:
@@ -174,16 +177,31 @@ class SimulatedSource:
         )
         return GpuReading(t, gpus, CollectorStatus(self.name, True, time.perf_counter() - began))
 
-    def history(self, seconds: float, step: float) -> Iterator[GpuReading]:
+    def history(
+        self, seconds: float, step: float, cancelled: Callable[[], bool] = lambda: False
+    ) -> Iterator[GpuReading]:
         """Readings of the recent past, oldest first, every ``step`` seconds of simulated time, all
         strictly before the current simulated time, going back at most ``seconds`` and never before
-        the scenario's ``history_seconds`` ahead of its start."""
+        the scenario's ``history_seconds`` ahead of its start. Ends early once ``cancelled()``."""
         if step <= 0:
             raise ValueError("step must be positive")
         now = self.now()
         earliest = max(now - seconds, self.start_time - self.scenario.history_seconds)
         n = math.floor((now - earliest) / step + 1e-9)
+        # The energy counters integrate from the start of the history: do it in slices, so that a
+        # stop is seen within one slice rather than after the whole past of every GPU.
+        for d in self.devices:
+            t = (d.origin_bucket + 1) * ENERGY_BUCKET_SECONDS
+            while True:
+                if cancelled():
+                    return
+                t = min(t + ENERGY_BUCKET_SECONDS * 512, now - n * step)
+                self._integrals(d, t)
+                if t >= now - n * step:
+                    break
         for k in range(n, 0, -1):
+            if cancelled():
+                return
             yield self.reading_at(now - k * step, history=True)
 
     # -- signals for the right-sizing engine ------------------------------------------------------
@@ -212,7 +230,13 @@ class SimulatedSource:
             for q, uuid, a in feeds:
                 if q is not None:
                     depth, in_flight = float(round(a.queue_depth)), float(round(a.in_flight))
-                    out.append(QueueSample(q.name, dict(q.labels), depth, in_flight, (uuid,)))
+                    reports = q.server in ("vllm", "sglang")
+                    out.append(
+                        QueueSample(
+                            q.name, dict(q.labels), depth, in_flight, (uuid,), q.server,
+                            a.kv_cache if reports else None, a.preemptions if reports else None,
+                        )
+                    )  # fmt: skip
         return out
 
     def xid_events(self, since: float, until: float) -> list[XidEvent]:

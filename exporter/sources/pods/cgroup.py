@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from rightsizer_core.files import open_regular
+
 # "pod" + a UID: 8-4-4-4-12 hex digits joined by '-' (cgroupfs) or '_' (systemd), or 32 hex digits.
 _POD_UID = re.compile(
     r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}|[0-9a-f]{32})"
@@ -91,7 +93,7 @@ def read_cgroup(procfs_root: str | Path, pid: int) -> CgroupRef | None:
     Blocking file I/O: call it off the event loop.
     """
     try:
-        with open(Path(procfs_root) / str(int(pid)) / "cgroup", "rb") as f:
+        with open_regular(Path(procfs_root) / str(int(pid)) / "cgroup") as f:
             data = f.read(_MAX_BYTES)
     except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
         return None  # the process exited between NVML's answer and this read

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rightsizer_core.files import read_bytes
+
 _MAX_BYTES = 64 * 1024 * 1024
 
 
@@ -81,8 +83,7 @@ def parse_checkpoint(data: bytes, where: str = "checkpoint") -> tuple[Checkpoint
 def read_checkpoint(path: str | Path) -> tuple[CheckpointEntry, ...]:
     """Blocking file I/O: call it off the event loop."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_BYTES)
+        data = read_bytes(path, _MAX_BYTES)
     except OSError as exc:
         raise CheckpointError(f"cannot read {path}: {exc.strerror or exc}") from None
     return parse_checkpoint(data, str(path))

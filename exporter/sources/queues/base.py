@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
+
+from rightsizer_core.files import read_secret
 
 REASON_LIMIT = 200
 
@@ -18,6 +19,9 @@ class QueueValue:
 
     depth: float
     in_flight: float | None = None
+    # Inference servers' memory pressure, read from the same exposition as the depth (scrape kinds).
+    kv_cache_usage: float | None = None  # KV-cache usage 0-1
+    preemptions_total: float | None = None  # preempted (vLLM) or retracted (SGLang) requests
 
 
 class QueueSourceError(Exception):
@@ -72,7 +76,7 @@ class SecretFile:
         now = time.monotonic()
         if self._value is None or now - self._read_at >= self.refresh:
             try:
-                self._value = Path(self.path).read_text().strip()
+                self._value = read_secret(self.path)
             except OSError as exc:
                 why = exc.strerror or exc
                 raise QueueSourceError(f"cannot read {self.what} {self.path}: {why}") from None

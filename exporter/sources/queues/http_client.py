@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from rightsizer_core.files import checked_path
+
 from ... import __version__
 from .base import QueueSourceError, SecretFile
 from .settings import QueueSettings
@@ -147,7 +149,7 @@ def _ssl_context(cfg: QueueSettings) -> ssl.SSLContext:
         context.verify_mode = ssl.CERT_NONE
         return context
     try:
-        return ssl.create_default_context(cafile=cfg.tls_ca_file)
+        return ssl.create_default_context(cafile=checked_path(cfg.tls_ca_file) if cfg.tls_ca_file else None)
     except (OSError, ssl.SSLError) as exc:
         raise QueueSourceError(f"cannot load tls_ca_file {cfg.tls_ca_file}: {exc}") from None
 

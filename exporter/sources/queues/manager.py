@@ -8,7 +8,8 @@ with it but the immutable ``Outcome`` each poller replaces after each poll.
 the depth and in-flight of sources whose latest poll succeeded, and for every source whether it
 is up, how long its latest poll took and when it last succeeded. A source that is down keeps
 its up/duration/last-success series and loses its depth series, so an old value is never
-published as if it were fresh.
+published as if it were fresh. The up series carries the depth's labels (queue, kind and the
+static labels), so whoever reads a selection of depths can tell which of them are down.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ IN_FLIGHT = "rightsizer_queue_in_flight"
 SOURCE_UP = "rightsizer_queue_source_up"
 SOURCE_DURATION = "rightsizer_queue_source_duration_seconds"
 LAST_SUCCESS = "rightsizer_queue_last_success_timestamp_seconds"
-FAMILY_NAMES = (DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS)
+KV_CACHE = "rightsizer_queue_kv_cache_usage_ratio"
+PREEMPTIONS = "rightsizer_queue_preemptions_total"
+FAMILY_NAMES = (DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS, KV_CACHE, PREEMPTIONS)
 FIRST_ROUND_WAIT = 1.0  # start() waits at most this long for the first polls
 STOP_WAIT = 5.0
 
@@ -93,6 +96,8 @@ class QueueExtension:
         self.clock.observe(time.monotonic())
         depth: list[Row] = []
         in_flight: list[Row] = []
+        kv_cache: list[Row] = []
+        preemptions: list[Row] = []
         up: list[Row] = []
         duration: list[Row] = []
         last: list[Row] = []
@@ -118,7 +123,7 @@ class QueueExtension:
             api.append(item)
             if out is None:  # not polled yet
                 continue
-            up.append(Row(1.0 if out.up else 0.0, queue_labels))
+            up.append(Row(1.0 if out.up else 0.0, series_labels))  # the depth's labels: joined on them
             duration.append(Row(out.duration_seconds, queue_labels))
             slowest = max(slowest, out.duration_seconds)
             if out.last_success is not None:
@@ -131,6 +136,10 @@ class QueueExtension:
             if out.value.in_flight is not None:
                 in_flight.append(Row(out.value.in_flight, series_labels))
                 item["in_flight"] = out.value.in_flight
+            if out.value.kv_cache_usage is not None:
+                kv_cache.append(Row(out.value.kv_cache_usage, series_labels))
+            if out.value.preemptions_total is not None:
+                preemptions.append(Row(out.value.preemptions_total, series_labels))
         error = None
         if down:
             error = f"{len(down)} of {len(self.pollers)} queue sources down: {', '.join(down[:5])}"
@@ -141,6 +150,8 @@ class QueueExtension:
             SOURCE_UP: tuple(up),
             SOURCE_DURATION: tuple(duration),
             LAST_SUCCESS: tuple(last),
+            KV_CACHE: tuple(kv_cache),
+            PREEMPTIONS: tuple(preemptions),
         }
         status = CollectorStatus(self.name, not down, slowest, error)
         return Contribution(rows=rows, api={"queues": api}, collectors=(status,))

@@ -16,6 +16,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from rightsizer_core.files import checked_path, read_secret
+
 from .base import QueueSourceError, QueueValue
 from .settings import QueueSettings
 
@@ -88,8 +90,7 @@ class RedisPools:
         password: str | None = None
         if auth is not None and auth.password_file:
             try:
-                with open(auth.password_file) as f:
-                    password = f.read().strip()
+                password = read_secret(auth.password_file)
             except OSError as exc:
                 raise QueueSourceError(
                     f"cannot read basic_auth.password_file {auth.password_file}: {exc.strerror or exc}"
@@ -114,7 +115,12 @@ class RedisPools:
                 if cfg.tls_insecure_skip_verify:
                     options["ssl_cert_reqs"] = "none"
                 elif cfg.tls_ca_file:
-                    options["ssl_ca_certs"] = cfg.tls_ca_file
+                    try:  # redis-py loads it on connecting, on the event loop: no FIFO may stall it
+                        options["ssl_ca_certs"] = checked_path(cfg.tls_ca_file)
+                    except OSError as exc:
+                        raise QueueSourceError(
+                            f"cannot load tls_ca_file {cfg.tls_ca_file}: {exc.strerror or exc}"
+                        ) from None
             pool = aioredis.BlockingConnectionPool.from_url(cfg.url, **options)
             client = self._clients[key] = BatchedClient(aioredis.Redis(connection_pool=pool))
         return client

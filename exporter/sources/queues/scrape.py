@@ -9,6 +9,7 @@ the previous result is reused.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -28,14 +29,29 @@ ACCEPT = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.
 class Preset:
     depth: str
     in_flight: str | None
+    # Memory pressure, read on the same poll for right-sizing: KV-cache usage 0-1 (the first name
+    # found wins; several series: the highest) and a preemption counter (series summed).
+    kv_cache: tuple[str, ...] = ()
+    preemptions: str | None = None
 
 
-# The metric names each inference server publishes (see the README's presets table).
+# The metric names each inference server publishes (see the README's presets table). TGI and
+# Triton publish no KV-cache usage share.
 PRESETS: Mapping[str, Preset] = {
-    "vllm": Preset("vllm:num_requests_waiting", "vllm:num_requests_running"),
+    "vllm": Preset(
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_running",
+        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        "vllm:num_preemptions_total",
+    ),
     "tgi": Preset("tgi_queue_size", "tgi_batch_current_size"),
     "triton": Preset("nv_inference_pending_request_count", None),
-    "sglang": Preset("sglang:num_queue_reqs", "sglang:num_running_reqs"),
+    "sglang": Preset(
+        "sglang:num_queue_reqs",
+        "sglang:num_running_reqs",
+        ("sglang:token_usage",),
+        "sglang:num_retracted_requests_total",
+    ),
 }
 
 
@@ -66,11 +82,21 @@ def sample_lines(text: str, names: Iterable[str]) -> list[str]:
 class ExpositionReader:
     """Sums the wanted samples of one exposition text, narrowed by ``match``."""
 
-    def __init__(self, depth: str, in_flight: str | None, match: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        depth: str,
+        in_flight: str | None,
+        match: Mapping[str, str],
+        kv_cache: tuple[str, ...] = (),
+        preemptions: str | None = None,
+    ) -> None:
         self.depth = depth
         self.in_flight = in_flight
         self.match = dict(match)
-        self._names = (depth,) if in_flight is None else (depth, in_flight)
+        self.kv_cache = kv_cache
+        self.preemptions = preemptions
+        names = [depth] if in_flight is None else [depth, in_flight]
+        self._names = (*names, *kv_cache, *([preemptions] if preemptions else []))
         self._last: tuple[str, bool, QueueValue] | None = None
 
     def read(self, text: str, openmetrics: bool) -> QueueValue:
@@ -84,11 +110,16 @@ class ExpositionReader:
 
     def _parse(self, wanted: str, openmetrics: bool) -> QueueValue:
         totals: dict[str, float] = {}
+        highest: dict[str, float] = {}
         try:
             families = openmetrics_families(wanted + "# EOF\n") if openmetrics else text_families(wanted)
             for family in families:
                 for sample in family.samples:
-                    if sample.name in (self.depth, self.in_flight) and self._matches(sample.labels):
+                    if not self._matches(sample.labels):
+                        continue
+                    if sample.name in self.kv_cache:
+                        highest[sample.name] = max(highest.get(sample.name, sample.value), sample.value)
+                    elif sample.name in (self.depth, self.in_flight, self.preemptions):
                         totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
         except Exception as exc:  # prometheus-client raises ValueError and friends on bad input
             raise QueueSourceError(f"cannot parse the exposition: {shorten(str(exc), 120)}") from None
@@ -98,7 +129,13 @@ class ExpositionReader:
         in_flight = None
         if self.in_flight is not None and self.in_flight in totals:
             in_flight = finite(totals[self.in_flight], self.in_flight)
-        return QueueValue(depth, in_flight)
+        # Memory-pressure figures are extras: a missing or broken one is left out, never a fault.
+        kv = next((highest[n] for n in self.kv_cache if n in highest), None)
+        kv = kv if kv is not None and 0.0 <= kv <= 1.0 else None
+        preempted = totals.get(self.preemptions) if self.preemptions else None
+        if preempted is not None and not (math.isfinite(preempted) and preempted >= 0):
+            preempted = None
+        return QueueValue(depth, in_flight, kv, preempted)
 
     def _matches(self, labels: Mapping[str, str]) -> bool:
         return all(labels.get(k) == v for k, v in self.match.items())
@@ -116,7 +153,9 @@ class ScrapeSource:
     def __init__(self, cfg: QueueSettings) -> None:
         preset = preset_for(cfg)
         self.http = HttpGetter(cfg, ACCEPT)
-        self.reader = ExpositionReader(preset.depth, preset.in_flight, dict(cfg.match))
+        self.reader = ExpositionReader(
+            preset.depth, preset.in_flight, dict(cfg.match), preset.kv_cache, preset.preemptions
+        )
 
     async def read(self) -> QueueValue:
         content_type, body = await self.http.get()

@@ -6,11 +6,12 @@ names the entry (``queues[2]: queue 'chat': ...``), so the exporter exits 2 befo
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from rightsizer_core.files import checked_path
 
 from ...settings import setting
 
@@ -178,8 +179,12 @@ class QueueSettings:
 
 
 def _check_readable(who: str, key: str, path: str | None) -> None:
-    if path is not None and not os.access(path, os.R_OK):
-        raise ValueError(f"{who}: {key} {path!r} cannot be read")
+    if path is None:
+        return
+    try:
+        checked_path(path)  # readable, and a regular file: a FIFO would stall the poller
+    except OSError as exc:
+        raise ValueError(f"{who}: {key} {path!r} cannot be read: {exc.strerror or exc}") from None
 
 
 def check_queue_names(entries: Sequence[QueueSettings]) -> None:

@@ -1,0 +1,63 @@
+"""What the evidence says about demand: memory pressure, starvation demand and queue growth.
+
+- Memory: inference servers reserve most of the GPU by design (vLLM 90 % by default; SGLang and TGI
+  likewise), so a full framebuffer says nothing about need. Pressure is shown only by the server's
+  own counters, read from the same /metrics poll as its queue depth: KV-cache usage at p95 at or
+  above ``kv_cache_full_ratio`` (vLLM ``vllm:kv_cache_usage_perc``, older
+  ``vllm:gpu_cache_usage_perc``; SGLang ``sglang:token_usage``), or any preemption in the window
+  (vLLM ``vllm:num_preemptions_total``; SGLang ``sglang:num_retracted_requests_total``). TGI
+  publishes no KV-cache usage (its token budget, ``max_batch_total_tokens``, is only on /info), so a
+  TGI GPU's need stays unknown.
+- Starvation: gaps on a GPU are starvation only when work waits for it: a linked queue with a
+  backlog (mean depth >= 1), or, without a queue, a job that runs hot when fed (activity p95 at or
+  above ``starved_demand_activity_ratio``). A GPU that is never busy is under-used, not starved.
+- Queue growth: the fitted trend's gain per hour relative to the queue's own mean depth, at least
+  ``queue_growth_ratio_per_hour``, and at least ``queue_growth_min`` items over the history.
+"""
+
+from __future__ import annotations
+
+from .evidence import Evidence, QueueEvidence
+from .settings import RightsizingSettings
+
+INFERENCE_SERVERS = ("vllm", "sglang", "tgi", "triton")
+
+
+def server_queue(ev: Evidence) -> QueueEvidence | None:
+    """The first linked queue whose source is an inference server."""
+    return next((q for q in ev.queues if q.server in INFERENCE_SERVERS), None)
+
+
+def memory_pressure(ev: Evidence, s: RightsizingSettings) -> bool | None:
+    """True when a linked server shows memory pressure, False when its counters show none, None when
+    no counter says (no server linked, or a server that publishes none)."""
+    seen = False
+    for q in ev.queues:
+        if q.kv_cache_high is not None:
+            seen = True
+            if q.kv_cache_high >= s.kv_cache_full_ratio:
+                return True
+        if q.preemptions is not None:
+            seen = True
+            if q.preemptions >= 1.0:
+                return True
+    return False if seen else None
+
+
+def backlog(q: QueueEvidence) -> bool:
+    level = q.depth_mean if q.depth_mean is not None else q.depth_last
+    return level >= 1.0
+
+
+def starvation_demand(ev: Evidence, s: RightsizingSettings) -> bool:
+    if ev.queues:
+        return any(backlog(q) for q in ev.queues)
+    return (ev.activity_p95 or 0.0) >= s.bottlenecks.starved_demand_activity_ratio
+
+
+def growing(q: QueueEvidence, s: RightsizingSettings) -> bool:
+    return q.rise >= max(s.queue_growth_min, 1e-9) and q.growth_per_hour >= s.queue_growth_ratio_per_hour
+
+
+def growing_queues(ev: Evidence, s: RightsizingSettings) -> list[QueueEvidence]:
+    return [q for q in ev.queues if growing(q, s)]

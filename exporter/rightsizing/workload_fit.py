@@ -1,0 +1,60 @@
+"""Multi-GPU work sized as a whole: n whole GPUs carrying what N GPUs carry today.
+
+The evidence of a multi-GPU workload is the busiest rank's (``group.merge``): its memory, compute
+and bandwidth are one GPU's share, so the whole needs N times them. n GPUs of a candidate carry it
+when each holds and carries N/n shares at or under the target. n runs from 1 to N (never more
+GPUs than today); 1 < n < N needs NVLink between them (the shards talk), n = N needs NVLink when the
+work uses it today, and n = 1 needs none. MIG instances are never offered (no NVLink or
+peer-to-peer). The cheapest total wins; at equal price today's GPUs stay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .catalog import Candidate, Catalog
+from .recommend import Demand, Fit, fits
+from .settings import RightsizingSettings
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadFit:
+    fit: Fit
+    count: int  # GPUs recommended
+    today: int  # GPUs the workload holds today
+    change: str  # "4 x H100-SXM-80GB -> 2 x H200-SXM-141GB"
+
+
+def workload_fit(
+    catalog: Catalog, d: Demand, current: Candidate, s: RightsizingSettings, gpus: int, upgrade: bool = False
+) -> WorkloadFit | None:
+    """The cheapest way to carry an N-GPU workload, or None for single-GPU work or when nothing fits."""
+    if gpus <= 1:
+        return None
+    best: tuple[float, int, Candidate, tuple[float, str]] | None = None
+    for n in range(1, gpus + 1):
+        share = gpus / n
+        scaled = dataclasses.replace(
+            d,
+            memory_bytes=d.memory_bytes * share,
+            activity=d.activity * share,
+            bandwidth=None if d.bandwidth is None else d.bandwidth * share,
+            whole_gpus=True,
+            nvlink=(1 < n < gpus) or (n == gpus and d.nvlink),
+        )
+        for c in catalog.candidates():
+            if c.mig is not None or (upgrade and n == gpus and c.key == current.key):
+                continue
+            projected = fits(scaled, current, c, s)
+            if projected is None:
+                continue
+            total = n * c.hourly_price_dollars
+            stay = n == gpus and c.key == current.key
+            if best is None or total < best[0] - 1e-9 or (abs(total - best[0]) <= 1e-9 and stay):
+                best = (total, n, c, projected)
+    if best is None:
+        return None
+    _, n, c, projected = best
+    fit = Fit(c, projected[0], projected[1])
+    return WorkloadFit(fit, n, gpus, f"{gpus} x {current.key} -> {n} x {c.key}")

@@ -1,0 +1,238 @@
+"""The status page at ``/``: the fleet's right-sizing answer as one server-rendered HTML document.
+
+Every value that comes from outside (pod names, namespaces, models, queue names and labels, error
+texts) passes through ``html.escape``; the page carries its own style and script and fetches
+nothing but itself (see ``assets``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from html import escape
+
+from .. import __version__
+from .assets import SCRIPT, STYLE
+from .charts import svg
+from .model import GpuRow, PageModel
+
+_VERDICT_ORDER = ("underprovisioned", "overprovisioned", "idle", "rightsized", "insufficient_data")
+_VERDICT_WORDS = {
+    "idle": "idle",
+    "overprovisioned": "overprovisioned",
+    "rightsized": "rightsized",
+    "underprovisioned": "underprovisioned",
+    "insufficient_data": "not enough data",
+}
+HOURS_PER_MONTH = 730
+NONE = '<span class="muted">&ndash;</span>'
+
+
+def _e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def _money(dollars: float) -> str:
+    return f"${dollars:,.2f}"
+
+
+def _verdict(verdict: str | None) -> str:
+    key = verdict or "unknown"
+    word = _VERDICT_WORDS.get(key, "unknown")
+    return f'<span class="verdict v-{_e(key)}">{_e(word)}</span>'
+
+
+def _savings(row: GpuRow) -> str:
+    s = row.savings
+    if s is None or (isinstance(s, float) and not math.isfinite(s)):
+        return NONE
+    if s < 0:
+        return f'<span class="bad">+{_money(-s)}/h</span>'
+    if s == 0:
+        return f"{_money(0)}/h"
+    return f'<span class="ok">{_money(s)}/h</span>'
+
+
+def _device(row: GpuRow) -> str:
+    ident = row.sample.identity
+    mig = f' <span class="tag">MIG {_e(ident.mig_profile)}</span>' if ident.mig_profile else ""
+    return (
+        f"<b>{_e(ident.index)}</b>{mig}<br>{_e(ident.model)}"
+        f'<div class="id muted" title="UUID">{_e(ident.uuid)}</div>'
+    )
+
+
+def _pod(row: GpuRow) -> str:
+    pod = row.sample.pod
+    if pod is None:
+        return '<span class="muted">no pod</span>'
+    return (
+        f'<span class="pod">{_e(pod.pod)}</span><br>'
+        f'<span class="muted">{_e(pod.namespace)} · {_e(row.workload)}</span>'
+    )
+
+
+def _history(row: GpuRow) -> str:
+    if row.verdict is None or row.window_seconds <= 0:
+        return NONE
+    share = min(1.0, row.history_seconds / row.window_seconds)
+    return (
+        f"{_e(_duration(row.history_seconds))} of {_e(_duration(row.window_seconds))}"
+        f'<div class="bar" title="{share:.0%} of the window"><span style="width:{share:.0%}"></span></div>'
+    )
+
+
+def _gpu_rows(row: GpuRow) -> str:
+    uuid = row.sample.identity.uuid
+    if row.verdict is None:
+        reason = f'<div class="reason">{_e(row.why_unjudged)}</div>'
+    else:
+        reason = f'<div class="reason">{_e(row.reason)}</div>'
+    bottlenecks = "".join(f'<span class="tag">{_e(b.replace("_", " "))}</span>' for b in row.bottlenecks)
+    recommended = row.recommended if row.recommended not in (None, "none") else None
+    main = (
+        f'<tr class="gpu" data-uuid="{_e(uuid)}" data-verdict="{_e(row.verdict or "unknown")}">'
+        f'<td data-label="GPU">{_device(row)}</td>'
+        f'<td data-label="Pod">{_pod(row)}</td>'
+        f'<td data-label="Verdict">{_verdict(row.verdict)}{reason}</td>'
+        f'<td data-label="Bottlenecks">{bottlenecks or "<span class=muted>none</span>"}</td>'
+        f'<td data-label="Recommended">{_e(recommended) if recommended else NONE}</td>'
+        f'<td data-label="Saved" class="num">{_savings(row)}</td>'
+        f'<td data-label="History">{_history(row)}</td></tr>'
+    )
+    if not row.charts:
+        return main
+    charts = "".join(svg(c) for c in row.charts)
+    cell = f'<td colspan="7"><div class="grid4">{charts}</div></td>'
+    return main + f'<tr class="charts" data-uuid="{_e(uuid)}">{cell}</tr>'
+
+
+def _summary(m: PageModel) -> str:
+    judged = [r for r in m.rows if r.verdict is not None]
+    chips = "".join(
+        f'<span class="verdict v-{v}">{m.verdict_counts.get(v, 0)} {_e(_VERDICT_WORDS[v])}</span>'
+        for v in _VERDICT_ORDER
+        if m.verdict_counts.get(v, 0)
+    )
+    unjudged = sum(1 for r in m.rows if r.verdict is None and not r.mig_parent)
+    if unjudged:
+        chips += f'<span class="verdict v-unknown">{unjudged} not judged</span>'
+    if m.savings is None:
+        money = f'<div class="big">{NONE}</div><div class="muted">right-sizing is off</div>'
+    else:
+        money = (
+            f'<div class="big" id="savings">{_money(m.savings)}/h</div>'
+            f'<div class="muted">≈ {_money(m.savings * HOURS_PER_MONTH)} a month, '
+            f"over the last {_e(_duration(m.window_seconds or 0))}</div>"
+        )
+    top = sorted((r for r in judged if r.savings and r.savings > 0), key=lambda r: -(r.savings or 0))[:3]
+    top += [r for r in judged if r.verdict == "underprovisioned"][:2]
+    items = "".join(_recommendation(r) for r in top) or "<li class=muted>nothing to change</li>"
+    return (
+        '<section class="cards">'
+        f'<div class="card"><h3>GPUs</h3><div class="big">{len(m.rows)}</div>'
+        f'<div class="chips">{chips}</div></div>'
+        f'<div class="card"><h3>On the table</h3>{money}</div>'
+        f'<div class="card wide"><h3>Top recommendations</h3><ul>{items}</ul></div>'
+        "</section>"
+    )
+
+
+def _recommendation(r: GpuRow) -> str:
+    ident = r.sample.identity
+    who = f" ({_e(r.workload)})" if r.workload else ""
+    if r.verdict == "idle":
+        what = "release it"
+    elif r.verdict == "underprovisioned":
+        what = f"move to {_e(r.recommended)}"
+    else:
+        what = f"{_e(r.current or ident.model)} → {_e(r.recommended)}"
+    return f"<li>GPU {_e(ident.index)}{who}: {what} — {_savings(r)}</li>"
+
+
+def _queues(m: PageModel) -> str:
+    if not m.queues:
+        return ""
+    rows = []
+    for q in m.queues:
+        up = q.get("up")
+        state = "up" if up else ("not polled yet" if up is None else "down")
+        cls = "ok" if up else ("muted" if up is None else "bad")
+        error = f'<div class="reason">{_e(q["error"])}</div>' if q.get("error") else ""
+        pairs = dict(q.get("labels") or {}).items()
+        labels = "".join(f'<span class="tag">{_e(k)}={_e(v)}</span>' for k, v in pairs)
+        rows.append(
+            f'<tr class="queue"><td data-label="Queue"><b>{_e(q.get("name"))}</b><br>{labels}</td>'
+            f'<td data-label="Kind">{_e(q.get("kind", ""))}</td>'
+            f'<td data-label="Depth" class="num">{_number(q.get("depth"))}</td>'
+            f'<td data-label="In flight" class="num">{_number(q.get("in_flight"))}</td>'
+            f'<td data-label="Source"><span class="{cls}">{state}</span>{error}</td></tr>'
+        )
+    return (
+        '<h2>Queues</h2><table><thead><tr><th>Queue</th><th>Kind</th><th class="num">Depth</th>'
+        f'<th class="num">In flight</th><th>Source</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    )
+
+
+def _number(v: object) -> str:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return f"{v:g}"
+    return '<span class="muted">unknown</span>'
+
+
+def _collectors(m: PageModel) -> str:
+    rows = "".join(
+        f'<tr class="collector"><td data-label="Collector">{_e(c.name)}</td><td data-label="State">'
+        + ('<span class="ok">ok</span>' if c.success else '<span class="bad">failing</span>')
+        + (f'<div class="reason">{_e(c.error)}</div>' if c.error else "")
+        + f'</td><td data-label="Took" class="num">{c.duration_seconds * 1000:.1f} ms</td></tr>'
+        for c in m.collectors
+    )
+    return (
+        '<h2>Collectors</h2><table><thead><tr><th>Collector</th><th>State</th><th class="num">Took</th>'
+        f"</tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def _links(m: PageModel) -> str:
+    paths = ["/metrics", "/api/v1/gpus", *(f"/api/v1/{s}" for s in m.sections if s != "gpus")]
+    paths += ["/api/v1/pods"] if "pods" not in m.sections else []
+    paths += ["/healthz", "/readyz"]
+    # Relative links, so the page also works behind a proxy that serves it under a path prefix.
+    return "<nav>" + "".join(f'<a href="{_e(p.lstrip("/"))}">{_e(p)}</a>' for p in paths) + "</nav>"
+
+
+def render(m: PageModel) -> str:
+    drivers = ", ".join(m.drivers) or "unknown"
+    refresh = max(5, math.ceil(m.interval))
+    gpus = "".join(_gpu_rows(r) for r in m.rows)
+    gpus = gpus or '<tr><td colspan="7" class="muted">no GPUs found</td></tr>'
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        '<meta name="color-scheme" content="light dark"><link rel="icon" href="data:,">'
+        f"<title>Rightsizer · {_e(m.hostname)}</title><style>{STYLE}</style></head>"
+        f'<body data-refresh="{refresh}"><header><h1>Rightsizer <small>{_e(m.hostname)}</small></h1>'
+        f'<span class="live">exporter unreachable: showing the last answer</span>{_links(m)}</header>'
+        f'<main id="status">{_summary(m)}'
+        '<h2>GPUs</h2><table class="gpus"><thead><tr><th>GPU</th><th>Pod · namespace · workload</th>'
+        '<th>Verdict</th><th>Bottlenecks</th><th>Recommended</th><th class="num">Saved</th><th>History</th>'
+        f"</tr></thead><tbody>{gpus}</tbody></table>"
+        f"{_queues(m)}{_collectors(m)}"
+        f'<footer>Sampled at <span id="sampled-at">{_utc(m.timestamp)}</span> from {_e(m.source)} · '
+        f"NVIDIA driver {_e(drivers)} · rightsizer-exporter {_e(__version__)} · "
+        f"charts: window buckets (mean per bucket) · refreshes every {refresh} s</footer></main>"
+        f"<script>{SCRIPT}</script></body></html>"
+    )

@@ -1,0 +1,93 @@
+"""Prometheus holding the past hour of what the exporter published for simulated fleets.
+
+Each fleet runs through the real simulated source, the real right-sizing extension (the live
+engine) and the simulated queues' extension, one exposition every ``step`` seconds, rendered by
+the exporter's own renderer and written as OpenMetrics with timestamps; ``promtool tsdb
+create-blocks-from openmetrics`` turns that into TSDB blocks before Prometheus starts. Every
+sample of a fleet carries ``instance="<fleet>"``, as a scrape of that node's exporter would, so
+several fleets live in one Prometheus without their host CPUs mixing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from servers import prometheus, require_binary
+
+from exporter.render import Renderer
+from exporter.rightsizing.catalog import load_catalog
+from exporter.rightsizing.extension import RightsizingExtension
+from exporter.rightsizing.settings import RightsizingSettings
+from exporter.snapshot import Snapshot
+from exporter.sources.sim_queues import SimulatedQueues
+from exporter.sources.simulated import SimulatedSource, load_scenario
+
+_NAME = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{?)")
+
+
+@dataclass
+class Fleet:
+    name: str
+    source: SimulatedSource
+    live: RightsizingExtension  # the live engine, fed the same readings
+    last: float
+
+
+def _with_instance(line: str, instance: str | None) -> tuple[str, str]:
+    m = _NAME.match(line)
+    assert m is not None, line
+    if instance is None:
+        return m.group(1), line
+    label = f'instance="{instance}"'
+    if m.group(2):
+        return m.group(1), f"{m.group(1)}{{{label},{line[m.end():]}"
+    return m.group(1), f"{m.group(1)}{{{label}}}{line[m.end():]}"
+
+
+def exporter_history(
+    path: Path, seconds: float, step: float, families: dict[str, list[str]], instance: str | None
+) -> Fleet:
+    """Adds the fleet's samples to ``families`` (name -> OpenMetrics lines)."""
+    source = SimulatedSource(load_scenario(str(path)))
+    ext = RightsizingExtension(RightsizingSettings(), load_catalog(), step, source)
+    queues = SimulatedQueues(source)
+    renderer = Renderer("Hostname")
+    last = 0.0
+    for reading in source.history(seconds, step):
+        rows = dict(ext.contribute(reading, reading.gpus).rows)
+        rows.update(queues.contribute(reading, reading.gpus).rows)
+        snap = Snapshot(reading.timestamp, "sim-node", reading.gpus, (reading.status,), rows, {})
+        for line in renderer.render(snap).text.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, labelled = _with_instance(line, instance)
+                families.setdefault(name, []).append(f"{labelled} {reading.timestamp:.3f}")
+        last = reading.timestamp
+    return Fleet(path.stem, source, ext, last)
+
+
+@contextlib.contextmanager
+def prometheus_with_history(
+    paths: Sequence[Path], seconds: float, step: float, instances: bool = False
+) -> Iterator[tuple[str, list[Fleet]]]:
+    promtool = require_binary("promtool")
+    families: dict[str, list[str]] = {}
+    fleets = [exporter_history(p, seconds, step, families, p.stem if instances else None) for p in paths]
+    text = "\n".join(f"# TYPE {name} unknown\n" + "\n".join(lines) for name, lines in families.items())
+    tsdb = Path(tempfile.mkdtemp(prefix="report-tsdb-"))
+    try:
+        (tsdb / "history.om").write_text(text + "\n# EOF\n")
+        create = [promtool, "tsdb", "create-blocks-from", "openmetrics", str(tsdb / "history.om")]
+        done = subprocess.run([*create, str(tsdb / "data")], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        (tsdb / "history.om").unlink()
+        with prometheus({}, data_dir=tsdb / "data") as prom:
+            yield prom.url, fleets
+    finally:
+        shutil.rmtree(tsdb, ignore_errors=True)

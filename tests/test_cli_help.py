@@ -1,0 +1,123 @@
+"""Every command's ``--help`` carries examples, environment variables and exit codes (the exporter's
+also its built-in scenarios), its examples are valid command lines, a mistyped flag is answered
+with the close one, and the exporter's start line names the status page's URL."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+from servers import exporter
+
+from adapter.cli import parser as adapter_parser
+from exporter.cli import page_url
+from exporter.cli import parser as exporter_parser
+from exporter.rightsizing.cli import parser as rightsizer_parser
+from exporter.sources.sim_scenario import builtin_names
+
+RIGHTSIZER = [sys.executable, "-m", "exporter.rightsizing.cli"]
+COMMANDS: dict[str, tuple[list[str], Callable[[], object], list[str]]] = {
+    # name: (how to run it, its parser, the words before its own flags)
+    "rightsizer-exporter": ([sys.executable, "-m", "exporter"], exporter_parser, []),
+    "rightsizer-adapter": ([sys.executable, "-m", "adapter"], adapter_parser, []),
+    "rightsizer": (RIGHTSIZER, rightsizer_parser, []),
+    "rightsizer plan": ([*RIGHTSIZER, "plan"], rightsizer_parser, ["plan"]),
+    "rightsizer report": ([*RIGHTSIZER, "report"], rightsizer_parser, ["report"]),
+}
+
+
+def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def sections(text: str) -> dict[str, list[str]]:
+    """The help's epilog sections ("examples:", …) and their indented lines."""
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if re.fullmatch(r"[a-z][a-z ()-]*(--simulate NAME\))?:", line):
+            current = out.setdefault(line[:-1], [])
+        elif current is not None and line.startswith("  "):
+            current.append(line.strip())
+        elif not line.strip():
+            current = None
+    return out
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help_has_examples_environment_and_exit_codes(name: str) -> None:
+    cmd, make_parser, before = COMMANDS[name]
+    out = run([*cmd, "--help"])
+    assert out.returncode == 0, out.stderr
+    found = sections(out.stdout)
+    assert [s for s in ("examples", "environment", "exit codes") if not found.get(s)] == [], out.stdout
+    assert any(line.startswith("0 ") for line in found["exit codes"])
+    assert any(line.startswith("2 ") for line in found["exit codes"])
+    examples = [line for line in found["examples"] if not line.startswith("#")]
+    assert examples
+    parser = make_parser()
+    for example in examples:
+        words = shlex.split(example)
+        program = name.split()[0]
+        assert words[0] == program, example
+        if name == "rightsizer":
+            continue  # the top level's examples name commands, each checked by its own help
+        assert words[1 : 1 + len(before)] == before, example
+        parser.parse_args(words[1:])  # type: ignore[attr-defined]  # a valid command line
+
+
+def test_exporter_help_lists_the_builtin_scenarios() -> None:
+    out = run([*COMMANDS["rightsizer-exporter"][0], "--help"])
+    listed = sections(out.stdout)["built-in scenarios (--simulate NAME)"]
+    assert [line.split()[0] for line in listed] == builtin_names()
+    assert all(len(line.split()) > 1 for line in listed), "each scenario has its description"
+
+
+def test_plan_examples_run() -> None:
+    """The offline ones (no file to read) print a plan and exit 0."""
+    out = run([*COMMANDS["rightsizer plan"][0], "--help"])
+    for example in sections(out.stdout)["examples"]:
+        if example.startswith("#") or "--config" in example or "--exporter-config" in example:
+            continue
+        words = shlex.split(example)[2:]
+        result = run([*COMMANDS["rightsizer plan"][0], *words])
+        assert result.returncode == 0, (example, result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "meant"),
+    [
+        ("rightsizer plan", ["--parms", "7B"], "--params"),
+        ("rightsizer report", ["--promethus-url", "http://127.0.0.1:1"], "--prometheus-url"),
+        ("rightsizer-adapter", ["--promethus-url=http://127.0.0.1:1", "--check-config"], "--prometheus-url"),
+        ("rightsizer-exporter", ["--intervall", "2", "--check-config"], "--interval"),
+    ],
+)
+def test_a_typo_names_the_close_flag(name: str, args: list[str], meant: str) -> None:
+    out = run([*COMMANDS[name][0], *args])
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[-1].endswith(
+        f"unrecognized argument {args[0].split('=')[0]}; did you mean {meant}?"
+    )
+    assert "is required" not in out.stderr
+
+
+def test_abbreviations_still_work() -> None:
+    out = run([*COMMANDS["rightsizer plan"][0], "--param", "7B", "--format", "json"])
+    assert out.returncode == 0, out.stderr
+
+
+def test_page_url() -> None:
+    assert page_url([("0.0.0.0", 9430), ("::", 9430, 0, 0)]) == "http://localhost:9430/"
+    assert page_url([("127.0.0.1", 19430)]) == "http://127.0.0.1:19430/"
+    assert page_url([("::1", 9430, 0, 0)]) == "http://[::1]:9430/"
+
+
+def test_start_line_names_the_status_page() -> None:
+    with exporter(["--simulate", "golden"]) as p:
+        (line,) = [line for line in p.log().splitlines() if "msg=listening" in line]
+        assert f"url={p.url}/ " in line

@@ -1,0 +1,111 @@
+"""``rightsizer plan`` as a command: exit codes, --config directories, output wording, the README sample."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from servers import ROOT
+
+MIB = 2**20
+
+# Meta-Llama-3-8B's config.json as published on its model card (the keys the planner reads).
+LLAMA3_8B_CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+    "max_position_embeddings": 8192, "model_type": "llama", "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "tie_word_embeddings": False, "vocab_size": 128256,
+}  # fmt: skip
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "exporter.rightsizing.cli", *args], capture_output=True,
+                          text=True, timeout=60, cwd=cwd or ROOT)  # fmt: skip
+
+
+def test_nothing_fits_exits_2_and_names_the_fewest_gpus_that_would() -> None:
+    # Llama-3.1-405B in bf16: 405.9e9 x 2 bytes of weights. Tensor parallel must divide its 128 heads.
+    # On 4 GPUs that is 203 GB each, more than a B200's 183359 MiB; on 8, 101 GB, which an H200
+    # (143771 MiB) holds with the KV cache, activations and overheads.
+    assert 183359 * MIB < 405.9e9 * 2 / 4 and 143771 * MIB > 405.9e9 * 2 / 8 * 1.1
+    out = run("plan", "--model", "llama-3.1-405b")
+    assert out.returncode == 2
+    assert "no catalog GPU holds" in out.stderr and "--gpus 8 would fit" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert "weights" in out.stdout  # the memory breakdown is still printed
+    data = run("plan", "--model", "llama-3.1-405b", "--format", "json")
+    assert data.returncode == 2 and json.loads(data.stdout)["fits_with_gpus"] == 8
+    assert json.loads(data.stdout)["options"] == []
+    # 50 T parameters: 100 TB of bf16 weights, 1.56 TB per GPU even on 64: nothing fits at any count.
+    hopeless = run("plan", "--params", "50T")
+    assert hopeless.returncode == 2 and "no --gpus up to 64 fits" in hopeless.stderr
+    fits = run("plan", "--model", "llama-3.1-405b", "--gpus", "8")
+    assert fits.returncode == 0 and "H200-SXM-141GB" in fits.stdout
+
+
+def test_config_accepts_a_model_directory_and_names_the_model_after_it(tmp_path: Path) -> None:
+    model = tmp_path / "Meta-Llama-3-8B"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(LLAMA3_8B_CONFIG))
+    for where, arg in ((tmp_path, "Meta-Llama-3-8B"), (model, "."), (model, "../Meta-Llama-3-8B"),
+                       (model, "config.json"), (model / "..", "Meta-Llama-3-8B/config.json")):  # fmt: skip
+        out = run("plan", "--config", arg, "--format", "json", cwd=where)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert data["model"]["name"] == "Meta-Llama-3-8B", arg
+        assert data["model"]["kv_heads"] == 8 and data["model"]["vocab_size"] == 128256
+    # A Hub id in the config names the model; a local path there does not.
+    (model / "config.json").write_text(json.dumps({**LLAMA3_8B_CONFIG, "_name_or_path": "/home/me/ckpt"}))
+    assert json.loads(run("plan", "--config", str(model), "--format", "json").stdout)["model"]["name"] == (
+        "Meta-Llama-3-8B"
+    )
+    hub = {**LLAMA3_8B_CONFIG, "_name_or_path": "meta-llama/Meta-Llama-3-8B"}
+    (model / "config.json").write_text(json.dumps(hub))
+    assert json.loads(run("plan", "--config", str(model), "--format", "json").stdout)["model"]["name"] == (
+        "meta-llama/Meta-Llama-3-8B"
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = run("plan", "--config", str(empty))
+    assert out.returncode == 2 and f"cannot read {empty / 'config.json'}" in out.stderr
+
+
+def test_training_shows_the_fp32_master_copy_on_its_own_line() -> None:
+    out = run("plan", "--model", "llama-2-7b", "--mode", "training", "--format", "json")
+    mem = json.loads(out.stdout)["memory_per_gpu_bytes"]
+    assert mem["weights"] == 6.74e9 * 2 and mem["master_weights"] == 6.74e9 * 4  # bf16 + fp32 copy
+    table = run("plan", "--model", "llama-2-7b", "--mode", "training", "--gpus", "4").stdout
+    lines = {line.split("  ")[0].strip(): line.split()[-2] for line in table.splitlines() if "GiB" in line}
+    assert float(lines["weights"]) == round(6.74e9 * 2 / 4 / 2**30, 2)
+    assert float(lines["master weights"]) == round(6.74e9 * 4 / 4 / 2**30, 2)
+
+
+def test_hidden_options_note_counts_in_good_english() -> None:
+    one = run("plan", "--model", "llama-2-13b", "--gpus", "2").stdout
+    assert "Note: 1 more viable option is no cheaper and no faster than one listed" in one
+    many = run("plan", "--model", "llama-3-8b").stdout
+    assert "more viable options are no cheaper" in many and "1 more viable options" not in many
+
+
+def test_estimated_prices_and_the_headroom_rule_are_printed() -> None:
+    out = run("plan", "--model", "llama-3-70b", "--precision", "fp8", "--context", "8192", "--gpus", "2")
+    assert out.returncode == 0
+    h200 = next(line for line in out.stdout.splitlines() if line.startswith("2 x H200-SXM-141GB "))
+    h100 = next(line for line in out.stdout.splitlines() if line.startswith("2 x H100-SXM-80GB "))
+    assert "$27.04*" in h200 and "*" not in h100  # 2 x $13.52 estimated; the H100 SXM is listed by AWS
+    assert "* estimated price: no public list price for that GPU" in out.stdout
+    assert "Headroom rule: a GPU fits when" in out.stdout and "640 MiB CUDA context" in out.stdout
+    rows = json.loads(run("plan", "--model", "llama-3-8b", "--all", "--format", "json").stdout)["options"]
+    assert {r["gpu"].split("/")[0] for r in rows if r["price_estimated"]} == {
+        "H100-PCIe-80GB", "H200-SXM-141GB", "B200-SXM-180GB"}  # fmt: skip
+
+
+def test_the_readme_plan_sample_is_what_the_program_prints() -> None:
+    section = (ROOT / "README.md").read_text().split("### `rightsizer plan`", 1)[1].split("\n### ", 1)[0]
+    block = next(b for b in section.split("```")[1::2] if b.lstrip("\n").startswith("$ rightsizer plan"))
+    command, expected = block.lstrip("\n").split("\n", 1)
+    out = run(*shlex.split(command.removeprefix("$ rightsizer ")))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == expected

@@ -1,0 +1,93 @@
+"""One judgement, two callers: every scenario fleet through the live engine and through
+``rightsizer report`` against a real Prometheus holding the same hour, with identical verdicts,
+bottlenecks, recommendations and workload moves, each as its scenario file says.
+
+All fleets live in one Prometheus (each as its own ``instance``, so host CPUs stay apart); the
+live engine is the real right-sizing extension fed the very readings the history was rendered from.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from report_history import Fleet, prometheus_with_history
+
+from exporter.sources.sim_scenario import SCENARIO_DIR
+
+SCENARIOS = [*sorted((Path(__file__).parent / "scenarios").glob("*.yaml")), SCENARIO_DIR / "default.yaml"]
+STEP = 15.0
+HOUR = 3600.0
+
+Key = tuple[str, str, str]  # (fleet, UUID, MIG profile or "")
+
+
+@pytest.fixture(scope="module")
+def history() -> Iterator[tuple[str, list[Fleet]]]:
+    with prometheus_with_history(SCENARIOS, HOUR, STEP, instances=True) as h:
+        yield h
+
+
+def live_conclusions(fleet: Fleet) -> dict[Key, tuple[object, ...]]:
+    out: dict[Key, tuple[object, ...]] = {}
+    for sample in fleet.source.reading_at(fleet.last).gpus:
+        ident = sample.identity
+        a = fleet.live.assessments.get(ident.key)
+        if a is None:
+            continue  # a GPU in MIG mode: its instances are judged
+        key = (fleet.name, ident.parent_uuid or ident.uuid, ident.mig_profile or "")
+        out[key] = (a.verdict, list(a.bottlenecks), a.recommended, a.workload_change or None)
+    return out
+
+
+def expected(fleet: Fleet) -> dict[Key, tuple[object, ...]]:
+    out: dict[Key, tuple[object, ...]] = {}
+    for g in fleet.source.scenario.gpus:
+        if g.history_seconds <= 0:
+            continue  # appears only now: no past for either caller to judge
+        units = [(g.uuid, "", g.expect)] if not g.mig else [(g.uuid, m.profile.name, m.expect) for m in g.mig]
+        for uuid, profile, e in units:
+            assert e is not None
+            want = (e.verdict, list(e.bottlenecks), e.recommended, e.workload_change)
+            out[(fleet.name, uuid, profile)] = want
+    return out
+
+
+def test_live_engine_and_report_judge_every_fleet_alike(history: tuple[str, list[Fleet]]) -> None:
+    url, fleets = history
+    at = max(f.last for f in fleets) + 1
+    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+           "--window", "1h", "--at", f"{at:.3f}", "--format", "json"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    by_fleet = {f.name: f for f in fleets}
+    report: dict[Key, tuple[object, ...]] = {}
+    for g in data["gpus"]:
+        fleet = g["instance"]  # the fleet's name
+        key = (fleet, g["uuid"], g["mig_profile"] or "")
+        assert key not in report, f"{key} judged twice (a MIG parent beside its instances?)"
+        report[key] = (g["verdict"], g["bottlenecks"], g["recommended"], g["workload_change"])
+    live: dict[Key, tuple[object, ...]] = {}
+    want: dict[Key, tuple[object, ...]] = {}
+    for fleet in fleets:
+        live.update(live_conclusions(fleet))
+        want.update(expected(fleet))
+    assert set(live) == set(want), set(live) ^ set(want)
+    assert set(report) == set(live), set(report) ^ set(live)
+    wrong = [
+        f"{k}: live {live[k]}, report {report[k]}, scenario {want[k]}"
+        for k in sorted(want)
+        if not (live[k] == report[k] and _agrees(want[k], live[k]))
+    ]
+    assert not wrong, "\n".join(wrong)
+    assert by_fleet  # every fleet was judged
+    assert data["totals"]["history_found_seconds"] >= HOUR - 2 * STEP
+
+
+def _agrees(want: tuple[object, ...], got: tuple[object, ...]) -> bool:
+    return all(w is None or w == g for w, g in zip(want, got, strict=True))
