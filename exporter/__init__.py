@@ -1,8 +1,5 @@
 """Rightsizer's per-node exporter: GPU samples under dcgm-exporter's names, plus right-sizing scores."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("rightsizer")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+# The project's version, as in pyproject.toml (a test keeps the two equal). Written here rather than
+# read with importlib.metadata, whose import (with its email parsing) costs every exporter ~1 MiB.
+__version__ = "0.1.0"

@@ -19,16 +19,15 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
-
 from . import __version__
 from .metrics import CLOCK_EVENT_REASONS, FAMILIES, Family
 from .snapshot import GpuIdentity, GpuSample, PodRef, Snapshot
 
-TEXT_CONTENT_TYPE = CONTENT_TYPE_LATEST
+# prometheus-client's OpenMetrics CONTENT_TYPE_LATEST (a test keeps them equal), written out because
+# importing its exposition modules (registry, WSGI server, ...) costs every exporter ~1 MiB.
+OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 _Labels = Callable[[GpuSample], tuple[str, str]]
-__all__ = ["OPENMETRICS_CONTENT_TYPE", "TEXT_CONTENT_TYPE", "Exposition", "Renderer", "format_value"]
+__all__ = ["OPENMETRICS_CONTENT_TYPE", "Exposition", "Renderer", "format_value"]
 
 
 def format_value(value: float) -> str:

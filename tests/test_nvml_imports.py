@@ -1,5 +1,6 @@
 """Optional subsystems are imported only when configured: an exporter on NVML with no pods, queues or
-TLS never loads grpc (pod attribution), redis (Redis queues) or cryptography (TLS).
+TLS never loads grpc (pod attribution), redis (Redis queues) or cryptography (TLS), nor what only
+other paths need: prometheus-client (queue scrapes), importlib.metadata, the simulated fleet.
 
 The started process itself reports what it imported: CPython's ``PYTHONPROFILEIMPORTTIME`` makes it
 write one ``import time:`` line per module it imports, at the moment it imports it, for its whole
@@ -13,7 +14,8 @@ from pathlib import Path
 from nvmldouble import NvmlDouble, exporter_args, gpu_values, scrape
 from servers import exporter, wait_for
 
-OPTIONAL = ("grpc", "redis", "cryptography", "google.protobuf")
+OPTIONAL = ("grpc", "redis", "cryptography", "google.protobuf", "prometheus_client")
+NOT_ON_NVML = ("importlib.metadata", "exporter.sources.simulated", "exporter.sources.sim_scenario")
 
 
 def imported(log: str) -> set[str]:
@@ -28,5 +30,5 @@ def test_exporter_on_nvml_imports_no_optional_subsystem(nvml_double: NvmlDouble,
         scrape(proc.url)
         modules = imported(proc.log())
     assert {"pynvml", "aiohttp", "exporter.sources.nvml"} <= modules  # the report works
-    loaded = sorted(m for m in modules if m.split(".")[0] in OPTIONAL or m in OPTIONAL)
+    loaded = sorted(m for m in modules if m.split(".")[0] in OPTIONAL or m in OPTIONAL or m in NOT_ON_NVML)
     assert loaded == [], f"imported without being configured: {loaded}"
