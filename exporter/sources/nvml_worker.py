@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
+
+from .nvml_sampling import CallState
 
 T = TypeVar("T")
 
@@ -25,34 +26,20 @@ class HungError(Exception):
     """The worker's previous job has not returned: it gets no new work until it does."""
 
 
-class NvmlWorker:
+class NvmlWorker(CallState):
     def __init__(self, name: str) -> None:
+        super().__init__()  # what the job is doing now, for "hung in <call>" messages
         self.name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._pending: Future[Any] | None = None
-        # What the job is doing now, for "hung in <call>" messages (written by the worker thread).
-        self.current_call = ""
-        self.call_started = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"nvml-{name}", daemon=True)
         self._thread.start()
-
-    def mark(self, call: str) -> None:
-        self.current_call = call
-        self.call_started = time.monotonic()
-
-    @property
-    def busy(self) -> bool:
-        return self._pending is not None and not self._pending.done()
-
-    def hung_for(self) -> float:
-        return time.monotonic() - self.call_started
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Queue ``fn(self, *args)``. Raises ``HungError`` while the previous job is still running."""
         if self.busy:
             raise HungError(f"{self.current_call or 'a call'} has not returned for {self.hung_for():.1f} s")
         fut: Future[T] = Future()
-        self._pending = fut
+        self.pending = fut
         self._jobs.put((fn, args, fut))
         return fut
 
