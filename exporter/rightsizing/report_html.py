@@ -122,7 +122,8 @@ def _gpu(g: Mapping[str, Any], window: float, charts: FleetCharts) -> str:
                f'{_bar(g["history_seconds"] / window if window else 0)}')  # fmt: skip
     uuid = e(g["uuid"])
     row = (
-        f'<tr class="gpu" data-uuid="{uuid}" data-verdict="{e(g["verdict"])}">'
+        f'<tr class="gpu" data-uuid="{uuid}" data-verdict="{e(g["verdict"])}" '
+        f'data-instance="{e(g["instance"] or "")}" data-mig-profile="{e(g["mig_profile"] or "")}">'
         f'<td data-label="GPU">{device}</td><td data-label="Pod">{pod}</td>'
         f'<td data-label="Verdict">{verdict_chip(g["verdict"])}'
         f'<div class="reason">{e(g["reason"])}</div></td>'
