@@ -22,7 +22,7 @@ from .verdicts import duration
 
 REPORT_STYLE = """
 header{padding-bottom:4px}header .muted{width:100%}
-td{overflow-wrap:anywhere}td.num{overflow-wrap:normal}
+td{overflow-wrap:anywhere}td.num{overflow-wrap:normal}td[data-label=History]{white-space:nowrap}
 .assumptions{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:12px}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:4px 14px;margin:0}
 dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
