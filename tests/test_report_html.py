@@ -6,13 +6,17 @@ test_report_browser.py; the Markdown report is test_report_markdown.py."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import re
+import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from html_tree import Element, parse
-from report_files import FLEETS, HOSTILE, HOUR, STEP, Written, written_reports
+from report_files import FLEETS, HOSTILE, HOUR, STEP, Written, report, written_reports
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +150,54 @@ def test_the_html_names_no_machine_it_was_not_asked_about(fleet: Written) -> Non
     """The only address in the file is the Prometheus the report was asked to read."""
     addresses = set(re.findall(r"https?://[^\s<\"']+", fleet.html))
     assert addresses == {fleet.url}
+
+
+class _RangeRefusingProxy(http.server.BaseHTTPRequestHandler):
+    """Passes instant queries to the real Prometheus; answers range queries as Prometheus does when
+    a query would load more samples than its --query.max-samples."""
+
+    upstream = ""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path.endswith("/query_range"):
+            error = "query processing would load too many samples into memory in query execution"
+            status = 422
+            answer = json.dumps({"status": "error", "errorType": "execution", "error": error}).encode()
+        else:
+            req = urllib.request.Request(self.upstream + self.path, data=body, headers=dict(self.headers))
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                status, answer = resp.status, resp.read()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_without_range_queries_the_report_is_written_without_charts_and_says_why(fleet: Written) -> None:
+    handler = type("Proxy", (_RangeRefusingProxy,), {"upstream": fleet.url})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        out = report(url, fleet.at, "--format", "html")
+    finally:
+        server.shutdown()
+        thread.join(10)
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    said = out.stderr.strip()
+    assert "\n" not in said
+    lead = f"rightsizer: the report is written without charts: Prometheus at {url} answered 422 "
+    assert said.startswith(lead)
+    assert said.endswith(": query processing would load too many samples into memory in query execution")
+    doc = parse(out.stdout)
+    verdicts = [r.attrs["data-verdict"] for r in doc.find_all("tr", "gpu")]
+    assert verdicts == [g["verdict"] for g in fleet.json["gpus"]]
+    assert doc.find_all("tr", "charts") == []
+    facts = {dt.text: dd.text for dt, dd in zip(doc.find_all("dt"), doc.find_all("dd"), strict=True)}
+    assert facts["Charts"].startswith("left out: ") and "too many samples" in facts["Charts"]
