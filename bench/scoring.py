@@ -29,7 +29,9 @@ import yaml
 # bench/exporter.py would shadow the exporter package: import from the repository root instead.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+from exporter.rightsizing.balance import findings  # noqa: E402
 from exporter.rightsizing.catalog import load_catalog  # noqa: E402
+from exporter.rightsizing.cost import cost_json, cost_rows, workload_costs  # noqa: E402
 from exporter.rightsizing.extension import RightsizingExtension  # noqa: E402
 from exporter.rightsizing.settings import RightsizingSettings  # noqa: E402
 from exporter.rightsizing.tracker import GpuTracker  # noqa: E402
@@ -120,11 +122,35 @@ def main() -> None:
     print(f"GPUs: {gpus}; window {WINDOW} s at 1 s: {min(samples)}-{max(samples)} samples per window")
     print(f"filling the windows: {fill:.2f} s for {WINDOW * len(pool[0].gpus)} samples")
     print(f"verdicts in the fleet: {', '.join(verdicts)}")
+    # Cost per inference rides on the same cycle: its own share, timed apart (rates, pricing, rows, API).
+    units = [(k, "", ext._evidence[k], a) for k, a in ext.assessments.items()]
+    c0 = time.thread_time()
+    for _ in range(args.cycles):
+        for counters in ext.servers.values():
+            counters.rates()
+        costs = workload_costs(units, ext.catalog, ext.settings)
+        cost_rows(costs)
+        [cost_json(c) for c in costs]
+    share = (time.thread_time() - c0) / args.cycles * 1000
+    # System balance: each GPU's link seen this cycle, its best over the window, and the findings.
+    c0 = time.thread_time()
+    for k in range(args.cycles):
+        r = pool[k % DISTINCT]
+        for g in r.gpus:
+            tracker, f = ext.trackers[g.identity.key], g.fields
+            tracker.link.add(t0 + WINDOW + args.cycles + k, f.get("pcie_link_gen"), f.get("pcie_link_width"),
+                             f.get("pcie_link_gen_max"), f.get("pcie_link_width_max"))  # fmt: skip
+            tracker.link.best()
+        for ev in ext._evidence.values():
+            findings(ev)
+    balance = (time.thread_time() - c0) / args.cycles * 1000
     print(
         f"CPU per scoring cycle ({args.cycles} cycles): mean {statistics.fmean(ms):.2f} ms, "
         f"min {ms[0]:.2f} ms, p50 {ms[len(ms) // 2]:.2f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms, "
         f"max {ms[-1]:.2f} ms (wall mean {statistics.fmean(wall) * 1000:.2f} ms)"
     )
+    print(f"of which cost per inference: {share:.3f} ms CPU per cycle for {len(costs)} inference servers")
+    print(f"of which system balance (PCIe link): {balance:.3f} ms CPU per cycle for {gpus} GPUs")
     # CPU time per cycle grows when other processes share the cores: say how busy the machine was.
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end of the run")
     print(f"memory per GPU window (full, {WINDOW} samples): {per_window / 1024:.0f} KiB")

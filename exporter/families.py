@@ -18,10 +18,13 @@ HEADLESS: frozenset[str] = frozenset({
     "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "rightsizer_gpu_activity_p95_ratio",
     "rightsizer_gpu_fit_score", "rightsizer_gpu_hourly_savings_dollars", "rightsizer_gpu_info",
     "rightsizer_gpu_memory_peak_bytes", "rightsizer_gpu_memory_total_bytes",
-    "rightsizer_gpu_pcie_link_generation_max", "rightsizer_gpu_pcie_link_width_max", "rightsizer_gpu_up",
+    "rightsizer_gpu_pcie_link_generation", "rightsizer_gpu_pcie_link_generation_max",
+    "rightsizer_gpu_pcie_link_width", "rightsizer_gpu_pcie_link_width_max", "rightsizer_gpu_up",
     "rightsizer_gpu_verdict", "rightsizer_host_cpu_busy_ratio", "rightsizer_pod_gpu_memory_used_bytes",
     "rightsizer_queue_depth", "rightsizer_queue_in_flight", "rightsizer_queue_kv_cache_usage_ratio",
     "rightsizer_queue_preemptions_total", "rightsizer_queue_source_up", "rightsizer_xid_errors_total",
+    "rightsizer_queue_generated_tokens_total", "rightsizer_queue_prompt_tokens_total",
+    "rightsizer_queue_requests_total",
 })
 
 SHIPPED: frozenset[str] = HEADLESS | frozenset({
@@ -29,8 +32,9 @@ SHIPPED: frozenset[str] = HEADLESS | frozenset({
     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK",
     "DCGM_FI_DEV_XID_ERRORS", "rightsizer_build_info", "rightsizer_collector_duration_seconds",
     "rightsizer_collector_success", "rightsizer_gpu_bottleneck", "rightsizer_gpu_clock_event_active",
-    "rightsizer_gpu_pcie_link_generation", "rightsizer_gpu_pcie_link_width",
     "rightsizer_gpu_power_limit_watts", "rightsizer_gpu_recommendation_info",
+    "rightsizer_gpu_balance_finding", "rightsizer_workload_cost_dollars",
+    "rightsizer_workload_throughput_per_second",
     "rightsizer_gpu_sm_clock_max_hertz", "rightsizer_last_sample_timestamp_seconds",
     "rightsizer_queue_last_success_timestamp_seconds",
 })

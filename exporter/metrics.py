@@ -406,6 +406,33 @@ FAMILIES: tuple[Family, ...] = (
         extra_labels=("queue", "kind", "(static labels)"),
     ),
     Family(
+        "rightsizer_queue_generated_tokens_total",
+        "counter",
+        "tokens",
+        "Tokens the inference server generated, as it counts them (vLLM and SGLang "
+        "generation_tokens_total, TGI tgi_request_generated_tokens_sum).",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
+        "rightsizer_queue_prompt_tokens_total",
+        "counter",
+        "tokens",
+        "Prompt tokens the inference server processed (vLLM and SGLang prompt_tokens_total, "
+        "TGI tgi_request_input_length_sum).",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
+        "rightsizer_queue_requests_total",
+        "counter",
+        "requests",
+        "Requests the inference server finished (vLLM request_success_total, SGLang num_requests_total, "
+        "TGI tgi_request_success, Triton nv_inference_count).",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
         "rightsizer_queue_source_up",
         "gauge",
         "bool",
@@ -505,6 +532,35 @@ FAMILIES: tuple[Family, ...] = (
         "ratio",
         "Share of the node's CPU time busy (from /proc/stat) at the latest sample.",
         "extension",
+    ),
+    Family(
+        "rightsizer_gpu_balance_finding",
+        "gauge",
+        "bool",
+        "1 when a system-balance check finds a problem with how the GPU sits in its host, 0 when it "
+        "finds none; absent while its evidence is missing. finding=pcie_link_degraded: the best PCIe "
+        "link generation or width over the window is below the maximum (the reason is in /api/v1/gpus).",
+        "extension",
+        extra_labels=("gpu", "finding"),
+    ),
+    Family(
+        "rightsizer_workload_throughput_per_second",
+        "gauge",
+        "units/s",
+        "An inference server's measured throughput over the right-sizing window (option=current), and "
+        "projected on the recommended options (option=recommended); unit=tokens (generated) or requests.",
+        "extension",
+        extra_labels=("queue", "kind", "unit", "option"),
+    ),
+    Family(
+        "rightsizer_workload_cost_dollars",
+        "gauge",
+        "dollars",
+        "Cost per inference of the GPUs an inference server's queue feeds: dollars per million generated "
+        "tokens (per=million_tokens) or per thousand requests (per=thousand_requests), at today's price "
+        "(option=current) and projected on the recommended options (option=recommended).",
+        "extension",
+        extra_labels=("queue", "kind", "per", "option"),
     ),
 )
 

@@ -82,11 +82,13 @@ class VllmMetrics(PrometheusClientServer):
         self.preemptions = Counter(
             "vllm:num_preemptions", "Cumulative number of preemption from the engine.", labels, registry=r
         )
-        prompt = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=r)
-        generated = Counter(
+        self.prompt = prompt = Counter(
+            "vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=r
+        )
+        self.generated = generated = Counter(
             "vllm:generation_tokens", "Number of generation tokens processed.", labels, registry=r
         )
-        success = Counter(
+        self.success = success = Counter(
             "vllm:request_success",
             "Count of successfully processed requests.",
             [*labels, "finished_reason"],
@@ -139,6 +141,14 @@ class VllmMetrics(PrometheusClientServer):
             self.running.labels(self.model, engine).set(n)
         self.changed()
 
+    def serve(self, generated: float, prompt: float, requests: int) -> None:
+        """Count work done by the first engine: tokens generated and prompted, requests finished."""
+        engine = self.engines[0]
+        self.generated.labels(self.model, engine).inc(generated)
+        self.prompt.labels(self.model, engine).inc(prompt)
+        self.success.labels(self.model, engine, "stop").inc(requests)
+        self.changed()
+
 
 class SglangMetrics(PrometheusClientServer):
     """SGLang's /metrics (``--enable-metrics``): per tensor-parallel rank gauges and histograms."""
@@ -160,6 +170,12 @@ class SglangMetrics(PrometheusClientServer):
         Gauge("sglang:gen_throughput", "The generation throughput (token/s).", labels, registry=r).labels(
             model, "unified", "0", "0"
         ).set(86.5)
+        for name, help_, value in (
+            ("sglang:prompt_tokens", "Number of prefill tokens processed.", 51234),
+            ("sglang:generation_tokens", "Number of generation tokens processed.", 20480),
+            ("sglang:num_requests", "The number of processed requests.", 160),
+        ):
+            Counter(name, help_, labels, registry=r).labels(model, "unified", "0", "0").inc(value)
         ttft = Histogram(
             "sglang:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",
@@ -195,6 +211,17 @@ def tgi_metrics(queue: float, batch: float) -> bytes:
         'tgi_request_queue_duration_bucket{le="+Inf"} 18234\n'
         "tgi_request_queue_duration_sum 1312.5\n"
         "tgi_request_queue_duration_count 18234\n"
+        "# TYPE tgi_request_generated_tokens histogram\n"
+        'tgi_request_generated_tokens_bucket{le="10"} 2000\n'
+        'tgi_request_generated_tokens_bucket{le="1000"} 18000\n'
+        'tgi_request_generated_tokens_bucket{le="+Inf"} 18100\n'
+        "tgi_request_generated_tokens_sum 3620000\n"
+        "tgi_request_generated_tokens_count 18100\n"
+        "# TYPE tgi_request_input_length histogram\n"
+        'tgi_request_input_length_bucket{le="1000"} 12000\n'
+        'tgi_request_input_length_bucket{le="+Inf"} 18234\n'
+        "tgi_request_input_length_sum 9117000\n"
+        "tgi_request_input_length_count 18234\n"
         "# TYPE tgi_batch_inference_duration histogram\n"
         'tgi_batch_inference_duration_bucket{method="decode",le="0.05"} 70000\n'
         'tgi_batch_inference_duration_bucket{method="decode",le="+Inf"} 71234\n'

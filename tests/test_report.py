@@ -163,7 +163,10 @@ def test_not_a_prometheus_and_no_gpu_data(history) -> None:
     wrong = report(url + "/not-prometheus", at)
     # Prometheus answers an unknown path 404, VictoriaMetrics 400: either way one line naming it.
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
-    assert re.match(r"rightsizer: Prometheus at \S+/not-prometheus answered 40[04] to ", wrong.stderr)
+    assert re.fullmatch(
+        r"rightsizer: \S+/not-prometheus is not the Prometheus query API: /api/v1/query answered 40[04] .*\n",
+        wrong.stderr,
+    )
 
 
 def test_idle_from_the_first_hour_and_the_history_found_is_said(history) -> None:

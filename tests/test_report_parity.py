@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from report_history import ENGINES, Fleet, prometheus_with_history
 
+from exporter.rightsizing.balance import findings
+from exporter.rightsizing.cost import cost_json
 from exporter.sources.sim_scenario import SCENARIO_DIR
 
 SCENARIOS = [*sorted((Path(__file__).parent / "scenarios").glob("*.yaml")), SCENARIO_DIR / "default.yaml"]
@@ -88,6 +90,34 @@ def test_live_engine_and_report_judge_every_fleet_alike(history: tuple[str, list
     ]
     assert not wrong, "\n".join(wrong)
     assert by_fleet  # every fleet was judged
+    # System balance: the same findings (a GPU trained below its PCIe maximum in one scenario).
+    live_findings = {
+        (f.name, s.identity.parent_uuid or s.identity.uuid, s.identity.mig_profile or "", x.name)
+        for f in fleets
+        for s in f.source.reading_at(f.last).gpus
+        if s.identity.key in f.live.assessments
+        for x in findings(f.live._evidence[s.identity.key])
+    }
+    report_findings = {
+        (g["instance"], g["uuid"], g["mig_profile"] or "", name)
+        for g in data["gpus"]
+        for name in g["findings"]
+    }
+    assert report_findings == live_findings and live_findings, report_findings ^ live_findings
+    # Cost per inference: the same workloads, rates and dollars (live: counter increase over the
+    # readings' span; report: increase() over the queue's span in Prometheus).
+    live_costs = {(f.name, c.queue): cost_json(c) for f in fleets for c in f.live.costs}
+    report_costs = {(c["instance"], c["queue"]): c for c in data["inference_costs"]}
+    assert set(report_costs) == set(live_costs) and len(live_costs) >= 10, set(report_costs) ^ set(live_costs)
+    for key, mine in live_costs.items():
+        theirs = report_costs[key]
+        same = ("unit", "gpus", "server")
+        assert [theirs[f] for f in same] == [mine[f] for f in same], key
+        for field, value in mine.items():
+            if isinstance(value, float):
+                assert theirs[field] == pytest.approx(value, rel=0.02), (key, field)
+            else:
+                assert theirs[field] == value, (key, field)
     assert data["totals"]["history_found_seconds"] >= HOUR - 2 * STEP
 
 

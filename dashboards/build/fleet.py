@@ -28,6 +28,12 @@ JOIN = "on (instance, UUID, GPU_I_ID)"  # one GPU or MIG instance across rightsi
 LEGEND = "{{Hostname}} GPU {{gpu}} {{model_name}}"
 SAVINGS = f"clamp_min(rightsizer_gpu_hourly_savings_dollars{GPU}, 0)"
 WORKLOAD = sel(CLUSTER, NAMESPACE)
+# Cost per inference: series per inference server's queue (no GPU labels); the closing brace is
+# added where the option is chosen.
+COST = f'rightsizer_workload_cost_dollars{{{CLUSTER}, {INSTANCE}, per="million_tokens"'
+TOKENS_PER_SECOND = f'rightsizer_workload_throughput_per_second{{{CLUSTER}, {INSTANCE}, unit="tokens"'
+BALANCE = f"rightsizer_gpu_balance_finding{GPU}"
+BY_SERVER = "max by (cluster, instance, queue, kind)"  # one row per server: today's and projected merge
 
 
 def verdict(name: str) -> str:
@@ -184,6 +190,58 @@ def build() -> db.Dashboard:
             .override_by_name("Value #A", [dm.DynamicConfigValue("unit", "currencyUSD")])
             .override_by_name("Value #B", [dm.DynamicConfigValue("unit", "percentunit")])
             .override_by_name("Value #C", [dm.DynamicConfigValue("unit", "bytes")])
+        )
+        .with_row(db.Row("Cost per inference"))
+        .with_panel(
+            table_panel(
+                "Cost per million tokens per inference server",
+                "Each inference server's GPUs (the queue's links): generated tokens per second measured "
+                "over the right-sizing window, dollars per million tokens at today's price, and projected "
+                "on the recommended GPUs (throughput scaled by the resource that binds the work).",
+                query(f"sort_desc({BY_SERVER} ({COST}, option=\"current\"}}))"),
+                query(f"{BY_SERVER} ({COST}, option=\"recommended\"}})"),
+                query(f"{BY_SERVER} ({TOKENS_PER_SECOND}, option=\"current\"}})"),
+                merge=True,
+                rename={
+                    "Value #A": "$ per M tokens",
+                    "Value #B": "$ per M tokens recommended",
+                    "Value #C": "Tokens per second",
+                },
+                width=14,
+            )
+            .override_by_name("Value #A", [dm.DynamicConfigValue("unit", "currencyUSD")])
+            .override_by_name("Value #B", [dm.DynamicConfigValue("unit", "currencyUSD")])
+        )
+        .with_panel(
+            timeseries_panel(
+                "Dollars per million tokens",
+                "Measured cost per million generated tokens of each inference server's GPUs.",
+                "currencyUSD",
+                query(f"{COST}, option=\"current\"}}", "{{queue}} ({{kind}})"),
+                width=10,
+            )
+        )
+        .with_row(db.Row("System balance"))
+        .with_panel(
+            stat_panel(
+                "GPUs with a balance finding",
+                "GPUs whose place in the host holds them back (a PCIe link trained below its maximum), "
+                "whatever their verdict.",
+                "none",
+                f"sum({BALANCE})",
+                width=6,
+            )
+        )
+        .with_panel(
+            table_panel(
+                "Balance findings per GPU",
+                "1 where a check finds a problem (finding pcie_link_degraded: the best PCIe link over "
+                "the window is below the GPU's maximum; the evidence is in /api/v1/gpus), 0 where it "
+                "finds none.",
+                query(f"sort_desc({BALANCE})"),
+                rename={"Value": "Found"},
+                width=18,
+            )
         )
         .with_row(db.Row("Idle GPUs"))
         .with_panel(

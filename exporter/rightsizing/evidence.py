@@ -23,6 +23,10 @@ class QueueEvidence:
     server: str | None = None  # inference server behind the queue: vllm, sglang, tgi, ...
     kv_cache_high: float | None = None  # KV-cache usage (0-1) at p95 over the window, when reported
     preemptions: float | None = None  # requests preempted (or retracted) over the window, when reported
+    # Measured throughput over the window, per second, when the server counts it (None: not counted).
+    generated_tokens_rate: float | None = None
+    prompt_tokens_rate: float | None = None
+    requests_rate: float | None = None
 
     @property
     def growth_per_hour(self) -> float:
@@ -64,6 +68,11 @@ class Evidence:
     memory_copy_high: float | None = None  # ... at the bottleneck percentile
     nvlink_high: float | None = None  # NVLink traffic / the link's bandwidth at the bottleneck percentile
     workload_gpus: int = 1  # GPUs of its multi-GPU workload (``group.merge``); 1 for single-GPU work
+    # PCIe link: the best current generation and width over the window, and the maximum (NVML).
+    pcie_link_generation: float | None = None
+    pcie_link_generation_max: float | None = None
+    pcie_link_width: float | None = None
+    pcie_link_width_max: float | None = None
 
     @property
     def bandwidth(self) -> tuple[str, float] | None:

@@ -20,8 +20,9 @@ from typing import Any, Protocol
 
 from ..logs import event
 from ..sampler import Contribution
-from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef
+from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef, Row
 from .catalog import Catalog, nvlink_bytes_per_second
+from .cost import WorkloadCost, cost_json, cost_rows, workload_costs
 from .evidence import Evidence, QueueEvidence
 from .group import merge, multi_gpu_groups
 from .hostcpu import HostCpuMonitor
@@ -63,8 +64,11 @@ class RightsizingExtension:
         self.trackers: dict[str, GpuTracker] = {}
         self.pods: dict[str, PodRef | None] = {}
         self.queues: dict[str, QueueTrend] = {}
-        self.servers: dict[str, ServerCounters] = {}  # KV-cache and preemptions of server queues
+        self.servers: dict[str, ServerCounters] = {}  # memory pressure and throughput of server queues
         self.assessments: dict[str, Assessment] = {}
+        self.costs: list[WorkloadCost] = []  # cost per inference of each inference server's GPUs
+        self._cost_rows: dict[str, tuple[Row, ...]] = {}
+        self._cost_json: list[dict[str, object]] = []
         self._evidence: dict[str, Evidence] = {}
         self._decided: dict[str, tuple[tuple[object, ...] | None, Assessment]] = {}
         self._links: dict[str, tuple[tuple[PodRef | None, tuple[str, ...]], list[str]]] = {}
@@ -129,6 +133,9 @@ class RightsizingExtension:
                     q.server,
                     q.kv_cache_usage,
                     q.preemptions_total,
+                    q.generated_tokens_total,
+                    q.prompt_tokens_total,
+                    q.requests_total,
                 )
                 for q in self._sim_queues(t)
             ]
@@ -166,13 +173,15 @@ class RightsizingExtension:
             last = trend.last_timestamp
             if last is None or not last - self.settings.window_seconds <= t <= last:
                 trend.add(t, q.depth)
-                if q.server is not None or q.kv_cache_usage is not None or q.preemptions_total is not None:
+                totals = [q.preemptions_total, q.generated_tokens_total, q.prompt_tokens_total]
+                totals.append(q.requests_total)
+                if q.server is not None or q.kv_cache_usage is not None or any(x is not None for x in totals):
                     counters = self.servers.get(q.name)
                     if counters is None:
                         counters = self.servers[q.name] = ServerCounters(
                             self.settings.window_seconds, self.settings.window_buckets
                         )
-                    counters.add(t, q.kv_cache_usage, q.preemptions_total)
+                    counters.add(t, q.kv_cache_usage, *totals)
             self.queue_meta[q.name] = q
 
     # -- scoring ------------------------------------------------------------------------------
@@ -185,11 +194,13 @@ class RightsizingExtension:
                 mean, span = trend.level()
                 meta = self.queue_meta.get(name)
                 counters = self.servers.get(name)
+                rates = counters.rates() if counters is not None else (None, None, None)
                 queues[name] = QueueEvidence(
                     name, last or 0.0, top or 0.0, rise, mean, span,
                     meta.server if meta is not None else None,
                     counters.kv_cache_p95() if counters is not None else None,
                     counters.preemptions() if counters is not None else None,
+                    *rates,
                 )  # fmt: skip
         metas = tuple(self.queue_meta.values())
         # A GPU in MIG mode is judged through its instances, each of which is a workload's device.
@@ -224,6 +235,10 @@ class RightsizingExtension:
                 assessments[key] = assess(ev, s, self.catalog)
                 self._decided[key] = (inputs, assessments[key])
         self.assessments, self._evidence = assessments, evidence
+        units = ((k, "", judged[k], a) for k, a in assessments.items())
+        self.costs = workload_costs(units, self.catalog, s)
+        self._cost_rows = cost_rows(self.costs)
+        self._cost_json = [cost_json(c) for c in self.costs]
 
     def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
         started = time.perf_counter()
@@ -239,6 +254,7 @@ class RightsizingExtension:
             self._scored_at = t
         self._forget(gpus, t)
         rows = self.row_maker.rows(gpus, self.assessments, self._evidence, self._host_cpu(t))
+        rows.update(self._cost_rows)
         entries = LazyApiEntries()
         for g in gpus:
             key = g.identity.key
@@ -248,7 +264,9 @@ class RightsizingExtension:
                     self._evidence[key],
                     self.trackers.get(key),
                 )
-        api = {"gpus": entries, "rightsizing": summary(self.assessments.values(), self.settings)}
+        overview = summary(self.assessments.values(), self.settings)
+        overview["workloads"] = self._cost_json
+        api = {"gpus": entries, "rightsizing": overview}
         status = CollectorStatus(self.name, True, time.perf_counter() - started)
         return Contribution(rows=rows, api=api, collectors=(status,))
 
@@ -290,6 +308,9 @@ class QueueExtensionFeed:
                     server=p.cfg.kind if p.cfg.kind in INFERENCE_SERVERS else None,
                     kv_cache_usage=value.kv_cache_usage,
                     preemptions_total=value.preemptions_total,
+                    generated_tokens_total=value.generated_tokens_total,
+                    prompt_tokens_total=value.prompt_tokens_total,
+                    requests_total=value.requests_total,
                 )
             )
         return out

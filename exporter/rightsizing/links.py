@@ -32,6 +32,10 @@ class QueueReading:
     server: str | None = None  # the source's kind when it is an inference server (vllm, sglang, ...)
     kv_cache_usage: float | None = None  # KV-cache usage 0-1, read on the same poll as the depth
     preemptions_total: float | None = None  # the server's preemption (or retraction) counter
+    # The server's throughput counters, read on the same poll: tokens generated and prompted, requests.
+    generated_tokens_total: float | None = None
+    prompt_tokens_total: float | None = None
+    requests_total: float | None = None
 
 
 def _matches_pod(sample: GpuSample, namespace: str | None, workload: str | None) -> bool:

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..snapshot import GpuSample, Row
+from .balance import findings
 from .bottlenecks import BOTTLENECKS
 from .evidence import Evidence
 from .settings import RightsizingSettings
@@ -20,9 +21,10 @@ RECOMMENDATION = "rightsizer_gpu_recommendation_info"
 SAVINGS = "rightsizer_gpu_hourly_savings_dollars"
 WINDOW_SAMPLES = "rightsizer_gpu_window_samples"
 HOST_CPU = "rightsizer_host_cpu_busy_ratio"
+BALANCE = "rightsizer_gpu_balance_finding"
 FAMILY_NAMES = (
     VERDICT, FIT_SCORE, BOTTLENECK, MEMORY_PEAK, ACTIVITY_P95, RECOMMENDATION, SAVINGS, WINDOW_SAMPLES,
-    HOST_CPU,
+    HOST_CPU, BALANCE,
 )  # fmt: skip
 
 _VERDICT_LABELS = {v: (("verdict", v),) for v in VERDICTS}
@@ -37,7 +39,8 @@ class RowMaker:
         self._kept: dict[str, tuple[tuple[object, ...], dict[str, tuple[Row, ...]]]] = {}
 
     def _gpu_rows(self, g: GpuSample, a: Assessment, ev: Evidence) -> dict[str, tuple[Row, ...]]:
-        key = (g.identity, g.pod, a, ev.memory_peak_bytes, ev.activity_p95)
+        found = findings(ev)
+        key = (g.identity, g.pod, a, ev.memory_peak_bytes, ev.activity_p95, found)
         kept = self._kept.get(g.identity.key)
         if kept is not None and kept[0] == key:
             return kept[1]
@@ -59,6 +62,10 @@ class RowMaker:
             SAVINGS: ()
             if a.hourly_savings_dollars is None
             else (Row(round(a.hourly_savings_dollars, 6), (), g),),
+            # A check whose evidence is missing (no PCIe link values) publishes nothing: unknown.
+            BALANCE: ()
+            if ev.pcie_link_generation is None or ev.pcie_link_generation_max is None
+            else (Row(1.0 if found else 0.0, (("finding", "pcie_link_degraded"),), g),),
         }
         self._kept[g.identity.key] = (key, rows)
         return rows
@@ -157,6 +164,7 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
             "starved_share": _r(ev.starved_share),
             "memory_copy_p95_ratio": _r(ev.memory_copy_p95),
             "nvlink_high_ratio": _r(ev.nvlink_high),
+            "findings": [{"finding": f.name, "evidence": f.evidence} for f in findings(ev)],
             "queues": [
                 {
                     "name": q.name,
@@ -167,6 +175,9 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
                     "server": q.server,
                     "kv_cache_p95_ratio": _r(q.kv_cache_high),
                     "preemptions": q.preemptions,
+                    "generated_tokens_per_second": _r(q.generated_tokens_rate, 3),
+                    "prompt_tokens_per_second": _r(q.prompt_tokens_rate, 3),
+                    "requests_per_second": _r(q.requests_rate, 4),
                 }
                 for q in ev.queues
             ],

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import report_queues
+from .balance import findings
 from .catalog import PCIE_LANE_BYTES_PER_SECOND, Catalog, nvlink_bytes_per_second
+from .cost import WorkloadCost, unit_cost, workload_costs
 from .evidence import Evidence
 from .group import merge, multi_gpu_groups
 from .links import linked
@@ -47,6 +49,7 @@ class Fleet:
     window_seconds: float
     at: float
     units: tuple[Unit, ...]
+    costs: tuple[WorkloadCost, ...] = ()  # cost per inference of each inference server's GPUs
 
 
 def key_of(labels: dict[str, str]) -> Key:
@@ -146,6 +149,9 @@ def collect(
     rx = c.quantile("PCIe RX", high, "DCGM_FI_PROF_PCIE_RX_BYTES")
     gen = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_generation_max[{w}])")
     width = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_width_max[{w}])")
+    # The best link the GPU trained at over the window (idle GPUs lower the generation to save power).
+    gen_now = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_generation[{w}])")
+    width_now = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_width[{w}])")
     cpu = {
         x.labels.get("instance", ""): x.value
         for x in c.run(
@@ -216,15 +222,21 @@ def collect(
             memory_copy_p95=copy95.get(k),
             memory_copy_high=copy_high.get(k),
             nvlink_high=nvlink[k] / nvlink_capacity if nvlink_capacity and k in nvlink else None,
+            pcie_link_generation=gen_now.get(k),
+            pcie_link_generation_max=gen.get(k),
+            pcie_link_width=width_now.get(k),
+            pcie_link_width_max=width.get(k),
         )
     units = []
+    judged = []
     for k, ev in _judged(evidence, unit_labels, settings).items():
         assessment = assess(ev, settings, catalog)
         current = catalog.candidate(assessment.current) if assessment.current else None
         price = current.hourly_price_dollars if current else None
         units.append(Unit(k, unit_labels[k], evidence[k], assessment, price))
+        judged.append(("\x00".join(k), unit_labels[k].get("instance", ""), ev, assessment))
     progress(c.total, c.total, "")
-    return Fleet(window, at, tuple(units))
+    return Fleet(window, at, tuple(units), tuple(workload_costs(judged, catalog, settings)))
 
 
 def starved_expr(s: RightsizingSettings, w: str, step: str) -> str:
@@ -263,8 +275,10 @@ def _judged(
 def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
     """One row per unit, most money first (savings descending; upgrades, then no-data last)."""
     rows: list[dict[str, Any]] = []
+    cost_of = {k: c for c in fleet.costs for k in c.gpus}
     for u in fleet.units:
         a, ev = u.assessment, u.evidence
+        cost = cost_of.get("\x00".join(u.key))
         rows.append(
             {
                 "uuid": u.labels.get("UUID", ""),
@@ -292,6 +306,9 @@ def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
                 "history_seconds": round(ev.history_seconds),
                 "memory_peak_bytes": None if ev.memory_peak_bytes is None else round(ev.memory_peak_bytes),
                 "activity_p95_ratio": None if ev.activity_p95 is None else round(ev.activity_p95, 4),
+                **unit_cost(cost),
+                "findings": [f.name for f in findings(ev)],
+                "findings_evidence": [f.evidence for f in findings(ev)],
             }
         )
     rows.sort(
@@ -303,3 +320,4 @@ def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
         )
     )
     return rows
+

@@ -15,6 +15,7 @@ from rightsizer_core.files import read_secret
 
 from ..workloads import workload_of
 from .catalog import Catalog
+from .cost import cost_json
 from .output import money, table, to_csv, to_json
 from .promapi import PrometheusClient, ReportError, parse_duration
 from .report import as_rows, collect
@@ -137,6 +138,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: ExporterConfig) -> int:
         finally:
             progress(0, 0, "")
         gpus = as_rows(fleet)
+        costs = [{"instance": c.instance or None, **cost_json(c)} for c in fleet.costs]
         workloads = by_workload(gpus)
         totals = fleet_totals(gpus)
         totals["history_found_seconds"] = max((g["history_seconds"] for g in gpus), default=0)
@@ -148,6 +150,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: ExporterConfig) -> int:
             "totals": totals,
             "gpus": gpus,
             "workloads": workloads,
+            "inference_costs": costs,
             "assumptions": assumptions(
                 window_seconds=window, at=at, idle_after_seconds=idle_after, resolution_seconds=resolution,
                 settings=cfg.rightsizing, catalog=catalog, rows=gpus,
@@ -165,7 +168,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: ExporterConfig) -> int:
 
             text = document_text(args.format, document, client, resolution, Progress())
         else:
-            text = render(args.window, at, totals, gpus, workloads, window)
+            text = render(args.window, at, totals, gpus, workloads, window, costs)
         write_output(text, args.output)
     except ReportError as exc:
         print(f"rightsizer: {exc}", file=sys.stderr)
@@ -254,6 +257,7 @@ def render(
     gpus: list[dict[str, Any]],
     workloads: list[dict[str, Any]],
     window_seconds: float = 0.0,
+    costs: list[dict[str, Any]] | None = None,
 ) -> str:
     when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
     head = (
@@ -303,6 +307,31 @@ def render(
             [False, False, True, False, False, True, True],
         ),
     ]
+    if costs:
+        out += ["", "Cost per inference (measured throughput; most expensive per hour first):"]
+        out.append(cost_table(costs))
     out += ["", "Reasons:"]
     out += [f"  {g['gpu']} {g['uuid']}: {g['verdict']}: {g['reason']}" for g in gpus]
     return "\n".join(out) + "\n"
+
+
+def cost_table(costs: list[dict[str, Any]]) -> str:
+    """Per inference server: its GPUs' price, measured rate and cost, and both on the recommendation."""
+    rows = []
+    for c in costs:
+        per = "M tokens" if c["unit"] == "tokens" else "k requests"
+        key = "million_tokens" if c["unit"] == "tokens" else "thousand_requests"
+        rate, projected = c["per_second"], c["projected_per_second"]
+        rows.append([
+            c["queue"], c["server"], str(c["gpus"]), money(c["hourly_dollars"]),
+            f"{rate:,.1f} {c['unit']}/s",
+            _per(c[f"dollars_per_{key}"], per),
+            "-" if projected is None else f"{projected:,.1f} {c['unit']}/s",
+            _per(c[f"projected_dollars_per_{key}"], per),
+        ])  # fmt: skip
+    headers = ["queue", "server", "GPUs", "costs/h", "measured", "cost now", "projected", "cost recommended"]
+    return table(headers, rows, [False, False, True, True, True, True, True, True])
+
+
+def _per(dollars: float | None, per: str) -> str:
+    return "-" if dollars is None else f"{money(dollars, 3)}/{per}"

@@ -2,7 +2,9 @@
 
 Depth (latest, maximum, mean, least-squares slope via ``deriv``, the time its samples span), the
 inference server behind it (the ``kind`` label: vllm, sglang, tgi, triton), its KV-cache usage at
-p95 and the preemptions counted over the window (``increase``).
+p95 and the preemptions counted over the window (``increase``), and its throughput: the increase of
+its token and request counters over the window divided by the time the queue's samples span (the
+live engine divides the counter's increase by the time its readings span).
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ if TYPE_CHECKING:
 DEPTH = "rightsizer_queue_depth"
 KV_CACHE = "rightsizer_queue_kv_cache_usage_ratio"
 PREEMPTIONS = "rightsizer_queue_preemptions_total"
+THROUGHPUT = (
+    "rightsizer_queue_generated_tokens_total",
+    "rightsizer_queue_prompt_tokens_total",
+    "rightsizer_queue_requests_total",
+)
 
 
 def queues(c: Collector, step: str) -> dict[tuple[str, str], tuple[QueueReading, QueueEvidence]]:
@@ -38,6 +45,7 @@ def queues(c: Collector, step: str) -> dict[tuple[str, str], tuple[QueueReading,
     last = by_queue("queues", f"max by (instance, queue) (max_over_time(timestamp({DEPTH})[{w}:{step}]))")
     kv = by_queue("KV cache", f"max by (instance, queue) (quantile_over_time(0.95, {KV_CACHE}[{w}]))")
     preempted = by_queue("preemptions", f"sum by (instance, queue) (increase({PREEMPTIONS}[{w}]))")
+    served = [by_queue("throughput", f"sum by (instance, queue) (increase({n}[{w}]))") for n in THROUGHPUT]
     out: dict[tuple[str, str], tuple[QueueReading, QueueEvidence]] = {}
     for x in lastv:
         name = x.labels.get("queue", "")
@@ -46,9 +54,10 @@ def queues(c: Collector, step: str) -> dict[tuple[str, str], tuple[QueueReading,
         kind = x.labels.get("kind", "")
         server = kind if kind in INFERENCE_SERVERS else None
         span = max(0.0, last.get(key, 0.0) - first.get(key, 0.0))
+        rates = [c[key] / span if key in c and span > 0 else None for c in served]
         evidence = QueueEvidence(
             name, x.value, maxv.get(key, x.value), slope.get(key, 0.0) * span, mean.get(key), span,
-            server, kv.get(key), preempted.get(key),
+            server, kv.get(key), preempted.get(key), *rates,
         )  # fmt: skip
         out[key] = (QueueReading(name, x.value, labels, (), server), evidence)
     return out

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from ..snapshot import GpuSample
+from .balance import LinkSeen
 from .catalog import PCIE_LANE_BYTES_PER_SECOND
 from .evidence import Evidence, QueueEvidence
 from .settings import RightsizingSettings
@@ -65,6 +66,7 @@ class GpuTracker:
         "activity_source",
         "busy_at",
         "identity",
+        "link",
         "link_fallback",
         "nvlink_capacity",
         "nvlink_last",
@@ -86,6 +88,7 @@ class GpuTracker:
         self.settings = settings
         self.link_fallback = link_fallback
         self.window = Window(settings.window_seconds, SIGNALS, settings.window_buckets)
+        self.link = LinkSeen(settings.window_seconds / settings.window_buckets, settings.window_buckets)
         self.activity_source = "gpu_utilization"
         self.starved_below = settings.bottlenecks.starved_activity_ratio
         self.busy_at = settings.bottlenecks.host_cpu_busy_ratio
@@ -102,6 +105,9 @@ class GpuTracker:
             self.activity_source = source
         total = self.identity.memory_total_bytes or f.get("memory_total_bytes") or 0
         used = f.get("memory_used_bytes")
+        get = f.get
+        self.link.add(t, get("pcie_link_gen"), get("pcie_link_width"), get("pcie_link_gen_max"),
+                      get("pcie_link_width_max"))  # fmt: skip
         starved = None
         if activity is not None and host_cpu is not None:
             starved = 1.0 if activity < self.starved_below and host_cpu >= self.busy_at else 0.0
@@ -154,6 +160,7 @@ class GpuTracker:
         copy = dict(zip(qs, w.percentiles(MEMORY_COPY, qs), strict=True))
         copy95, copy_high = copy[0.95], copy[high]
         ident = self.identity
+        best, maximum = self.link.best(), self.link.maximum
         ev = Evidence(
             samples=w.samples,
             history_seconds=w.history_seconds,
@@ -180,6 +187,10 @@ class GpuTracker:
             host_cpu_high=w.percentile(HOST_CPU, high),
             starved_share=w.fraction_at_least(STARVED, 1.0),
             queues=tuple(queues),
+            pcie_link_generation=best[0] if best else None,
+            pcie_link_generation_max=maximum[0] if maximum else None,
+            pcie_link_width=best[1] if best else None,
+            pcie_link_width_max=maximum[1] if maximum else None,
         )
         return self.with_details(ev) if details else ev
 

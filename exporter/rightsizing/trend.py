@@ -149,41 +149,74 @@ def _combine(acc: list[float], sums: list[float], o: float) -> None:
     acc[7] = max(acc[7], last)
 
 
-class ServerCounters:
-    """An inference server's KV-cache usage (p95 over the window) and preemptions over the window
-    (a counter: its increase since the oldest bucket kept; a restart's reset counts from zero)."""
+class WindowCounter:
+    """A counter over the window: its increase since the oldest bucket kept and that increase per
+    second of the time it spans. A restart's reset counts on from zero."""
 
-    __slots__ = ("_first", "_kv", "_last", "_resets", "bucket_count", "width")
+    __slots__ = ("_first", "_last", "_last_t", "_resets", "bucket_count", "width")
+
+    def __init__(self, width: float, bucket_count: int) -> None:
+        self.width = width
+        self.bucket_count = bucket_count
+        self._first: dict[int, tuple[float, float]] = {}  # bucket -> (t, total) first seen in it
+        self._last: float | None = None
+        self._last_t = 0.0
+        self._resets = 0.0
+
+    def add(self, t: float, value: float) -> None:
+        if self._last is not None and value < self._last - self._resets:
+            self._resets = self._last  # the server restarted: its counter began again at 0
+        total = value + self._resets
+        bucket = math.floor(t / self.width)
+        if bucket not in self._first:
+            self._first[bucket] = (t, total)
+            oldest = bucket - self.bucket_count + 1
+            for b in [b for b in self._first if b < oldest]:
+                del self._first[b]
+        self._last, self._last_t = total, t
+
+    def _oldest(self) -> tuple[float, float] | None:
+        return self._first[min(self._first)] if self._last is not None and self._first else None
+
+    def increase(self) -> float | None:
+        oldest = self._oldest()
+        return None if oldest is None or self._last is None else max(0.0, self._last - oldest[1])
+
+    def rate(self) -> float | None:
+        """Increase per second, None until two readings a bucket apart or more span some time."""
+        oldest = self._oldest()
+        if oldest is None or self._last is None or self._last_t <= oldest[0]:
+            return None
+        return max(0.0, self._last - oldest[1]) / (self._last_t - oldest[0])
+
+
+class ServerCounters:
+    """An inference server's KV-cache usage (p95 over the window), preemptions over the window, and
+    its throughput over the window: tokens generated and prompted, and requests finished, per second."""
+
+    __slots__ = ("_kv", "counters")
 
     def __init__(self, length_seconds: float, bucket_count: int = 60) -> None:
         from .windows import Window
 
-        self.bucket_count = bucket_count
-        self.width = length_seconds / bucket_count
+        width = length_seconds / bucket_count
         self._kv = Window(length_seconds, ("kv_cache",), bucket_count)
-        self._first: dict[int, float] = {}  # bucket -> counter total (resets added) first seen in it
-        self._last: float | None = None
-        self._resets = 0.0
+        # preemptions, generated tokens, prompt tokens, requests
+        self.counters = tuple(WindowCounter(width, bucket_count) for _ in range(4))
 
-    def add(self, t: float, kv_cache: float | None, preemptions: float | None) -> None:
+    def add(self, t: float, kv_cache: float | None, *totals: float | None) -> None:
         if kv_cache is not None:
             self._kv.add(t, (kv_cache,))
-        if preemptions is None:
-            return
-        if self._last is not None and preemptions < self._last - self._resets:
-            self._resets = self._last  # the server restarted: its counter began again at 0
-        total = preemptions + self._resets
-        bucket = math.floor(t / self.width)
-        self._first.setdefault(bucket, total)
-        oldest = bucket - self.bucket_count + 1
-        for b in [b for b in self._first if b < oldest]:
-            del self._first[b]
-        self._last = total
+        for counter, total in zip(self.counters, totals, strict=False):
+            if total is not None:
+                counter.add(t, total)
 
     def kv_cache_p95(self) -> float | None:
         return self._kv.percentile(0, 0.95)
 
     def preemptions(self) -> float | None:
-        if self._last is None or not self._first:
-            return None
-        return max(0.0, self._last - self._first[min(self._first)])
+        return self.counters[0].increase()
+
+    def rates(self) -> tuple[float | None, float | None, float | None]:
+        """Generated tokens, prompt tokens and requests per second over the window."""
+        return (self.counters[1].rate(), self.counters[2].rate(), self.counters[3].rate())

@@ -8,11 +8,12 @@ only on GPUs whose catalog entry says ``gpm_supported``. Values are in the snaps
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
 
-from ..rightsizing.catalog import GpuSpec
+from ..rightsizing.catalog import PCIE_LANE_BYTES_PER_SECOND, GpuSpec
 from .sim_workloads import Activity, Noise
 
 MIB = 1024 * 1024
@@ -44,6 +45,16 @@ class Board:
     nvlink_bytes_per_second: float | None
     unsupported: frozenset[str]
     static: tuple[tuple[str, float], ...]
+
+    def with_link(self, generation: int, width: int) -> Board:
+        """The board with its PCIe link trained at ``generation`` x ``width`` (max values kept)."""
+        current = {"pcie_link_gen": float(generation), "pcie_link_width": float(width)}
+        static = tuple((k, current.get(k, v)) for k, v in self.static)
+        share = PCIE_LANE_BYTES_PER_SECOND.get(generation, 0.0) * width / max(
+            PCIE_LANE_BYTES_PER_SECOND.get(self.spec.pcie_generation, 0.0) * self.spec.pcie_width, 1.0
+        )
+        link = self.link_bytes_per_second * share
+        return dataclasses.replace(self, static=static, link_bytes_per_second=link)
 
     @classmethod
     def of(cls, spec: GpuSpec) -> Board:

@@ -15,7 +15,7 @@ from ..sampler import Contribution
 from ..snapshot import GpuReading, GpuSample, Row
 
 # The queue families of the metric table (a KeyError at import if the table renames them).
-DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS, KV_CACHE, PREEMPTIONS = (
+DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS, KV_CACHE, PREEMPTIONS, *THROUGHPUT = (
     FAMILIES_BY_NAME[name].name
     for name in (
         "rightsizer_queue_depth",
@@ -25,6 +25,9 @@ DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS, KV_CACHE, PREEMPTION
         "rightsizer_queue_last_success_timestamp_seconds",
         "rightsizer_queue_kv_cache_usage_ratio",
         "rightsizer_queue_preemptions_total",
+        "rightsizer_queue_generated_tokens_total",
+        "rightsizer_queue_prompt_tokens_total",
+        "rightsizer_queue_requests_total",
     )
 )
 
@@ -38,6 +41,9 @@ class QueueSampleLike(Protocol):
     server: str | None
     kv_cache_usage: float | None
     preemptions_total: float | None
+    generated_tokens_total: float | None
+    prompt_tokens_total: float | None
+    requests_total: float | None
 
 
 class QueueSampler(Protocol):
@@ -66,6 +72,7 @@ class SimulatedQueues:
             LAST_SUCCESS: [],
             KV_CACHE: [],
             PREEMPTIONS: [],
+            **{name: [] for name in THROUGHPUT},
         }
         api = []
         for q in samples:
@@ -78,6 +85,10 @@ class SimulatedQueues:
                 rows[KV_CACHE].append(Row(q.kv_cache_usage, series))
             if q.preemptions_total is not None:
                 rows[PREEMPTIONS].append(Row(q.preemptions_total, series))
+            counted = (q.generated_tokens_total, q.prompt_tokens_total, q.requests_total)
+            for name, total in zip(THROUGHPUT, counted, strict=True):
+                if total is not None:
+                    rows[name].append(Row(total, series))
             if q.in_flight is not None:
                 rows[IN_FLIGHT].append(Row(q.in_flight, series))
             rows[SOURCE_UP].append(Row(1.0, series))

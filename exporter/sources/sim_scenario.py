@@ -217,6 +217,13 @@ def _expand(e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Ca
     if e.history_seconds is not None:
         history = min(e.history_seconds, history)
     xids = tuple(sorted((x.after_seconds, x.xid) for x in e.xids))
+    link = None
+    if e.pcie_link is not None:
+        link = (e.pcie_link.generation or spec.pcie_generation, e.pcie_link.width or spec.pcie_width)
+        if link[0] > spec.pcie_generation or link[1] > spec.pcie_width:
+            raise ConfigError(
+                f"{where}.pcie_link: above the {spec.key}'s Gen{spec.pcie_generation} x{spec.pcie_width}"
+            )
     out = []
     for n in range(e.count):
         index = first + n
@@ -235,7 +242,7 @@ def _expand(e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Ca
         queue = dataclasses.replace(e.queue, name=e.queue.name + suffix) if e.queue else None
         out.append(SimGpu(
             index, (e.name or spec.key) + suffix, spec, uuid, e.pci_bus_id or _bus_id(index), work,
-            history, pod, queue, expect, instances, xids,
+            history, pod, queue, expect, instances, xids, link,
         ))  # fmt: skip
     return out
 

@@ -62,6 +62,9 @@ class WorkloadEntry:
     batch: float | None = _p("Requests in flight at full load.")
     kv_cache_usage: float | None = _p("KV-cache usage (0-1) the queue's inference server reports.")
     preemptions_per_hour: float | None = _p("Requests the queue's inference server preempts per hour.")
+    generated_tokens_per_second: float | None = _p("Mean tokens per second the queue's server generates.")
+    prompt_tokens_per_second: float | None = _p("Mean prompt tokens per second the queue's server processes.")
+    requests_per_second: float | None = _p("Mean requests per second the queue's server finishes.")
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,8 @@ class QueueEntry:
     server: Literal["vllm", "sglang", "tgi", "triton"] | None = setting(
         None,
         "Inference server behind the queue; vllm and sglang report KV-cache usage and preemptions "
-        "(the workload's kv_cache_usage, preemptions_per_hour), tgi and triton none.",
+        "(the workload's kv_cache_usage, preemptions_per_hour), tgi and triton none; vllm, sglang "
+        "and tgi count tokens and requests, triton requests only.",
     )
 
 
@@ -111,6 +115,12 @@ class MigEntry:
 
 
 @dataclass(frozen=True)
+class PcieLinkEntry:
+    generation: int | None = setting(None, "PCIe generation the link runs at (default the GPU's).", minimum=1)
+    width: int | None = setting(None, "Lanes the link runs at (default the GPU's).", minimum=1)
+
+
+@dataclass(frozen=True)
 class GpuEntry:
     model: str = setting("", "Catalog key or NVML name of the GPU (required).")
     count: int = setting(1, "Replicate this GPU this many times.", minimum=1, maximum=MAX_DEVICES)
@@ -126,6 +136,9 @@ class GpuEntry:
     expect: ExpectEntry | None = setting(None, "What the right-sizing engine should conclude.")
     mig: list[MigEntry] = setting([], "MIG mode: the GPU's instances, each with its own workload.")
     xids: list[XidEntry] = setting([], "XID errors to inject: [{after_seconds, xid}].")
+    pcie_link: PcieLinkEntry | None = setting(
+        None, "The PCIe link it trained at, when below its maximum: {generation, width}."
+    )
 
 
 @dataclass(frozen=True)
@@ -179,6 +192,7 @@ class SimGpu:
     expect: Expectation | None
     mig: tuple[SimMig, ...] = ()
     xids: tuple[tuple[float, int], ...] = ()  # (seconds after start, XID), in time order
+    pcie_link: tuple[int, int] | None = None  # (generation, width) trained at, when below the max
 
 
 @dataclass(frozen=True, slots=True)

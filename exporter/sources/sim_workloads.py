@@ -79,6 +79,9 @@ _QUEUE = {
     "batch": 8.0,
     "kv_cache_usage": 0.3,
     "preemptions_per_hour": 0.0,
+    "generated_tokens_per_second": 500.0,
+    "prompt_tokens_per_second": 1500.0,
+    "requests_per_second": 2.0,
 }
 _SLOW = {"swing": 0.15, "period_seconds": 1800.0}
 
@@ -213,6 +216,10 @@ class Activity:
     host_cpu: float = 0.0
     kv_cache: float | None = None  # KV-cache usage its inference server reports
     preemptions: float = 0.0  # the server's preemption counter
+    # The server's throughput counters (mean rates times the time served), for serving kinds.
+    generated_tokens: float | None = None
+    prompt_tokens: float | None = None
+    requests: float | None = None
 
 
 def _clip(x: float, high: float = 1.0) -> float:
@@ -262,6 +269,10 @@ def evaluate(w: Workload, noise: Noise, t: float, elapsed: float) -> Activity:
     if "kv_cache_usage" in p:
         a.kv_cache = _clip(p["kv_cache_usage"] * (1.0 + 0.02 * noise.signed("queue", sec + 1)))
         a.preemptions = float(math.floor(p["preemptions_per_hour"] * elapsed / 3600.0))
+    if "generated_tokens_per_second" in p:
+        a.generated_tokens = float(math.floor(p["generated_tokens_per_second"] * elapsed))
+        a.prompt_tokens = float(math.floor(p["prompt_tokens_per_second"] * elapsed))
+        a.requests = float(math.floor(p["requests_per_second"] * elapsed))
     level *= scale
     a.sm = _clip(p["activity"] * level)
     a.utilization = _clip(max(p["utilization"] * level, a.sm))

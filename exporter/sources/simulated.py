@@ -53,6 +53,9 @@ class QueueSample:
     server: str | None = None
     kv_cache_usage: float | None = None
     preemptions_total: float | None = None
+    generated_tokens_total: float | None = None
+    prompt_tokens_total: float | None = None
+    requests_total: float | None = None
 
     @property
     def queue(self) -> str:
@@ -90,6 +93,8 @@ class _Device:
     def __init__(self, gpu: SimGpu, scenario: Scenario, start: float) -> None:
         self.gpu = gpu
         self.board = Board.of(gpu.spec)
+        if gpu.pcie_link is not None:  # trained below its maximum: current values and capacity drop
+            self.board = self.board.with_link(*gpu.pcie_link)
         self.noise = Noise(scenario.seed, gpu.index)
         self.identity = GpuIdentity(
             index=gpu.index,
@@ -231,10 +236,15 @@ class SimulatedSource:
                 if q is not None:
                     depth, in_flight = float(round(a.queue_depth)), float(round(a.in_flight))
                     reports = q.server in ("vllm", "sglang")
+                    tokens = reports or q.server == "tgi"
+                    served = q.server is not None
                     out.append(
                         QueueSample(
                             q.name, dict(q.labels), depth, in_flight, (uuid,), q.server,
                             a.kv_cache if reports else None, a.preemptions if reports else None,
+                            a.generated_tokens if tokens and served else None,
+                            a.prompt_tokens if tokens and served else None,
+                            a.requests if served else None,
                         )
                     )  # fmt: skip
         return out

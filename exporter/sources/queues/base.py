@@ -22,6 +22,11 @@ class QueueValue:
     # Inference servers' memory pressure, read from the same exposition as the depth (scrape kinds).
     kv_cache_usage: float | None = None  # KV-cache usage 0-1
     preemptions_total: float | None = None  # preempted (vLLM) or retracted (SGLang) requests
+    # Throughput counters, read on the same poll (scrape kinds): tokens generated, prompt tokens
+    # processed, requests finished. Each as the server counts it, series summed.
+    generated_tokens_total: float | None = None
+    prompt_tokens_total: float | None = None
+    requests_total: float | None = None
 
 
 class QueueSourceError(Exception):

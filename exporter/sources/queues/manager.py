@@ -38,7 +38,20 @@ SOURCE_DURATION = "rightsizer_queue_source_duration_seconds"
 LAST_SUCCESS = "rightsizer_queue_last_success_timestamp_seconds"
 KV_CACHE = "rightsizer_queue_kv_cache_usage_ratio"
 PREEMPTIONS = "rightsizer_queue_preemptions_total"
-FAMILY_NAMES = (DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS, KV_CACHE, PREEMPTIONS)
+GENERATED_TOKENS = "rightsizer_queue_generated_tokens_total"
+PROMPT_TOKENS = "rightsizer_queue_prompt_tokens_total"
+REQUESTS = "rightsizer_queue_requests_total"
+THROUGHPUT = (GENERATED_TOKENS, PROMPT_TOKENS, REQUESTS)
+FAMILY_NAMES = (
+    DEPTH,
+    IN_FLIGHT,
+    SOURCE_UP,
+    SOURCE_DURATION,
+    LAST_SUCCESS,
+    KV_CACHE,
+    PREEMPTIONS,
+    *THROUGHPUT,
+)
 FIRST_ROUND_WAIT = 1.0  # start() waits at most this long for the first polls
 STOP_WAIT = 5.0
 
@@ -98,6 +111,7 @@ class QueueExtension:
         in_flight: list[Row] = []
         kv_cache: list[Row] = []
         preemptions: list[Row] = []
+        counted: dict[str, list[Row]] = {name: [] for name in THROUGHPUT}
         up: list[Row] = []
         duration: list[Row] = []
         last: list[Row] = []
@@ -140,6 +154,11 @@ class QueueExtension:
                 kv_cache.append(Row(out.value.kv_cache_usage, series_labels))
             if out.value.preemptions_total is not None:
                 preemptions.append(Row(out.value.preemptions_total, series_labels))
+            v = out.value
+            totals = (v.generated_tokens_total, v.prompt_tokens_total, v.requests_total)
+            for name, total in zip(THROUGHPUT, totals, strict=True):
+                if total is not None:
+                    counted[name].append(Row(total, series_labels))
         error = None
         if down:
             error = f"{len(down)} of {len(self.pollers)} queue sources down: {', '.join(down[:5])}"
@@ -152,6 +171,7 @@ class QueueExtension:
             LAST_SUCCESS: tuple(last),
             KV_CACHE: tuple(kv_cache),
             PREEMPTIONS: tuple(preemptions),
+            **{name: tuple(rows) for name, rows in counted.items()},
         }
         status = CollectorStatus(self.name, not down, slowest, error)
         return Contribution(rows=rows, api={"queues": api}, collectors=(status,))

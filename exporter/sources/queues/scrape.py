@@ -33,24 +33,51 @@ class Preset:
     # found wins; several series: the highest) and a preemption counter (series summed).
     kv_cache: tuple[str, ...] = ()
     preemptions: str | None = None
+    # Throughput counters, read on the same poll for cost per inference (series summed; of several
+    # names, the first found wins): tokens generated, prompt tokens processed, requests finished.
+    generated_tokens: tuple[str, ...] = ()
+    prompt_tokens: tuple[str, ...] = ()
+    requests: tuple[str, ...] = ()
+
+    @property
+    def counters(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        return (self.generated_tokens, self.prompt_tokens, self.requests)
 
 
 # The metric names each inference server publishes (see the README's presets table). TGI and
-# Triton publish no KV-cache usage share.
+# Triton publish no KV-cache usage share. TGI has no token counter: its generated-tokens and
+# input-length histograms' sums are the totals (its Rust exporter writes counters without _total;
+# either spelling is read). Triton counts inferences, not tokens.
 PRESETS: Mapping[str, Preset] = {
     "vllm": Preset(
         "vllm:num_requests_waiting",
         "vllm:num_requests_running",
         ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
         "vllm:num_preemptions_total",
+        ("vllm:generation_tokens_total",),
+        ("vllm:prompt_tokens_total",),
+        ("vllm:request_success_total",),
     ),
-    "tgi": Preset("tgi_queue_size", "tgi_batch_current_size"),
-    "triton": Preset("nv_inference_pending_request_count", None),
+    "tgi": Preset(
+        "tgi_queue_size",
+        "tgi_batch_current_size",
+        generated_tokens=("tgi_request_generated_tokens_sum",),
+        prompt_tokens=("tgi_request_input_length_sum",),
+        requests=("tgi_request_success", "tgi_request_success_total", "tgi_request_generated_tokens_count"),
+    ),
+    "triton": Preset(
+        "nv_inference_pending_request_count",
+        None,
+        requests=("nv_inference_count", "nv_inference_request_success"),
+    ),
     "sglang": Preset(
         "sglang:num_queue_reqs",
         "sglang:num_running_reqs",
         ("sglang:token_usage",),
         "sglang:num_retracted_requests_total",
+        ("sglang:generation_tokens_total",),
+        ("sglang:prompt_tokens_total",),
+        ("sglang:num_requests_total",),
     ),
 }
 
@@ -89,14 +116,19 @@ class ExpositionReader:
         match: Mapping[str, str],
         kv_cache: tuple[str, ...] = (),
         preemptions: str | None = None,
+        counters: tuple[tuple[str, ...], ...] = (),
     ) -> None:
         self.depth = depth
         self.in_flight = in_flight
         self.match = dict(match)
         self.kv_cache = kv_cache
         self.preemptions = preemptions
+        self.counters = tuple(counters) + ((),) * (3 - len(counters))  # generated, prompt, requests
         names = [depth] if in_flight is None else [depth, in_flight]
-        self._names = (*names, *kv_cache, *([preemptions] if preemptions else []))
+        counted = [n for names_ in self.counters for n in names_]
+        self._names = (*names, *kv_cache, *([preemptions] if preemptions else []), *counted)
+        self._summed = {depth, *([in_flight] if in_flight else []), *([preemptions] if preemptions else [])}
+        self._summed.update(counted)
         self._last: tuple[str, bool, QueueValue] | None = None
 
     def read(self, text: str, openmetrics: bool) -> QueueValue:
@@ -119,7 +151,7 @@ class ExpositionReader:
                         continue
                     if sample.name in self.kv_cache:
                         highest[sample.name] = max(highest.get(sample.name, sample.value), sample.value)
-                    elif sample.name in (self.depth, self.in_flight, self.preemptions):
+                    elif sample.name in self._summed:
                         totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
         except Exception as exc:  # prometheus-client raises ValueError and friends on bad input
             raise QueueSourceError(f"cannot parse the exposition: {shorten(str(exc), 120)}") from None
@@ -132,10 +164,9 @@ class ExpositionReader:
         # Memory-pressure figures are extras: a missing or broken one is left out, never a fault.
         kv = next((highest[n] for n in self.kv_cache if n in highest), None)
         kv = kv if kv is not None and 0.0 <= kv <= 1.0 else None
-        preempted = totals.get(self.preemptions) if self.preemptions else None
-        if preempted is not None and not (math.isfinite(preempted) and preempted >= 0):
-            preempted = None
-        return QueueValue(depth, in_flight, kv, preempted)
+        preempted = _count(totals, (self.preemptions,) if self.preemptions else ())
+        generated, prompt, requests = (_count(totals, names) for names in self.counters)
+        return QueueValue(depth, in_flight, kv, preempted, generated, prompt, requests)
 
     def _matches(self, labels: Mapping[str, str]) -> bool:
         return all(labels.get(k) == v for k, v in self.match.items())
@@ -147,6 +178,12 @@ class ExpositionReader:
         return f"metric {name} not found"
 
 
+def _count(totals: Mapping[str, float], names: tuple[str, ...]) -> float | None:
+    """The first of ``names`` found, when it is a usable counter value (finite, not negative)."""
+    value = next((totals[n] for n in names if n in totals), None)
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
 class ScrapeSource:
     """One inference server's (or any exporter's) /metrics."""
 
@@ -154,7 +191,12 @@ class ScrapeSource:
         preset = preset_for(cfg)
         self.http = HttpGetter(cfg, ACCEPT)
         self.reader = ExpositionReader(
-            preset.depth, preset.in_flight, dict(cfg.match), preset.kv_cache, preset.preemptions
+            preset.depth,
+            preset.in_flight,
+            dict(cfg.match),
+            preset.kv_cache,
+            preset.preemptions,
+            preset.counters,
         )
 
     async def read(self) -> QueueValue:
