@@ -68,6 +68,8 @@ def test_one_row_per_judged_unit_with_the_json_and_scenario_verdicts(fleet: Writ
     assert {(i, u, p): v for i, u, p, v in _rows(doc)} == expected
     shown = [w.find_all("td")[1].text for w in doc.find_all("tr", "workload")]
     assert shown == [w["workload"] for w in data["workloads"]]
+    costs = [[td.text for td in r.find_all("td")][:2] for r in doc.find_all("tr", "cost")]
+    assert costs == [[c["queue"], c["server"]] for c in data["inference_costs"]] and costs
     # The summary's money is the JSON's.
     assert doc.find_all("div", "big")[1].text == f"${data['totals']['hourly_savings_dollars']:,.2f}/h"
 

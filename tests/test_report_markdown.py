@@ -11,7 +11,10 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from report_files import FLEETS, HOSTILE, Written, written_reports
 
-SECTIONS = ["Summary", "Workloads, most money first", "GPUs", "Assumptions", "Thresholds", "Prices"]
+SECTIONS = [
+    "Summary", "Workloads, most money first", "Cost per inference", "GPUs",
+    "Assumptions", "Thresholds", "Prices",
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +68,11 @@ def sections(markdown: str) -> dict[str, list[list[dict[str, str]]]]:
 def test_one_table_per_section_with_the_json_rows(fleet: Written) -> None:
     data = fleet.json
     found = sections(fleet.markdown)
+    assert data["inference_costs"], "the mixed fleet's vLLM server counts its tokens"
     assert list(found) == SECTIONS
+    costs = found["Cost per inference"][0]
+    want = [(c["queue"], c["server"]) for c in data["inference_costs"]]
+    assert [(r["Queue"], r["Server"]) for r in costs] == want
     assert all(len(tables) == 1 for tables in found.values()), {k: len(v) for k, v in found.items()}
     gpus = found["GPUs"][0]
     assert [(r["UUID"], r["Model"], r["Verdict"], r["Recommended"]) for r in gpus] == [
@@ -87,6 +94,7 @@ def test_one_table_per_section_with_the_json_rows(fleet: Written) -> None:
 
 def test_label_values_stay_plain_text(hostile: Written) -> None:
     found = sections(hostile.markdown)
+    assert "Cost per inference" not in found  # no inference server counts tokens there: no empty table
     gpus = found["GPUs"][0]
     scenario = hostile.fleets[0].source.scenario
     pods = {g.pod.pod: g.pod.namespace for g in scenario.gpus if g.pod is not None}

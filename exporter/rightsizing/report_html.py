@@ -18,6 +18,7 @@ from ..html_parts.charts import svg
 from ..html_parts.style import STYLE
 from ..workloads import workload_of
 from .report_charts import FleetCharts
+from .report_documents import COST_HEADERS, cost_cells
 from .verdicts import duration
 
 REPORT_STYLE = """
@@ -29,8 +30,9 @@ dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
 td.src{font-size:12.5px;color:var(--muted);overflow-wrap:anywhere}
 tr.set td:first-child{font-weight:600}table.thresholds td{padding:3px 10px}
 table.prices td:first-child{white-space:nowrap}.assumptions>.card{align-self:start}
-@media (max-width:760px){tr.workload,tr.price{display:grid;grid-template-columns:1fr 1fr;padding-top:6px}
- tr.workload td,tr.price td{width:auto}tr.price td.src{grid-column:1/-1}}
+.tag.finding{border-color:var(--over);color:var(--over)}
+@media (max-width:760px){tr.workload,tr.price,tr.cost{display:grid;grid-template-columns:1fr 1fr;
+ padding-top:6px}tr.workload td,tr.price td,tr.cost td{width:auto}tr.price td.src{grid-column:1/-1}}
 @media print{body{background:#fff}tr.gpu,tr.charts{break-inside:avoid}}
 """
 
@@ -102,6 +104,28 @@ def _workloads(doc: Mapping[str, Any]) -> str:
     )
 
 
+def _costs(doc: Mapping[str, Any]) -> str:
+    costs = doc.get("inference_costs") or []
+    if not costs:
+        return ""
+    labels = COST_HEADERS
+    rows = "".join(
+        '<tr class="cost">'
+        + "".join(
+            f'<td data-label="{e(h)}"{"" if i < 2 else " class=num"}>{e(v)}</td>'
+            for i, (h, v) in enumerate(zip(labels, cost_cells(c), strict=True))
+        )
+        + "</tr>"
+        for c in costs
+    )
+    head = "".join(f"<th{'' if i < 2 else ' class=num'}>{e(h)}</th>" for i, h in enumerate(labels))
+    return (
+        "<h2>Cost per inference</h2><p class=muted>Measured throughput of each inference server and the "
+        "price of the GPUs it runs on, today and projected on the recommendation.</p>"
+        f'<table class="costs"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    )
+
+
 def _gpu(g: Mapping[str, Any], window: float, charts: FleetCharts) -> str:
     mig = f' <span class="tag">MIG {e(g["mig_profile"])}</span>' if g["mig_profile"] else ""
     device = (
@@ -115,6 +139,8 @@ def _gpu(g: Mapping[str, Any], window: float, charts: FleetCharts) -> str:
     else:
         pod = '<span class="muted">no pod</span>'
     tags = "".join(f'<span class="tag">{e(b.replace("_", " "))}</span>' for b in g["bottlenecks"])
+    findings = g.get("findings") or ()
+    tags += "".join(f'<span class="tag finding">{e(f.replace("_", " "))}</span>' for f in findings)
     recommended = g["workload_change"] or (
         g["recommended"] if g["recommended"] not in (None, "none") else None
     )
@@ -195,7 +221,7 @@ def render_html(doc: Mapping[str, Any], charts: FleetCharts) -> str:
         f"<style>{STYLE}{REPORT_STYLE}</style></head><body>"
         f"<header><h1>Rightsizer fleet report <small>{e(doc['window'])} to {e(end)}</small></h1>"
         f'<span class="muted">from {e(doc["prometheus_url"])}</span></header>'
-        f'<main id="report">{_summary(doc)}{_workloads(doc)}'
+        f'<main id="report">{_summary(doc)}{_workloads(doc)}{_costs(doc)}'
         '<h2>GPUs, most money first</h2><table class="gpus"><thead><tr><th>GPU</th>'
         "<th>Pod · namespace · workload</th><th>Verdict</th><th>Bottlenecks</th><th>Recommended</th>"
         f'<th class="num">Saves</th><th>History</th></tr></thead><tbody>{gpus}</tbody></table>'

@@ -12,6 +12,7 @@ from typing import Any
 from ..workloads import workload_of
 from .output import money
 from .report_cli import HOURS_PER_MONTH, history_line
+from .report_documents import COST_HEADERS, cost_cells
 from .verdicts import duration
 
 # Backslash-escapes every ASCII punctuation CommonMark or GitHub's tables read as markup.
@@ -62,7 +63,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
             g["gpu"], g["model"] + (f" {g['mig_profile']}" if g["mig_profile"] else ""), g["uuid"], g["host"],
             g["namespace"], g["pod"], workload_of(g["pod"]) if g["pod"] else None, g["verdict"],
             g["workload_change"] or g["recommended"], _saves(g["hourly_savings_dollars"]),
-            ", ".join(g["bottlenecks"]), f"{duration(g['history_seconds'])} of {span}",
+            ", ".join(g["bottlenecks"]), ", ".join(g.get("findings") or ()),
+            f"{duration(g['history_seconds'])} of {span}",
             g["reason"],
         ]
         for g in doc["gpus"]
@@ -88,10 +90,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
         md_table(["Namespace", "Workload", "GPUs", "Verdicts", "Recommended", "Costs", "Saves"], workloads,
                  [False, False, True, False, False, True, True]),
         "",
+        *_costs(doc),
         "## GPUs",
         "",
         md_table(["GPU", "Model", "UUID", "Host", "Namespace", "Pod", "Workload", "Verdict", "Recommended",
-                  "Saves", "Bottlenecks", "History", "Why"], gpus),
+                  "Saves", "Bottlenecks", "Findings", "History", "Why"], gpus),
         "",
         "## Assumptions",
         "",
@@ -109,3 +112,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
                  [False, True, False]),
     ]  # fmt: skip
     return "\n".join(out) + "\n"
+
+
+def _costs(doc: dict[str, Any]) -> list[str]:
+    costs = doc.get("inference_costs") or []
+    if not costs:
+        return []
+    right = [False, False, True, True, True, True, True, True]
+    return ["## Cost per inference", "", md_table(COST_HEADERS, [cost_cells(c) for c in costs], right), ""]
