@@ -41,7 +41,9 @@ class Cache:
     def __init__(
         self, rules: Sequence[RuleConfig], source: Source, metrics: AdapterMetrics, max_answers: int = 10000
     ) -> None:
+        self.static_rules = tuple(rules)
         self.rules = {r.name: r for r in rules}
+        self.rules_generation = 0  # bumped when a discovering source changes the rule set
         self.source = source
         self.metrics = metrics
         self.max_answers = max_answers
@@ -75,8 +77,35 @@ class Cache:
                 self.answers[key] = found
         return found
 
+    async def _discover(self) -> None:
+        """Sources that discover their metrics (prometheus-adapter files) may change the rule set."""
+        discover = getattr(self.source, "discover_rules", None)
+        if discover is None:
+            return
+        try:
+            found = await asyncio.wait_for(discover(), self.deadline)
+        except TimeoutError:
+            event(log, logging.WARNING, "series discovery timed out", seconds=self.deadline)
+            return
+        if found is None:
+            return
+        rules = {r.name: r for r in found}
+        rules.update({r.name: r for r in self.static_rules})
+        if rules == self.rules:
+            return
+        self.rules = rules
+        self.states = {
+            n: self.states[n]
+            if n in self.states and self.states[n].rule == r
+            else RuleState(r, None, "no refresh has completed yet", None)
+            for n, r in rules.items()
+        }
+        self._previous = None
+        self.rules_generation += 1
+
     async def refresh_once(self, everything: bool = True) -> None:
         """Bring the cache up to date: from every upstream, or (``everything`` False) from those due."""
+        await self._discover()
         rules = list(self.rules.values())
         try:
             results = await asyncio.wait_for(self.source.collect(rules, everything), self.deadline)

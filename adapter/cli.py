@@ -25,8 +25,9 @@ from rightsizer_core.stopping import exiting_on_stop_signals, stop_event
 from .cache import Cache
 from .config import DEFAULT_PORT, AdapterConfig, load_config
 from .keda.metrics_api import MetricsApiAuth
-from .kubernetes.auth import Authenticator, serving_context
 from .kubernetes.pods import PodLister, wanted
+from .promadapter.cli import check_promadapter, load_promadapter, note_resource_rules, promadapter_source
+from .security import Security
 from .selfmetrics import AdapterMetrics
 from .server import create_app, status_body
 from .sources import Source
@@ -83,6 +84,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="CN,...",
         help="front-proxy certificate CNs allowed (default: any)",
     )
+    a("--client-ca-file", metavar="FILE", help="CA of x509 client certificates (default: the cluster's)")
+    a(
+        "--authorization-always-allow-paths",
+        metavar="PATH,...",
+        help="paths served without authentication (default /healthz,/livez,/readyz; trailing * = prefix)",
+    )
     a(
         "--insecure-http",
         action="store_true",
@@ -128,6 +135,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="direct mode: seconds between exporter scrapes (default 0.5)",
     )
+    a(
+        "--prometheus-adapter-config",
+        metavar="FILE",
+        help="prometheus-adapter configuration file (rules, externalRules) to serve unchanged",
+    )
     a("--metrics-api-key-file", metavar="FILE", help="KEDA metrics-api: key expected in X-API-KEY")
     a("--metrics-api-bearer-token-file", metavar="FILE", help="KEDA metrics-api: expected bearer token")
     a("--log-level", choices=["debug", "info", "warning", "error"], help="log level (default info)")
@@ -139,6 +151,8 @@ def parser() -> argparse.ArgumentParser:
 def flags_of(args: argparse.Namespace) -> dict[str, Any]:
     """Flags given on the command line, nested as in the configuration file."""
     names = args.requestheader_allowed_names
+    always = args.authorization_always_allow_paths
+    always_paths = [p.strip() for p in always.split(",") if p.strip()] if always is not None else None
     nested: dict[str, Any] = {
         "listen": args.listen,
         "insecure_http": args.insecure_http,
@@ -151,6 +165,8 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
             if names is not None
             else None,
         },
+        "authentication": {"client_ca_file": args.client_ca_file},
+        "authorization": {"always_allow_paths": always_paths},
         "grpc": {
             "listen": args.grpc_listen,
             "tls_cert_file": args.grpc_tls_cert_file,
@@ -168,6 +184,7 @@ def flags_of(args: argparse.Namespace) -> dict[str, Any]:
             "insecure_skip_verify": args.prometheus_insecure_skip_verify,
             "refresh_interval_seconds": args.refresh_interval,
         },
+        "prometheus_adapter": {"config_file": args.prometheus_adapter_config},
         "direct": {"exporters": args.exporter, "scrape_interval_seconds": args.scrape_interval},
         "metrics_api": {
             "api_key_file": args.metrics_api_key_file,
@@ -194,6 +211,8 @@ def fail(message: str) -> int:
 
 
 def make_source(cfg: AdapterConfig, metrics: AdapterMetrics) -> Source:
+    if cfg.prometheus_adapter.config_file:
+        return promadapter_source(cfg, metrics)
     if cfg.mode == "prometheus":
         return PrometheusSource(cfg.prometheus, metrics)
     return ScrapeSource(cfg.direct, metrics)
@@ -203,21 +222,22 @@ async def serve(cfg: AdapterConfig) -> int:
     stop = stop_event()  # from here on, SIGTERM/SIGINT stop the adapter wherever start-up is
     metrics = AdapterMetrics()
     try:
-        tls = None if cfg.insecure_http else serving_context(cfg.tls, cfg.requestheader)
+        security = Security(cfg)
         keda_auth = MetricsApiAuth(cfg.metrics_api) if cfg.metrics_api.enabled else None
     except ValueError as exc:
         return fail(str(exc))
+    tls = security.tls.context if security.tls else None
     source = make_source(cfg, metrics)
     try:
         await source.start()
     except ValueError as exc:  # e.g. Prometheus TLS files that cannot be loaded
         return fail(str(exc))
     cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers)
-    auth = Authenticator(cfg.requestheader, cfg.authorization, enabled=not cfg.insecure_http)
+    await security.start()
     pod_lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None
     if pod_lister is not None:
         await pod_lister.start()
-    app = create_app(cache, auth, metrics, keda_auth, pod_lister)
+    app = create_app(cache, security.gate, metrics, keda_auth, pod_lister)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     grpc_server = None
@@ -248,7 +268,9 @@ async def serve(cfg: AdapterConfig) -> int:
 
             try:
                 scaler = ExternalScaler(cache, metrics)
-                grpc_server, grpc_port = await start_server(cfg.grpc, scaler, cfg.http)
+                grpc_server, grpc_port = await start_server(
+                    cfg.grpc, scaler, cfg.http, credentials=security.grpc_credentials()
+                )
             except ValueError as exc:
                 return fail(str(exc))
             fields["grpc_address"] = f"{parse_listen(cfg.grpc.listen)[0] or '0.0.0.0'}:{grpc_port}"
@@ -263,9 +285,9 @@ async def serve(cfg: AdapterConfig) -> int:
             rules=len(cfg.effective_rules),
             version=__version__,
             **fields,
+            **security.describe(),
         )
-        if not cfg.insecure_http and not cfg.requestheader.client_ca_file:
-            event(log, logging.WARNING, "no request-header CA: every TLS client is served as anonymous")
+        security.warn(keda_auth is not None and keda_auth.configured, keda_auth is not None)
         refresher = asyncio.create_task(cache.run())
         await stop.wait()
         event(log, logging.INFO, "stopping")
@@ -278,6 +300,7 @@ async def serve(cfg: AdapterConfig) -> int:
         if grpc_server is not None:
             await grpc_server.stop(grace=1.0)
         await runner.cleanup()
+        await security.close()
         await source.close()
         if pod_lister is not None:
             await pod_lister.close()
@@ -294,10 +317,19 @@ def run(argv: Sequence[str] | None) -> int:
         cfg = load_config(args.config, flags_of(args))
     except ConfigError as exc:
         return fail(str(exc))
+    if cfg.prometheus_adapter.config_file:
+        try:
+            file = load_promadapter(cfg.prometheus_adapter.config_file)
+        except ConfigError as exc:
+            return fail(str(exc))
+        if args.check_config:
+            return asyncio.run(check_promadapter(cfg, file))
     if args.check_config:
         print(f"{args.config or 'configuration'}: OK ({cfg.mode} mode, {len(cfg.effective_rules)} rules)")
         return 0
     configure(cfg.log_level)
+    if cfg.prometheus_adapter.config_file:
+        note_resource_rules(cfg.prometheus_adapter.config_file)
     try:
         return asyncio.run(serve(cfg))
     except KeyboardInterrupt:

@@ -14,6 +14,7 @@ from exporter.config import parse_listen
 from exporter.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 from rightsizer_core.limits import ListenerLimits
 
+from .promadapter.settings import PromAdapterSettings
 from .rules import BUILTIN_RULES, RuleConfig
 
 DEFAULT_PORT = 6443
@@ -44,10 +45,43 @@ class RequestHeaderSettings:
     extra_headers_prefix: list[str] = setting(["X-Remote-Extra-"], "Prefixes of user-extra headers.")
 
 
+Delegation = Literal["auto", "on", "off"]
+
+
+@dataclass(frozen=True)
+class AuthenticationSettings:
+    delegated: Delegation = setting(
+        "auto",
+        "Read kube-system/extension-apiserver-authentication and check bearer tokens with TokenReview; "
+        "auto: when the Kubernetes API is known (in a cluster, or kubernetes.api_url).",
+    )
+    client_ca_file: str | None = setting(
+        None, "CA of x509 client certificates (users CN, groups O); overrides the ConfigMap's client-ca-file."
+    )
+    anonymous: bool = setting(False, "Serve requests without credentials as system:anonymous (authorized).")
+    token_success_ttl_seconds: float = setting(10.0, "How long a valid token's TokenReview is reused.",
+                                               minimum=0, maximum=3600)
+    token_failure_ttl_seconds: float = setting(10.0, "How long a refused token's TokenReview is reused.",
+                                               minimum=0, maximum=3600)
+
+
 @dataclass(frozen=True)
 class AuthorizationSettings:
-    allowed_users: list[str] = setting([], "Users allowed to read metrics; empty (with no groups): all.")
-    allowed_groups: list[str] = setting([], "Groups allowed to read metrics; empty (with no users): all.")
+    allowed_users: list[str] = setting([], "Static authorization: users allowed to read metrics.")
+    allowed_groups: list[str] = setting([], "Static authorization: groups allowed to read metrics.")
+    delegated: Delegation = setting(
+        "auto",
+        "Authorize with SubjectAccessReview; auto: when the Kubernetes API is known and no static "
+        "allowed_users/allowed_groups are given.",
+    )
+    allowed_ttl_seconds: float = setting(10.0, "How long an allowing SubjectAccessReview is reused.",
+                                         minimum=0, maximum=3600)
+    denied_ttl_seconds: float = setting(10.0, "How long a denying SubjectAccessReview is reused.",
+                                        minimum=0, maximum=3600)
+    always_allow_paths: list[str] = setting(
+        ["/healthz", "/livez", "/readyz"],
+        "Paths served without authentication or authorization (exact; a trailing * makes a prefix).",
+    )
 
 
 @dataclass(frozen=True)
@@ -72,7 +106,15 @@ class GrpcSettings:
 class MetricsApiSettings:
     enabled: bool = setting(True, "Serve KEDA's metrics-api JSON at /keda/v1/metrics/{metric}.")
     api_key_file: str | None = setting(None, "File holding the key expected in X-API-KEY.")
-    bearer_token_file: str | None = setting(None, "File holding the token expected as Authorization: Bearer.")
+    bearer_token_file: str | None = setting(
+        None, "File holding a static token accepted as Authorization: Bearer (other tokens: TokenReview)."
+    )
+    basic_username: str | None = setting(None, "User name of HTTP basic authentication (authModes basic).")
+    basic_password_file: str | None = setting(None, "File holding the basic-authentication password.")
+
+    def validate(self) -> None:
+        if (self.basic_username is None) != (self.basic_password_file is None):
+            raise ValueError("metrics_api.basic_username and metrics_api.basic_password_file go together")
 
 
 @dataclass(frozen=True)
@@ -159,12 +201,19 @@ class AdapterConfig:
     rules: list[RuleConfig] = setting([], "Rules: which metrics are served and how (see README).")
     tls: TlsSettings = setting(TlsSettings(), "Serving certificate.")
     requestheader: RequestHeaderSettings = setting(RequestHeaderSettings(), "Front-proxy authentication.")
-    authorization: AuthorizationSettings = setting(AuthorizationSettings(), "Static authorization.")
+    authentication: AuthenticationSettings = setting(AuthenticationSettings(), "Client authentication.")
+    authorization: AuthorizationSettings = setting(AuthorizationSettings(), "Authorization.")
+    file_reload_interval_seconds: float = setting(
+        10.0, "How often certificate, CA and key files are checked for changes.", minimum=0.05, maximum=3600
+    )
     grpc: GrpcSettings = setting(GrpcSettings(), "KEDA external scaler.")
     metrics_api: MetricsApiSettings = setting(MetricsApiSettings(), "KEDA metrics-api endpoint.")
     prometheus: PrometheusSettings = setting(PrometheusSettings(), "Prometheus mode.")
     direct: DirectSettings = setting(DirectSettings(), "Direct mode.")
     kubernetes: KubernetesSettings = setting(KubernetesSettings(), "Kubernetes API (pod labels).")
+    prometheus_adapter: PromAdapterSettings = setting(
+        PromAdapterSettings(), "A prometheus-adapter configuration file served unchanged (Prometheus mode)."
+    )
     max_cached_answers: int = setting(
         10000, "Distinct (metric, namespace, selector) answers kept per refresh.", minimum=1
     )
@@ -176,7 +225,8 @@ class AdapterConfig:
     @property
     def effective_rules(self) -> tuple[RuleConfig, ...]:
         own = {r.name for r in self.rules}
-        builtin = [r for r in BUILTIN_RULES if r.name not in own] if self.builtin_rules else []
+        builtin_on = self.builtin_rules and not self.prometheus_adapter.config_file
+        builtin = [r for r in BUILTIN_RULES if r.name not in own] if builtin_on else []
         return (*builtin, *self.rules)
 
     def validate(self) -> None:
@@ -199,7 +249,9 @@ class AdapterConfig:
                 f"insecure_http serves without TLS or authentication, so it listens on loopback only; "
                 f"{self.listen!r} is not (use 127.0.0.1:PORT, or allow_insecure_remote to force it)"
             )
-        if not self.effective_rules:
+        if self.prometheus_adapter.config_file and self.mode != "prometheus":
+            raise ValueError("prometheus_adapter.config_file needs prometheus.url (--prometheus-url)")
+        if not self.effective_rules and not self.prometheus_adapter.config_file:
             raise ValueError("no rules: builtin_rules is off and rules is empty")
         for rule in self.effective_rules:
             if self.mode == "prometheus" and rule.query is None:

@@ -92,6 +92,9 @@ class RuleConfig:
     objects: dict[str, str] = setting(
         dict(DEFAULT_OBJECTS), "Custom-metrics object queries: resource → label holding the object's name."
     )
+    hide_labels: list[str] = setting(
+        [], "Labels left out of external answers' metricLabels (kept for selection only)."
+    )
     pod_selector_prefix: str = setting(
         "", "Prefix of pod-label names on the series for pods' labelSelector (label_ for kube_pod_labels)."
     )

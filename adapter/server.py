@@ -1,8 +1,9 @@
 """The adapter's HTTP(S) app: metrics APIs under /apis, KEDA's metrics-api, health and own metrics.
 
-One middleware authenticates /apis requests (front-proxy certificate + headers, see
-``kubernetes/auth.py``), turns unexpected faults into a 500 Status, and records every request's
-endpoint, code and latency. ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` need no auth.
+One middleware authenticates and authorizes every request (``kubernetes/gate.py``; KEDA's
+metrics-api also takes its static secrets, ``keda/metrics_api.py``), turns unexpected faults into
+a 500 Status, and records every request's endpoint, code and latency. Only the always-allowed
+paths (``/healthz``, ``/livez``, ``/readyz`` by default) need no credentials.
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ from .keda.metrics_api import MetricsApiAuth
 from .kubernetes import apis
 from .kubernetes.answers import status
 from .kubernetes.apis import CACHE, DISCOVERY, JSON, POD_LISTER, respond
-from .kubernetes.auth import Authenticator, Denied
+from .kubernetes.auth import Denied
 from .kubernetes.discovery import Discovery
+from .kubernetes.gate import Gate
 from .kubernetes.pods import PodLister
 from .selfmetrics import AdapterMetrics
 
 log = logging.getLogger("rightsizer.adapter.server")
 METRICS = web.AppKey("metrics", AdapterMetrics)
-AUTH = web.AppKey("auth", Authenticator)
+AUTH = web.AppKey("auth", Gate)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 EXTERNAL_PREFIX = "/apis/external.metrics.k8s.io/v1beta1/namespaces/"
 
@@ -53,14 +55,10 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
     started = time.perf_counter()
     endpoint = endpoint_of(request.path)
     try:
-        if endpoint in ("external", "custom", "discovery"):
-            auth = request.app[AUTH]
-            if auth.enabled:
-                user = auth.authenticate(
-                    request.transport.get_extra_info("peercert") if request.transport else None,
-                    request.headers,
-                )
-                auth.authorize(user)
+        if endpoint == "keda_metrics_api" and metrics_api.METRICS_API_AUTH in request.app:
+            await metrics_api.admit(request, request.app[AUTH])
+        else:
+            await request.app[AUTH].admit(request)
         response = await handler(request)
     except Denied as exc:
         response = respond(status(exc.code, exc.message))
@@ -99,7 +97,7 @@ async def not_found(request: web.Request) -> web.Response:
 
 def create_app(
     cache: Cache,
-    auth: Authenticator,
+    auth: Gate,
     metrics: AdapterMetrics,
     metrics_api_auth: MetricsApiAuth | None,
     pod_lister: PodLister | None = None,

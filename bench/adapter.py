@@ -2,12 +2,18 @@
 Redis queue, Prometheus, and the adapter over HTTPS (its self-signed certificate).
 
 1. External-metric GETs over TLS keep-alive with Debian's wrk: requests/s, p50, p99, and the
-   adapter's CPU; one selector, and 1,000 distinct selectors in rotation.
+   adapter's CPU; one selector, and 1,000 distinct selectors in rotation. Authentication and
+   authorization on, as deployed: every request carries a ServiceAccount-style bearer token,
+   checked with a TokenReview and a SubjectAccessReview against a fake API server over HTTPS
+   (tests/fake_apiserver.py), both cached; the script prints how many reviews were asked.
 2. Upstream queries per refresh while 1,000 distinct selectors are asked (Prometheus mode):
    Prometheus's own count of /api/v1/query requests against the adapter's refresh count.
 3. Direct-mode freshness: a Redis queue changes → the adapter serves the new depth (and how much
    of that is the exporter's own polling).
 4. KEDA push latency: the queue goes from empty to non-empty → StreamIsActive says true.
+5. A prometheus-adapter configuration file (tests/fixtures/promadapter/gpu-and-queues.yaml) served
+   unchanged: upstream queries per refresh against the file's rules and the metrics they expose,
+   while 1,000 distinct selectors are asked.
 
     .venv/bin/python bench/adapter.py [--wrk-seconds 10] [--changes 20] [--window 20]
 """
@@ -36,12 +42,16 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from adapter_support import adapter, get, get_json
+from fake_apiserver import FakeApiServer, Identity, rbac
 from servers import exporter, http_get, prom_query, prometheus, redis_server, wait_for
 
 from adapter.keda import externalscaler_pb2 as pb
 from adapter.keda import externalscaler_pb2_grpc as pb_grpc
 
 EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/rightsizer_queue_depth"
+TOKEN = "bench-hpa-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+READER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 # 1,000 distinct selectors, all selecting the real queue (!qN: no label qN), so each is a 200 answer.
 ROTATE = """
 local paths = {}
@@ -58,7 +68,15 @@ end
 
 def run_wrk(url: str, connections: int, seconds: int, script: str | None = None) -> common.Latency:
     binary = shutil.which("wrk") or "wrk"
-    args = [binary, f"-c{connections}", "-t2", f"-d{seconds}s", "--latency"]
+    args = [
+        binary,
+        f"-c{connections}",
+        "-t2",
+        f"-d{seconds}s",
+        "--latency",
+        "-H",
+        f"Authorization: Bearer {TOKEN}",
+    ]
     with tempfile.NamedTemporaryFile("w", suffix=".lua") as lua:
         if script:
             lua.write(script)
@@ -84,7 +102,7 @@ def run_wrk(url: str, connections: int, seconds: int, script: str | None = None)
 
 
 def counter(url: str, pattern: str) -> float:
-    text = get(url)[2].decode()
+    text = get(url, AUTH)[2].decode()
     return sum(float(m.group(1)) for m in re.finditer(pattern + r"\S* ([0-9.e+]+)$", text, re.M))
 
 
@@ -105,7 +123,7 @@ def until(predicate: Callable[[], bool], timeout: float = 15.0) -> float:
 
 
 def depth_in(url: str) -> float:
-    code, body = get_json(url + EXT + "?labelSelector=queue%3Djobs")
+    code, body = get_json(url + EXT + "?labelSelector=queue%3Djobs", headers=AUTH)
     return float(body["items"][0]["value"]) if code == 200 else -1.0
 
 
@@ -167,7 +185,7 @@ QUERIES = r'^prometheus_http_requests_total\{code="200",handler="/api/v1/query"'
 REFRESHES = r"^rightsizer_adapter_refreshes_total"
 
 
-def bench_requests(url: str, pid: int, connections: int, seconds: int) -> None:
+def bench_requests(url: str, pid: int, connections: int, seconds: int, api: FakeApiServer) -> None:
     runs = [
         (4, "one selector", None),
         (connections, "one selector", None),
@@ -181,6 +199,10 @@ def bench_requests(url: str, pid: int, connections: int, seconds: int) -> None:
             f"HTTPS keep-alive GETs, {conns} connections, {label}: {lat.requests_per_second:.0f} req/s, "
             f"p50 {lat.p50_ms:.2f} ms, p99 {lat.p99_ms:.2f} ms, adapter CPU {cpu:.0f}% of one core"
         )
+    print(
+        f"    authenticated and authorized: {len(api.token_reviews)} TokenReviews and "
+        f"{len(api.access_reviews)} SubjectAccessReviews asked in all (cached 10 s each)"
+    )
 
 
 def bench_direct(queue: redis.Redis, sim_url: str, adapter_url: str, grpc_address: str, changes: int) -> None:
@@ -197,7 +219,9 @@ def bench_direct(queue: redis.Redis, sim_url: str, adapter_url: str, grpc_addres
 
 
 def bench_queries_per_refresh(prom_url: str, adapter_url: str, connections: int, window: int) -> None:
-    rules = len(re.findall(r"^rightsizer_adapter_rule_up\{", get(adapter_url + "/metrics")[2].decode(), re.M))
+    rules = len(
+        re.findall(r"^rightsizer_adapter_rule_up\{", get(adapter_url + "/metrics", AUTH)[2].decode(), re.M)
+    )
     q0, r0 = counter(prom_url + "/metrics", QUERIES), counter(adapter_url + "/metrics", REFRESHES)
     lat = run_wrk(adapter_url + EXT, connections, window, ROTATE % EXT)
     time.sleep(1.1)  # the adapter renders its own /metrics at most once a second
@@ -209,19 +233,88 @@ def bench_queries_per_refresh(prom_url: str, adapter_url: str, connections: int,
     )
 
 
+PROMADAPTER_FILE = Path(__file__).resolve().parent.parent / "tests/fixtures/promadapter/gpu-and-queues.yaml"
+PROMADAPTER_EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/rightsizer_queue_depth"
+
+
+def bench_promadapter(prom_url: str, window: int, connections: int, auth_flags: list[str]) -> None:
+    import yaml
+
+    data = yaml.safe_load(PROMADAPTER_FILE.read_text())
+    rules = len(data.get("rules") or []) + len(data.get("externalRules") or [])
+    args = ["--prometheus-url", prom_url, "--refresh-interval", "1", *auth_flags]
+    with adapter([*args, "--prometheus-adapter-config", str(PROMADAPTER_FILE)]) as served:
+        metrics = get(served.url + "/metrics", AUTH)[2].decode()
+        exposed = len(re.findall(r"^rightsizer_adapter_rule_up\{", metrics, re.M))
+        per_request = len(re.findall(r"^rightsizer_adapter_promadapter_per_request\{", metrics, re.M))
+        q0, r0 = counter(prom_url + "/metrics", QUERIES), counter(served.url + "/metrics", REFRESHES)
+        lat = run_wrk(served.url + PROMADAPTER_EXT, connections, window, ROTATE % PROMADAPTER_EXT)
+        time.sleep(1.1)
+        q1, r1 = counter(prom_url + "/metrics", QUERIES), counter(served.url + "/metrics", REFRESHES)
+    print(
+        f"prometheus-adapter file ({PROMADAPTER_FILE.name}: {rules} rules -> {exposed} metrics served, "
+        f"{per_request} of them per request), 1,000 distinct selectors for {window} s "
+        f"({lat.requests_per_second:.0f} req/s): {q1 - q0:.0f} queries over {r1 - r0:.0f} refreshes = "
+        f"{(q1 - q0) / max(1, r1 - r0):.2f} per refresh"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--wrk-seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--changes", type=int, default=20)
     ap.add_argument("--window", type=int, default=20, help="seconds of the queries-per-refresh measurement")
+    ap.add_argument(
+        "--only-promadapter", action="store_true", help="run only the prometheus-adapter file step"
+    )
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (other work shares them)")
     run(args)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
+def delegated_auth(tmp: Path) -> tuple[FakeApiServer, list[str]]:
+    """A fake API server that knows the bench's token, and the adapter flags that use it."""
+    api = FakeApiServer(
+        tmp,
+        {TOKEN: Identity(READER)},
+        rbac(
+            {
+                "user": READER,
+                "verbs": ["list", "get"],
+                "group": "external.metrics.k8s.io",
+                "resources": ["*"],
+            },
+            {"user": READER, "paths": ["/metrics"]},
+        ),
+    )
+    config = tmp / "adapter.yaml"
+    k = api.config()
+    config.write_text(
+        f"kubernetes: {{api_url: '{k['api_url']}', ca_file: '{k['ca_file']}', token_file: "
+        f"'{k['token_file']}'}}\n"
+    )
+    return api, ["--config", str(config)]
+
+
 def run(args: argparse.Namespace) -> None:
+    api, auth_flags = delegated_auth(Path(tempfile.mkdtemp()))
+    try:
+        run_with(args, api, auth_flags)
+    finally:
+        api.stop()
+
+
+def run_with(args: argparse.Namespace, api: FakeApiServer, auth_flags: list[str]) -> None:
+    if args.only_promadapter:
+        with (
+            exporter(["--simulate"]) as sim,
+            prometheus({"rightsizer": [sim.url.removeprefix("http://")]}) as prom,
+        ):
+            wait_for(lambda: prom_query(prom.url, "rightsizer_queue_depth"), 30, what="the first scrape")
+            bench_promadapter(prom.url, args.window, args.connections, auth_flags)
+        return
     with redis_server() as server:
         queue = redis.Redis(port=server.extra["port"], socket_timeout=5)
         config = Path(tempfile.mkdtemp()) / "exporter.yaml"
@@ -230,15 +323,18 @@ def run(args: argparse.Namespace) -> None:
             "key: jobs, labels: {namespace: prod, workload: worker}}\n"
         )
         with exporter(["--simulate", "--config", str(config)]) as sim:
-            with adapter(["--exporter", sim.url, "--grpc-listen", "127.0.0.1:0"]) as direct:
+            with adapter(["--exporter", sim.url, "--grpc-listen", "127.0.0.1:0", *auth_flags]) as direct:
                 queue.rpush("jobs", *range(12))
                 until(lambda: depth_in(direct.url) == 12)
-                bench_requests(direct.url, direct.proc.pid, args.connections, args.wrk_seconds)
+                bench_requests(direct.url, direct.proc.pid, args.connections, args.wrk_seconds, api)
                 bench_direct(queue, sim.url, direct.url, direct.extra["grpc"], args.changes)
             with prometheus({"rightsizer": [sim.url.removeprefix("http://")]}) as prom:
                 wait_for(lambda: prom_query(prom.url, "rightsizer_queue_depth"), 30, what="the first scrape")
-                with adapter(["--prometheus-url", prom.url, "--refresh-interval", "1"]) as prom_mode:
+                with adapter(
+                    ["--prometheus-url", prom.url, "--refresh-interval", "1", *auth_flags]
+                ) as prom_mode:
                     bench_queries_per_refresh(prom.url, prom_mode.url, args.connections, args.window)
+                bench_promadapter(prom.url, args.window, args.connections, auth_flags)
 
 
 if __name__ == "__main__":

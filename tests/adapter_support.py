@@ -13,17 +13,18 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from servers import Process, http_get, start_module
+from servers import Process, exporter, http_get, redis_server, start_module, wait_for
 
 from adapter.cache import Cache
 from adapter.config import load_config
 from adapter.keda.metrics_api import MetricsApiAuth
-from adapter.kubernetes.auth import Authenticator
+from adapter.kubernetes.gate import Gate
 from adapter.kubernetes.pods import PodLister, wanted
 from adapter.kubernetes.quantities import parse_quantity
 from adapter.selfmetrics import AdapterMetrics
@@ -60,11 +61,44 @@ def get_json(url: str, **kw: Any) -> tuple[int, Any]:
     return code, json.loads(body)
 
 
+@contextlib.contextmanager
+def exporter_with_queues(tmp: Path, namespaces: Sequence[str] = ("prod", "dev")) -> Iterator[Process]:
+    """The simulated exporter polling one empty Redis queue (``jobs-<namespace>``, labels
+    ``namespace`` and ``workload: worker``) per namespace on a real redis-server, once each is up:
+    queue rules answer there (0 while empty), since a namespace with no queue is a 404."""
+    with redis_server() as rds:
+        url = f"redis://127.0.0.1:{rds.extra['port']}/0"
+        config = tmp / "exporter-queues.yaml"
+        config.write_text(
+            "queues:\n"
+            + "".join(
+                f"  - {{name: jobs-{ns}, kind: redis, url: '{url}', key: jobs-{ns},"
+                f" labels: {{namespace: {ns}, workload: worker}}}}\n"
+                for ns in namespaces
+            )
+        )
+        with exporter(["--simulate", "--config", str(config)]) as p:
+
+            def all_up() -> bool:
+                text = http_get(p.url + "/metrics")[2].decode()
+                up = r'^rightsizer_queue_source_up\{{[^}}]*queue="jobs-{}"[^}}]*\}} 1'
+                return all(re.search(up.format(ns), text, re.M) for ns in namespaces)
+
+            wait_for(all_up, 30, what="the exporter's queues up")
+            yield p
+
+
+# Serves requests without credentials as system:anonymous (no authorizer is configured in the
+# tests that use it, so every request is allowed); for tests about the data path, not about auth.
+ANONYMOUS = {"RIGHTSIZER_ADAPTER_AUTHENTICATION_ANONYMOUS": "true"}
+
+
 def start_adapter(
     args: Sequence[str], ready: bool = True, timeout: float = 30, env: Mapping[str, str] | None = None
 ) -> Process:
     """Run ``python -m adapter`` (``--listen 127.0.0.1:0`` unless given); wait for it to listen
-    and, with ``ready``, for ``/readyz``. ``.url`` is its base URL, ``.extra['grpc']`` its gRPC address."""
+    and, with ``ready``, for ``/readyz``. ``.url`` is its base URL, ``.extra['grpc']`` its gRPC address.
+    Requests need credentials unless ``env`` holds ``ANONYMOUS``."""
 
     def listening(p: Process) -> str | None:
         m = re.search(r"msg=listening address=([0-9.]+):(\d+) scheme=(\w+)", p.log())
@@ -190,7 +224,7 @@ async def make(aiohttp_client: Any) -> AsyncIterator[Make]:
             closing.append(lister)
         app = create_app(
             cache,
-            Authenticator(cfg.requestheader, cfg.authorization, False),
+            Gate.off(),
             metrics,
             MetricsApiAuth(cfg.metrics_api),
             lister,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from adapter_support import get, start_adapter
+from adapter_support import ANONYMOUS, get, start_adapter
 from queue_fakes import TEXT, VllmMetrics
 from queue_servers import FakeHttpServer
 from servers import ROOT, Process, exporter, prometheus, redis_server, wait_for
@@ -49,6 +49,9 @@ def scrape_jobs(endpoints: Sequence[Endpoint], workdir: Path) -> str:
         assert job.pop("kubernetes_sd_configs"), job["job_name"]
         job["file_sd_configs"] = [{"files": [str(targets)], "refresh_interval": "1s"}]
         job["scrape_interval"] = job["scrape_timeout"] = "1s"
+        if job["job_name"] == "rightsizer-adapter":
+            # no service-account token outside a cluster; the adapter here serves anonymous requests
+            assert job.pop("authorization")["credentials_file"].endswith("serviceaccount/token")
     return yaml.safe_dump(jobs, sort_keys=False)
 
 
@@ -144,7 +147,7 @@ def monitoring_stack() -> Iterator[Stack]:
             exporter_endpoint = (exporter_address, "rightsizer-exporter", "metrics")
             with plain_prometheus([exporter_endpoint], with_rules=True) as prom:
                 adapter = start_adapter(["--prometheus-url", prom.url, "--refresh-interval", "1",
-                                         "--grpc-listen", "127.0.0.1:0"], ready=False)
+                                         "--grpc-listen", "127.0.0.1:0"], ready=False, env=ANONYMOUS)
                 try:
                     adapter_address = adapter.url.removeprefix("https://")
                     adapter_endpoint = (adapter_address, "rightsizer-adapter", "https")

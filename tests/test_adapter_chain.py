@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from adapter_support import adapter, get, get_json, hpa_desired_replicas
+from adapter_support import ANONYMOUS, adapter, get, get_json, hpa_desired_replicas
 from servers import Process, exporter, prom_query, prometheus, redis_server, require_binary, wait_for
 
 EXT = "/apis/external.metrics.k8s.io/v1beta1"
@@ -72,20 +72,20 @@ def follow_the_queue(url: str, queue: redis.Redis) -> None:
 
 
 def test_prometheus_chain_follows_the_queue(prom: Process, queue: redis.Redis) -> None:
-    with adapter(["--prometheus-url", prom.url, "--refresh-interval", "0.5"]) as p:
+    with adapter(["--prometheus-url", prom.url, "--refresh-interval", "0.5"], env=ANONYMOUS) as p:
         follow_the_queue(p.url, queue)
         _, body = get_json(p.url + f"{EXT}/namespaces/default/rightsizer_gpu_utilization_ratio")
         assert all(float(i["value"].rstrip("m")) >= 0 for i in body["items"])
 
 
 def test_direct_chain_follows_the_queue(sim: Process, queue: redis.Redis) -> None:
-    with adapter(["--exporter", sim.url]) as p:
+    with adapter(["--exporter", sim.url], env=ANONYMOUS) as p:
         follow_the_queue(p.url, queue)
 
 
 def test_redis_growth_reaches_the_adapter_in_direct_mode(sim: Process, queue: redis.Redis) -> None:
     """The 2 s freshness figure is measured by bench/adapter.py; here the value must simply arrive."""
-    with adapter(["--exporter", sim.url]) as p:
+    with adapter(["--exporter", sim.url], env=ANONYMOUS) as p:
         queue.delete("jobs")
         wait_for(lambda: get_json(p.url + JOBS)[1]["items"][0]["value"] == "0", 30, what="empty queue")
         queue.rpush("jobs", *range(7))
@@ -96,7 +96,7 @@ def test_redis_growth_reaches_the_adapter_in_direct_mode(sim: Process, queue: re
 
 
 def test_prometheus_killed_then_back(prom: Process, sim: Process) -> None:
-    with adapter(["--prometheus-url", prom.url, "--refresh-interval", "0.5"]) as p:
+    with adapter(["--prometheus-url", prom.url, "--refresh-interval", "0.5"], env=ANONYMOUS) as p:
         assert get(p.url + JOBS)[0] == 200
         prom.proc.kill()
         prom.proc.wait(10)

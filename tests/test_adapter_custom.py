@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -140,19 +142,50 @@ async def test_metrics_api_values(make: Make) -> None:
     ("headers", "code"),
     [
         ({}, 401),
-        ({"X-API-KEY": "wrong"}, 403),
+        ({"X-API-KEY": "wrong"}, 401),
         ({"X-API-KEY": "k3y"}, 200),
         ({"Authorization": "Bearer t0k"}, 200),
-        ({"Authorization": "Bearer nope"}, 403),
+        ({"Authorization": "Bearer nope"}, 401),
         ({"Authorization": "Basic k3y"}, 401),
+        ({"Authorization": "Basic a2VkYTpwNHNz"}, 200),  # keda:p4ss
+        ({"Authorization": "Basic a2VkYTpwNHN6"}, 401),  # keda:p4sz
     ],
 )
 async def test_metrics_api_auth(make: Make, tmp_path: Path, headers: dict[str, str], code: int) -> None:
     (tmp_path / "key").write_text("k3y\n")
     (tmp_path / "token").write_text("t0k")
-    settings = {"api_key_file": str(tmp_path / "key"), "bearer_token_file": str(tmp_path / "token")}
+    (tmp_path / "password").write_text("p4ss\n")
+    settings = {"api_key_file": str(tmp_path / "key"), "bearer_token_file": str(tmp_path / "token"),
+                "basic_username": "keda", "basic_password_file": str(tmp_path / "password")}
     client, _, _ = await make(metrics_api=settings)
     answer = await client_get(client, "/keda/v1/metrics/rightsizer_queue_depth", **headers)
     assert answer[0] == code
     if code != 200:
         assert_status(answer, code, "Unauthorized" if code == 401 else "Forbidden")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"X-API-KEY: k\xc3\xa9y",
+        b"X-API-KEY: \xff\xfe",
+        b"Authorization: Bearer t\xe9k",
+        b"Authorization: Basic \xff",
+    ],
+)
+async def test_metrics_api_non_ascii_credentials_are_401(make: Make, tmp_path: Path, header: bytes) -> None:
+    """Raw non-ASCII bytes in a key or token (aiohttp hands them over as surrogates) are refused
+    with a 401 Status, not a 500 from encoding them."""
+    (tmp_path / "key").write_text("k3y")
+    (tmp_path / "token").write_text("t0k")
+    settings = {"api_key_file": str(tmp_path / "key"), "bearer_token_file": str(tmp_path / "token")}
+    client, _, _ = await make(metrics_api=settings)
+    assert client.server.port is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.server.port)
+    writer.write(b"GET /keda/v1/metrics/rightsizer_queue_depth HTTP/1.1\r\nHost: x\r\n" + header
+                 + b"\r\nConnection: close\r\n\r\n")
+    answer = await reader.read()
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 401 "), head
+    assert json.loads(body)["reason"] == "Unauthorized"

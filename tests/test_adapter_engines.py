@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import redis
 import yaml
-from adapter_support import adapter, get_json
+from adapter_support import ANONYMOUS, adapter, get_json
 from monitoring_stack import scrape_jobs
 from report_history import ENGINES, engines_with_history
 from servers import ROOT, Process, exporter, prom_query, redis_server, require_binary, wait_for
@@ -69,8 +69,10 @@ def adapters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[st
         namespaces = [*sorted({s["metric"].get("namespace", "") for s in series} - {""}), "default"]
         assert len(namespaces) >= 3, namespaces
         args = ["--config", str(config), "--refresh-interval", "1"]
-        with adapter(["--prometheus-url", urls["prometheus"], *args]) as on_prometheus, \
-                adapter(["--prometheus-url", urls["victoria-metrics"], *args]) as on_victoria:  # fmt: skip
+        with (
+            adapter(["--prometheus-url", urls["prometheus"], *args], env=ANONYMOUS) as on_prometheus,
+            adapter(["--prometheus-url", urls["victoria-metrics"], *args], env=ANONYMOUS) as on_victoria,
+        ):
             yield {"prometheus": on_prometheus, "victoria-metrics": on_victoria}, namespaces
 
 
@@ -127,7 +129,7 @@ def test_victoria_metrics_scraping_the_exporter_feeds_the_adapter(tmp_path: Path
             assert "refresh_interval" not in jobs
             with victoria_metrics(jobs, ["-promscrape.fileSDCheckInterval=1s"]) as vm:
                 wait_for(lambda: prom_query(vm.url, "rightsizer_queue_depth"), 60, what="the first scrape")
-                with adapter(["--prometheus-url", vm.url, "--refresh-interval", "0.5"]) as p:
+                with adapter(["--prometheus-url", vm.url, "--refresh-interval", "0.5"], env=ANONYMOUS) as p:
                     depth = f"{p.url}{EXT}/namespaces/prod/rightsizer_queue_depth?labelSelector=queue%3Djobs"
 
                     def value() -> str:

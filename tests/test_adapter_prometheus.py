@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 from adapter.cache import Cache
 from adapter.config import AdapterConfig, load_config
 from adapter.keda.metrics_api import MetricsApiAuth
-from adapter.kubernetes.auth import Authenticator
+from adapter.kubernetes.gate import Gate
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.prometheus import PrometheusSource
@@ -82,7 +82,7 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
     await cache.refresh_once()
     assert len(cache.rules) == 7  # and one query, shared by the queue rules, asks which queues are up
     assert len(prom.queries) == 8
-    auth = Authenticator(cfg.requestheader, cfg.authorization, False)
+    auth = Gate.off()
     client = await aiohttp_client(create_app(cache, auth, AdapterMetrics(), MetricsApiAuth(cfg.metrics_api)))
     for i in range(1000):
         code, body = await client_get(client, f"{EXT}/prod/rightsizer_queue_depth?labelSelector=queue%3Dq{i}")
@@ -149,7 +149,7 @@ async def test_upstream_faults_become_503_with_the_reason(
     prom.answer = lambda q: answer
     cache, source, cfg = await cache_for(prom)
     await cache.refresh_once()
-    auth = Authenticator(cfg.requestheader, cfg.authorization, False)
+    auth = Gate.off()
     client = await aiohttp_client(create_app(cache, auth, AdapterMetrics(), MetricsApiAuth(cfg.metrics_api)))
     status = await client_get(client, f"{EXT}/prod/rightsizer_queue_depth")
     assert_status(status, 503, "ServiceUnavailable")

@@ -30,7 +30,11 @@ from kube import (
 KUSTOMIZATIONS = sorted(p.parent.relative_to(DEPLOY).as_posix() for p in DEPLOY.rglob("kustomization.yaml"))
 EXAMPLE_FILES = sorted(p.relative_to(DEPLOY).as_posix() for p in (DEPLOY / "examples").glob("*.yaml"))
 # Kinds whose CRDs are not published in ../shared/crds; checked by their wiring tests instead.
-UNPUBLISHED = {("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "Certificate")}
+UNPUBLISHED = {("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "ClusterIssuer"),
+               ("cert-manager.io/v1", "Certificate")}
+# Where cert-manager objects may appear (cert-manager must be installed to apply them).
+USES_CERT_MANAGER = {"examples/cert-manager", "examples/keda-cluster", "examples/demo-keda",
+                     "components/keda-grpc-tls", "examples/keda-external-push.yaml"}
 
 
 def rendered(name: str) -> list[dict[str, Any]]:
@@ -85,7 +89,7 @@ def test_custom_resources_validate_against_published_crds(source: str) -> None:
                 pytest.fail(f"{source}: {obj['kind']}/{obj['metadata']['name']}: {exc.message} at "
                             f"{'/'.join(map(str, exc.absolute_path))}")
         else:
-            assert (obj["apiVersion"], obj["kind"]) not in UNPUBLISHED or source == "examples/cert-manager"
+            assert (obj["apiVersion"], obj["kind"]) not in UNPUBLISHED or source in USES_CERT_MANAGER
 
 
 def test_every_kind_we_ship_is_validated_somewhere() -> None:
@@ -150,7 +154,40 @@ def test_keda_overlays_leave_external_metrics_to_keda(overlay: str, of: str) -> 
     assert names == {"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io"}
     original = {o["metadata"]["name"] for o in rendered(of) if o["kind"] == "APIService"}
     assert original == names | {"v1beta1.external.metrics.k8s.io"}
-    assert len(rendered(overlay)) == len(rendered(of)) - 1
+    ours = [o for o in rendered(overlay) if o["apiVersion"] != "cert-manager.io/v1"]  # gRPC TLS PKI
+    assert len(ours) == len(rendered(of)) - 1
+
+
+@pytest.mark.parametrize("overlay", [k for k in KUSTOMIZATIONS if k != "monitoring"
+                                     and not k.startswith("components/")])
+def test_no_adapter_data_endpoint_answers_without_authentication_as_shipped(overlay: str) -> None:
+    """Every way in needs credentials: no plain HTTP, no anonymous, gRPC only with client
+    certificates, and the CAs come from the cluster (no hand-copied front-proxy CA)."""
+    objs = rendered(overlay)
+    for deployment in (o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] ==
+                       "rightsizer-adapter"):
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert not [a for a in args if a.startswith(("--insecure-http", "--requestheader-client-ca-file"))]
+        if any(a.startswith("--grpc-listen") for a in args):
+            assert any(a.startswith("--grpc-client-ca-file=") for a in args), overlay
+        config = named(objs, "ConfigMap", "rightsizer-adapter")
+        settings = yaml.safe_load(config["data"]["adapter.yaml"]) or {}
+        assert not (settings.get("authentication") or {}).get("anonymous")
+        assert not settings.get("insecure_http")
+
+
+@pytest.mark.parametrize("example", EXAMPLE_FILES)
+def test_keda_examples_authenticate(example: str) -> None:
+    objs = objects_of(example)
+    auths = {o["metadata"]["name"]: o for o in objs if o["kind"] == "TriggerAuthentication"}
+    for scaled in (o for o in objs if o["kind"] == "ScaledObject"):
+        for trigger in scaled["spec"]["triggers"]:
+            ref = trigger["authenticationRef"]["name"]
+            params = {t["parameter"] for t in auths[ref]["spec"]["secretTargetRef"]}
+            if trigger["type"] in ("external", "external-push"):
+                assert {"caCert", "tlsClientCert", "tlsClientKey"} <= params
+            if trigger["type"] == "metrics-api":
+                assert trigger["metadata"]["authModes"] == "bearer" and "bearerToken" in params
 
 
 def test_files_are_small_and_parse() -> None:

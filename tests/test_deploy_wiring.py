@@ -1,5 +1,5 @@
 """deploy/ is wired to the programs it runs: flags and config files the commands accept, ports they
-listen on, probe paths they answer without a client certificate, selectors that select, names that
+listen on, probe paths they answer without credentials, selectors that select, names that
 resolve, metrics HPA and KEDA ask for that the adapter serves, and a plain Prometheus scrape
 configuration that keeps exactly our targets with their GPU labels.
 """
@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
 import yaml
 from adapter_support import adapter as running_adapter
 from adapter_support import get
+from fake_apiserver import FakeApiServer, Identity, rbac
 from kube import DEPLOY, named, render
 from monitoring_stack import plain_prometheus
 from prometheus_client.parser import text_string_to_metric_families
@@ -92,7 +92,9 @@ def test_adapter_accepts_its_arguments_and_config(tmp_path: Path) -> None:
     assert "prometheus mode" in result.stdout
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert f"--listen=:{ports['https']}" in c["args"] and ports["https"] == ADAPTER_PORT
-    assert f"--grpc-listen=:{ports['grpc']}" in c["args"]
+    assert not [a for a in c["args"] if a.startswith("--grpc-")]  # gRPC only with client certificates
+    keda = container(objects("examples/keda-cluster"), "Deployment", "rightsizer-adapter")
+    assert f"--grpc-listen=:{ports['grpc']}" in keda["args"]
 
 
 def test_exporter_answers_its_probes(tmp_path: Path) -> None:
@@ -105,34 +107,42 @@ def test_exporter_answers_its_probes(tmp_path: Path) -> None:
             assert get(exp.url + c[probe]["httpGet"]["path"])[0] == 200, probe
 
 
-def test_adapter_answers_probes_and_scrapes_without_a_client_certificate(tmp_path: Path) -> None:
-    """As deployed (front-proxy CA configured), the kubelet's probes and Prometheus still get in;
-    the metrics APIs do not, without the aggregator's certificate."""
+def test_adapter_answers_probes_and_authenticated_scrapes_only(tmp_path: Path) -> None:
+    """As deployed (in a cluster: the ConfigMap, TokenReview and SubjectAccessReview), the
+    kubelet's probes get in without credentials; Prometheus's token gets /metrics; nothing else
+    gets anything without credentials."""
     objs = objects("base")
     c = container(objs, "Deployment", "rightsizer-adapter")
-    ca = trustme.CA()
-    ca.cert_pem.write_to_path(str(tmp_path / "front-proxy-ca.crt"))
     config = config_data(objs, "rightsizer-adapter", "adapter.yaml", tmp_path)
-    args = [a for a in with_config(c["args"], config) if not a.startswith(("--listen=", "--grpc-listen=",
-                                                                           "--prometheus-url="))]
-    args = [f"--requestheader-client-ca-file={tmp_path / 'front-proxy-ca.crt'}" if a.startswith(
-        "--requestheader-client-ca-file=") else a for a in args]
-    with exporter(["--simulate"]) as exp, running_adapter([*args, "--exporter", exp.url]) as adp:
-        for probe in ("livenessProbe", "readinessProbe"):
-            http = c[probe]["httpGet"]
-            assert (http["scheme"], http["port"]) == ("HTTPS", "https")
-            assert get(adp.url + http["path"])[0] == 200, probe
-        assert get(adp.url + "/metrics")[0] == 200
-        external = "/apis/external.metrics.k8s.io/v1beta1/namespaces/demo/rightsizer_queue_depth"
-        assert get(adp.url + external)[0] == 401
+    args = [a for a in with_config(c["args"], config) if not a.startswith(("--listen=", "--prometheus-url="))]
+    prometheus = Identity("system:serviceaccount:monitoring:kps-prometheus", ["system:serviceaccounts"])
+    api = FakeApiServer(tmp_path, {"prom-token": prometheus}, rbac({"user": prometheus.username,
+                                                                     "paths": ["/metrics"]}))
+    env = {f"RIGHTSIZER_ADAPTER_KUBERNETES_{k.upper()}": v for k, v in api.config().items()}
+    try:
+        with exporter(["--simulate"]) as exp, running_adapter([*args, "--exporter", exp.url], env=env) as adp:
+            for probe in ("livenessProbe", "readinessProbe"):
+                http = c[probe]["httpGet"]
+                assert (http["scheme"], http["port"]) == ("HTTPS", "https")
+                assert get(adp.url + http["path"])[0] == 200, probe
+            assert get(adp.url + "/metrics", {"Authorization": "Bearer prom-token"})[0] == 200
+            external = "/apis/external.metrics.k8s.io/v1beta1/namespaces/demo/rightsizer_queue_depth"
+            for path in ("/metrics", external, "/keda/v1/metrics/rightsizer_queue_depth?namespace=demo"):
+                assert get(adp.url + path)[0] == 401, path
+            assert "authz=delegated" in adp.log() and "without authentication" not in adp.log()
+            wait_for(lambda: api.watches >= 1, 10, what="the ConfigMap watch")
+    finally:
+        api.stop()
 
 
 # ConfigMaps and Secrets a user creates by hand (README "Deploy"), with the keys they must hold.
-CREATED_BY_HAND = {"rightsizer-adapter-front-proxy-ca": {"requestheader-client-ca-file"},
-                   "rightsizer-adapter-tls": {"tls.crt", "tls.key"}}
+CREATED_BY_HAND = {"rightsizer-adapter-tls": {"tls.crt", "tls.key"},
+                   # written by cert-manager (deploy/components/keda-grpc-tls), CA issuer: with ca.crt
+                   "rightsizer-adapter-grpc-tls": {"tls.crt", "tls.key", "ca.crt"}}
 
 
-@pytest.mark.parametrize("overlay", ["base", "examples/demo", "examples/cert-manager"])
+@pytest.mark.parametrize("overlay", ["base", "examples/demo", "examples/cert-manager",
+                                     "examples/keda-cluster"])
 def test_every_file_argument_lies_in_a_mounted_volume_holding_it(overlay: str) -> None:
     objs = objects(overlay)
     for workload in (o for o in objs if o["kind"] in ("Deployment", "DaemonSet")):
@@ -213,14 +223,16 @@ def test_examples_ask_for_metrics_the_adapter_serves_about_the_demo() -> None:
     service = named(base, "Service", "rightsizer-adapter")
     ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
     host = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
-    push = yaml.safe_load((DEPLOY / "examples/keda-external-push.yaml").read_text())
+    push = next(o for o in yaml.safe_load_all((DEPLOY / "examples/keda-external-push.yaml").read_text())
+                if o["kind"] == "ScaledObject")
     (trigger,) = push["spec"]["triggers"]
     assert trigger["metadata"]["scalerAddress"] == f"{host}:{ports['grpc']}"
     assert served(trigger["metadata"]["metric"], "external")
     assert trigger["metadata"]["labelSelector"] == f"queue={queue['name']}"
     assert push["spec"]["minReplicaCount"] == 0
     assert push["spec"]["scaleTargetRef"]["name"] == target["metadata"]["name"]
-    api = yaml.safe_load((DEPLOY / "examples/keda-metrics-api.yaml").read_text())
+    api = next(o for o in yaml.safe_load_all((DEPLOY / "examples/keda-metrics-api.yaml").read_text())
+               if o["kind"] == "ScaledObject")
     url = api["spec"]["triggers"][0]["metadata"]["url"]
     assert url.startswith(f"https://{host}/keda/v1/metrics/") and ports["https"] == 443
     assert f"namespace={queue['labels']['namespace']}" in url

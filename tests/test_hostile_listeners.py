@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from adapter_support import adapter, get
+from adapter_support import ANONYMOUS, adapter, get
 from hostile_clients import RssWatch, attack, manifest_memory_limit
 from servers import ROOT, Process, exporter, http_get, wait_for
 
@@ -61,7 +61,9 @@ async def test_exporter_header_flood_stays_under_its_memory_limit_and_keeps_scra
 
 @pytest.mark.parametrize("scheme", ["https", "http"])
 async def test_adapter_header_flood_stays_under_its_memory_limit(scheme: str) -> None:
-    with adapter([*NO_EXPORTER] + (["--insecure-http"] if scheme == "http" else []), ready=False) as p:
+    insecure = ["--insecure-http"] if scheme == "http" else []
+    # /metrics is read without credentials: over HTTPS that is anonymous, served explicitly
+    with adapter([*NO_EXPORTER, *insecure], ready=False, env=ANONYMOUS if scheme == "https" else None) as p:
         host, port = address(p.url)
         with RssWatch(p.proc.pid) as rss:
             outcome = await attack(host, port, 300, "big_headers", 8, tls=scheme == "https")

@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 import pytest
 import redis
-from adapter_support import adapter, get
+from adapter_support import ANONYMOUS, adapter, get
 from outage_rig import (
     EXT,
     METRIC,
@@ -48,7 +48,8 @@ def start_rig(tmp_path: Path, others: tuple[str, ...] = ()) -> Iterator[Rig]:
             [
                 *(arg for url in (exp.url, *others) for arg in ("--exporter", url)),
                 *("--config", str(config), "--grpc-listen", "127.0.0.1:0"),
-            ]
+            ],
+            env=ANONYMOUS,
         ) as p,
         grpc.insecure_channel(p.extra["grpc"]) as channel,
     ):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from adapter_support import adapter
+from adapter_support import ANONYMOUS, adapter
 from outage_rig import Answers, assert_empty, assert_not_found, assert_unavailable, queue_exporter
 from servers import Process, prom_query, prometheus, redis_server, wait_for
 
@@ -31,7 +31,7 @@ def start_rig(tmp_path: Path) -> Iterator[Rig]:
     ):
         wait_for(lambda: len(prom_query(prom.url, "rightsizer_queue_source_up")) >= 2, 30, what="a scrape")
         args = ["--prometheus-url", prom.url, "--refresh-interval", "0.5", "--grpc-listen", "127.0.0.1:0"]
-        with adapter(args) as p, grpc.insecure_channel(p.extra["grpc"]) as channel:
+        with adapter(args, env=ANONYMOUS) as p, grpc.insecure_channel(p.extra["grpc"]) as channel:
             yield Answers(p, channel), rds, exp
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from exporter.api import gpus_json
 from exporter.rightsizing.bottlenecks import BOTTLENECKS
-from exporter.rightsizing.catalog import load_catalog
+from exporter.rightsizing.catalog import Catalog, load_catalog
 from exporter.rightsizing.extension import RightsizingExtension
 from exporter.rightsizing.settings import RightsizingSettings
 from exporter.rightsizing.verdicts import VERDICTS
@@ -29,13 +29,15 @@ SUITE = sorted((Path(__file__).parent / "scenarios").glob("*.yaml"))
 BUILTIN = [SCENARIO_DIR / "default.yaml", SCENARIO_DIR / "golden.yaml", SCENARIO_DIR / "mig.yaml"]
 
 
-async def conclusions(path: Path, start: float | None = None) -> dict[str, dict]:
+async def conclusions(
+    path: Path, start: float | None = None, catalog: Catalog | None = None
+) -> dict[str, dict]:
     """What the engine concludes per GPU; ``start`` pins the simulated clock (noise follows it)."""
     scenario = load_scenario(str(path))
     if start is not None:
         scenario = dataclasses.replace(scenario, start=start, frozen=True)
     source = SimulatedSource(scenario)
-    ext = RightsizingExtension(RightsizingSettings(), load_catalog(), 1.0, source)
+    ext = RightsizingExtension(RightsizingSettings(), catalog or load_catalog(), 1.0, source)
     await ext.start()
     try:
         reading = await source.collect()
@@ -77,6 +79,10 @@ async def test_every_gpu_earns_what_its_scenario_expects(path: Path) -> None:
         for what, want, have in checks:
             if want is not None and want != have and not (what == "bottlenecks" and expect.verdict is None):
                 wrong.append(f"{name}: {what} {have!r}, expected {want!r} ({got['reason']})")
+        if expect.recommended_one_of and got["recommended"] not in expect.recommended_one_of:
+            wanted = list(expect.recommended_one_of)
+            have = got["recommended"]
+            wrong.append(f"{name}: recommended {have!r}, expected one of {wanted} ({got['reason']})")
         assert got["reason"], f"{name}: no reason given"
     assert not wrong, f"{path.name}:\n" + "\n".join(wrong)
 
@@ -86,11 +92,13 @@ def test_the_suite_covers_every_verdict_and_bottleneck_and_mixed_fleets() -> Non
     for path in SUITE:
         scenario = load_scenario(str(path))
         assert all(
-            g.expect is not None and g.expect.verdict and g.expect.recommended
+            g.expect is not None
+            and (g.expect.verdict or g.expect.recommended_one_of)
+            and (g.expect.recommended or g.expect.recommended_one_of)
             for g in scenario.gpus
             if not g.mig
         ), path
-        verdicts |= {g.expect.verdict for g in scenario.gpus if g.expect}
+        verdicts |= {g.expect.verdict for g in scenario.gpus if g.expect and g.expect.verdict}
         bottlenecks |= {b for g in scenario.gpus if g.expect for b in g.expect.bottlenecks}
         mixed += len({g.expect.verdict for g in scenario.gpus if g.expect}) >= 2 and len(scenario.gpus) >= 5
     assert verdicts == set(VERDICTS)

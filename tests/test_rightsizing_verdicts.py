@@ -40,6 +40,11 @@ def test_idle_rests_on_activity_never_on_memory() -> None:
     assert reserved.fit_score == 0.0
     busy_small = assess(ev(memory_peak_bytes=1 * GIB, activity_recent_max=0.5, activity_p95=0.5), S, CATALOG)
     assert busy_small.verdict != "idle"
+    # Kernels still running (utilization 10 %) on a trickle of SM activity: work, not idle.
+    trickle = assess(ev(activity_recent_max=0.04, activity_p95=0.04, utilization_recent_max=0.1), S, CATALOG)
+    assert trickle.verdict == "overprovisioned" and trickle.recommended != "release"
+    quiet = assess(ev(activity_recent_max=0.0, activity_p95=0.0, utilization_recent_max=0.0), S, CATALOG)
+    assert quiet.verdict == "idle"
     # Idle needs idle_after_seconds of history, whatever the activity.
     young = ev(activity_recent_max=0.0, history_seconds=S.idle_after_seconds - 1)
     assert assess(young, S, CATALOG).verdict != "idle"
@@ -113,10 +118,15 @@ def test_memory_full_recommends_an_upgrade_only_under_pressure() -> None:
     assert a.fit_score is not None and 0 < a.fit_score < 1
     assert "/h more" in a.reason and "$-" not in a.reason
     # The same full GPU without pressure evidence: the server's reservation, need unknown.
-    for queues in (vllm(None, None), vllm(0.4, 0.0), ()):
+    for queues in (vllm(None, None), vllm(0.4, 0.0)):
         b = assess(ev(**full, queues=queues), S, CATALOG)
         assert b.verdict == "rightsized" and b.recommended == "H100-SXM-80GB", queues
         assert "memory reserved by the server; need unknown" in b.reason
+    # No server at all (a trainer filling the GPU): need unknown, without claiming a reservation.
+    alone = assess(ev(**full, queues=()), S, CATALOG)
+    assert alone.verdict == "rightsized" and alone.recommended == "H100-SXM-80GB"
+    assert "need unknown (no inference server linked" in alone.reason and "server;" not in alone.reason
+    assert "memory_capacity" in alone.bottlenecks
     assert "memory_capacity" not in assess(ev(**full, queues=vllm(0.4, 0.0)), S, CATALOG).bottlenecks
 
 
@@ -185,9 +195,8 @@ def test_assessment_depends_only_on_its_decision_inputs(p50, p95, peak_gib, samp
         queues=(QueueEvidence("q", depth, depth, 0.0, depth + 1, 3000.0),),
     )
     later = (QueueEvidence("q", depth + 7, depth + 9, 0.0, depth + 1.2, 3100.0),)
-    b = dataclasses.replace(
-        a, samples=samples, history_seconds=history, activity_p99=0.99, memory_p95_bytes=1.0, queues=later
-    )
+    # activity p99 decides (bursts), so it is not among what may change here.
+    b = dataclasses.replace(a, samples=samples, history_seconds=history, memory_p95_bytes=1.0, queues=later)
     assert decision_inputs(a, S) == decision_inputs(b, S)
     assert assess(a, S, CATALOG) == assess(b, S, CATALOG)
 
@@ -205,3 +214,49 @@ def test_a_mig_instance_is_judged_as_its_profile() -> None:
     assert current is not None and t4 is not None
     assert a.hourly_savings_dollars == pytest.approx(current.hourly_price_dollars - t4.hourly_price_dollars)
     assert a.projected_activity == pytest.approx(0.1 * current.fp16_dense_tflops / t4.fp16_dense_tflops)
+
+
+def test_no_activity_signal_is_not_zero_activity() -> None:
+    """A100 MIG instances report memory only: no option with less compute or bandwidth than the
+    slice, and idle only when no process held memory."""
+    unseen = dict(
+        model="NVIDIA A100-SXM4-80GB", mig_profile="2g.20gb", memory_total_bytes=20 * GIB,
+        activity_source="gpu_utilization", activity_p50=None, activity_p95=None, activity_p99=None,
+        activity_recent_max=None, utilization_p50=None, sm_active_p50=None, sm_active_high=None,
+        dram_active_high=None, dram_active_p95=None,
+    )  # fmt: skip
+    busy = assess(ev(**unseen, memory_peak_bytes=12 * GIB), S, CATALOG)
+    # Cheaper options exist with less compute (A10G, A100 1g.20gb) or less bandwidth (L4): unseen.
+    assert (busy.verdict, busy.recommended) == ("rightsized", "A100-SXM-80GB/2g.20gb"), busy.reason
+    assert "no activity or bandwidth signal" in busy.reason
+    empty = assess(ev(**unseen, memory_peak_bytes=0.0), S, CATALOG)
+    assert empty.verdict == "idle" and empty.recommended == "release"
+    assert "no process held memory" in empty.reason
+
+
+def test_a_transfer_bound_gpu_keeps_its_host_link() -> None:
+    """PCIe at 84 % of an H100's Gen5 x16 link: no Gen4 GPU (half the link) and no MIG slice (its
+    share of the link) carries it, however little compute it needs."""
+    light = dict(memory_peak_bytes=20 * GIB, activity_p95=0.27, sm_active_high=0.27)
+    bound = assess(ev(**light, pcie_link_high=0.84), S, CATALOG)
+    rec = CATALOG.candidate(bound.recommended)
+    h100 = CATALOG.candidate("H100-SXM-80GB")
+    assert rec is not None and h100 is not None
+    assert rec.mig is None and rec.gpu.pcie_bytes_per_second >= h100.gpu.pcie_bytes_per_second
+    # The same work without the transfers goes to a slice or a Gen4 GPU.
+    free = CATALOG.candidate(assess(ev(**light, pcie_link_high=0.02), S, CATALOG).recommended)
+    assert free is not None
+    assert free.mig is not None or free.gpu.pcie_bytes_per_second < h100.gpu.pcie_bytes_per_second
+
+
+def test_rare_bursts_must_not_saturate_the_option() -> None:
+    """p95 5 % but p99 75 % (a 20 s burst every 10 min): the option carries the p99 at <= 100 %."""
+    quiet = dict(activity_p95=0.05, sm_active_high=0.05, dram_active_p95=0.04, dram_active_high=0.04)
+    steady = assess(ev(**quiet, activity_p99=0.06, dram_active_p99=0.05), S, CATALOG)
+    bursty = assess(ev(**quiet, activity_p99=0.75, dram_active_p99=0.55), S, CATALOG)
+    assert steady.recommended == "L4-24GB"
+    rec = CATALOG.candidate(bursty.recommended)
+    assert bursty.verdict == "overprovisioned" and rec is not None
+    assert 0.75 * 989 / rec.fp16_dense_tflops <= 1.0
+    assert 0.55 * 3.35e12 / rec.memory_bandwidth_bytes_per_second <= 1.0
+    assert "bursts (p99) decide" in bursty.reason

@@ -1,7 +1,9 @@
 """Why the gRPC server cannot start, in words: grpcio only says "Failed to bind to address".
 
-``check_tls_files`` loads the certificate, key and client CA as grpcio would and names the file
-and the fault; ``bind_problem`` finds why an address cannot be bound (in use, not local, denied).
+``check_tls_files`` reads the certificate, key and client CA (through ``rightsizer_core.files``),
+loads them as grpcio would and names the file and the fault; ``check_pair`` and
+``check_client_ca`` do the same for contents already read (``grpctls.py`` re-reads them when they
+change); ``bind_problem`` finds why an address cannot be bound (in use, not local, denied).
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import socket
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from rightsizer_core.files import MAX_TLS_BYTES, read_bytes
+
 
 def _read(key: str, path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return read_bytes(path, MAX_TLS_BYTES)
     except OSError as exc:
         raise ValueError(f"{key} {path}: cannot read it: {exc.strerror or exc}") from None
 
@@ -27,10 +30,9 @@ def _certificates(key: str, path: str, data: bytes) -> list[x509.Certificate]:
         raise ValueError(f"{key} {path}: no PEM certificate in it") from None
 
 
-def check_tls_files(cert_file: str, key_file: str, ca_file: str | None) -> tuple[bytes, bytes, bytes | None]:
-    """(certificate chain, key, client CA) as PEM bytes; ValueError naming the file and the fault."""
-    cert_pem = _read("grpc.tls_cert_file", cert_file)
-    key_pem = _read("grpc.tls_private_key_file", key_file)
+def check_pair(cert_file: str, cert_pem: bytes, key_file: str, key_pem: bytes) -> None:
+    """ValueError naming the file and the fault unless ``cert_pem`` is a PEM chain whose first
+    certificate belongs to the unencrypted PEM private key ``key_pem``."""
     chain = _certificates("grpc.tls_cert_file", cert_file, cert_pem)
     try:
         private_key = serialization.load_pem_private_key(key_pem, password=None)
@@ -42,10 +44,22 @@ def check_tls_files(cert_file: str, key_file: str, ca_file: str | None) -> tuple
         raise ValueError(
             f"grpc.tls_private_key_file {key_file} is not the key of the certificate in {cert_file}"
         )
+
+
+def check_client_ca(ca_file: str, ca_pem: bytes) -> None:
+    """ValueError naming the file unless ``ca_pem`` holds a PEM certificate."""
+    _certificates("grpc.client_ca_file", ca_file, ca_pem)
+
+
+def check_tls_files(cert_file: str, key_file: str, ca_file: str | None) -> tuple[bytes, bytes, bytes | None]:
+    """(certificate chain, key, client CA) as PEM bytes; ValueError naming the file and the fault."""
+    cert_pem = _read("grpc.tls_cert_file", cert_file)
+    key_pem = _read("grpc.tls_private_key_file", key_file)
+    check_pair(cert_file, cert_pem, key_file, key_pem)
     ca_pem = None
     if ca_file:
         ca_pem = _read("grpc.client_ca_file", ca_file)
-        _certificates("grpc.client_ca_file", ca_file, ca_pem)
+        check_client_ca(ca_file, ca_pem)
     return cert_pem, key_pem, ca_pem
 
 

@@ -3,62 +3,111 @@
 Answers ``{"value": <number>, "timestamp": "<RFC3339>"}`` with the value HPA would compute from the
 external answer (the sum of the selected series); point the trigger's ``valueLocation`` at
 ``value``. No value is never 0: a selection matching nothing is a 404 Status, one with a queue
-down or stale (or the backend down) a 503, both errors to KEDA. Optional authentication: an API
-key in ``X-API-KEY`` and/or a bearer token, as KEDA's ``authMode`` apiKey and bearer send them.
+down or stale (or the backend down) a 503, both errors to KEDA. Authentication as KEDA's
+``authModes`` send it: a configured API key (``X-API-KEY``), basic user and password, or static
+bearer token admits the request; any other bearer token, or a client certificate (``tls``), is
+authenticated and authorized as on the metrics APIs (TokenReview, then a SubjectAccessReview to
+``list`` the metric in ``external.metrics.k8s.io`` in the ``namespace`` parameter's namespace).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
-from pathlib import Path
 
 from aiohttp import web
 
+from rightsizer_core.files import MAX_SECRET_BYTES
+
 from ..cache import Answer, Cache
 from ..config import MetricsApiSettings
+from ..filewatch import WatchedFiles
 from ..kubernetes.answers import Failure, dumps, rfc3339, selected, status, total
 from ..kubernetes.apis import CACHE, respond
+from ..kubernetes.auth import Denied
+from ..kubernetes.gate import Gate
 
 
 class MetricsApiAuth:
-    """The secrets a metrics-api request must carry (read once at start)."""
+    """Static secrets KEDA's ``authModes`` apiKey, basic and bearer may send; the files are re-read
+    when they change (at most once a second)."""
 
     def __init__(self, cfg: MetricsApiSettings) -> None:
-        self.api_key = self._read(cfg.api_key_file, "metrics_api.api_key_file")
-        self.bearer = self._read(cfg.bearer_token_file, "metrics_api.bearer_token_file")
+        self.api_key = self._watch(cfg.api_key_file, "metrics_api.api_key_file")
+        self.bearer = self._watch(cfg.bearer_token_file, "metrics_api.bearer_token_file")
+        self.password = self._watch(cfg.basic_password_file, "metrics_api.basic_password_file")
+        self.username = (cfg.basic_username or "").encode()
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.api_key or self.bearer or self.password)
 
     @staticmethod
-    def _read(path: str | None, what: str) -> bytes | None:
+    def _watch(path: str | None, what: str) -> WatchedFiles[bytes] | None:
         if path is None:
             return None
-        try:
-            secret = Path(path).read_bytes().strip()
-        except OSError as exc:
-            raise ValueError(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
-        if not secret:
-            raise ValueError(f"{what}: {path} is empty")
-        return secret
 
-    def check(self, request: web.Request) -> Answer | None:
-        """None when the request may be served, else the 401/403 Status to send."""
-        offered = False
-        if self.api_key is not None:
-            given = request.headers.get("X-API-KEY")
-            if given is not None:
-                offered = True
-                if hmac.compare_digest(given.encode(), self.api_key):
-                    return None
-        if self.bearer is not None:
-            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() == "bearer" and token:
-                offered = True
-                if hmac.compare_digest(token.strip().encode(), self.bearer):
-                    return None
-        if self.api_key is None and self.bearer is None:
-            return None
-        if offered:
-            return status(403, "the API key or bearer token is not the one configured")
-        return status(401, "this endpoint needs an X-API-KEY header or an Authorization: Bearer token")
+        def load(files: list[bytes]) -> bytes:
+            secret = files[0].strip()
+            if not secret:
+                raise ValueError(f"{what}: {path} is empty")
+            return secret
+
+        try:
+            return WatchedFiles(what, [path], load, limit=MAX_SECRET_BYTES)
+        except ValueError as exc:
+            raise ValueError(f"{what}: {exc}") from None
+
+    @staticmethod
+    def _matches(watched: WatchedFiles[bytes] | None, given: bytes) -> bool:
+        if watched is None:
+            return False
+        watched.check()
+        return hmac.compare_digest(given, watched.current)
+
+    def check(self, request: web.Request) -> bool:
+        """True when the request carries a configured static secret; False when it carries none
+        of those (other credentials go through the Kubernetes authentication); raises Denied 401
+        for a key or password that is not the configured one."""
+        key = request.headers.get("X-API-KEY")
+        if key is not None:
+            if self._matches(self.api_key, _ascii(key, "X-API-KEY")):
+                return True
+            raise Denied(401, "the X-API-KEY is not the one configured")
+        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "basic":
+            try:
+                user, _, password = base64.b64decode(_ascii(value.strip(), "basic credentials"),
+                                                     validate=True).partition(b":")
+            except binascii.Error:
+                raise Denied(401, "the basic credentials are not base64") from None
+            if self.password is not None and hmac.compare_digest(user, self.username) and self._matches(
+                self.password, password
+            ):
+                return True
+            raise Denied(401, "the basic-authentication user or password is not the one configured")
+        if scheme.lower() == "bearer" and self.bearer is not None:
+            return self._matches(self.bearer, _ascii(value.strip(), "bearer token"))
+        return False
+
+
+def _ascii(value: str, what: str) -> bytes:
+    if not (value.isascii() and value.isprintable()):
+        raise Denied(401, f"the {what} holds characters it cannot have")
+    return value.encode()
+
+
+async def admit(request: web.Request, gate: Gate) -> None:
+    """A configured static secret admits the request; anything else goes through ``gate``, or,
+    on plain HTTP without a gate, is refused when secrets are configured."""
+    auth = request.app[METRICS_API_AUTH]
+    if auth.check(request):
+        return
+    if gate.enabled:
+        await gate.admit(request)
+    elif auth.configured:
+        raise Denied(401, "this endpoint needs an X-API-KEY header, basic credentials or a bearer token")
 
 
 METRICS_API_AUTH = web.AppKey("metrics_api_auth", MetricsApiAuth)
@@ -73,9 +122,6 @@ def value_answer(cache: Cache, metric: str, namespace: str | None, selector: str
 
 
 async def metric_value(request: web.Request) -> web.Response:
-    denied = request.app[METRICS_API_AUTH].check(request)
-    if denied is not None:
-        return respond(denied)
     cache = request.app[CACHE]
     metric = request.match_info["metric"]
     query = request.query

@@ -187,12 +187,17 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
 
 
 async def start_server(
-    cfg: GrpcSettings, service: ExternalScaler, limits: ListenerLimits | None = None
+    cfg: GrpcSettings,
+    service: ExternalScaler,
+    limits: ListenerLimits | None = None,
+    credentials: grpc.ServerCredentials | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the gRPC server; returns it and the bound port. Raises ValueError if it cannot listen.
 
     ``limits`` (the ``http`` settings) give the HTTP/2 handshake deadline, the connection cap and
     the idle timeout (a connection with no call open is sent GOAWAY; KEDA reconnects at its next call).
+    ``credentials``, when given, are the TLS credentials that follow file changes (``grpctls.py``);
+    without them, TLS files in ``cfg`` are read once here.
     """
     limits = limits or ListenerLimits()
     assert cfg.listen is not None
@@ -212,7 +217,9 @@ async def start_server(
     )
     pb_grpc.add_ExternalScalerServicer_to_server(service, server)
     try:
-        if cfg.tls_cert_file and cfg.tls_private_key_file:
+        if credentials is not None:
+            bound = server.add_secure_port(address, credentials)
+        elif cfg.tls_cert_file and cfg.tls_private_key_file:
             cert, key, ca = check_tls_files(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.client_ca_file)
             creds = grpc.ssl_server_credentials(
                 [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
@@ -226,4 +233,3 @@ async def start_server(
         raise ValueError(f"cannot listen on {cfg.listen} for gRPC: {bind_problem(host, port)}")
     await server.start()
     return server, bound
-

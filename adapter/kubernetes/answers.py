@@ -117,10 +117,11 @@ def external(cache: Cache, metric: str, namespace: str | None, query: Mapping[st
         return status(exc.code, exc.message)
     stamp = rfc3339(state.vector.timestamp)
     chosen = state.vector.select(namespace, state.rule.namespace, selector)
+    hidden = set(state.rule.hide_labels)
     items = [
         {
             "metricName": metric,
-            "metricLabels": dict(s.labels),
+            "metricLabels": {k: v for k, v in s.labels.items() if k not in hidden},
             "timestamp": stamp,
             "value": format_quantity(s.value),
         }

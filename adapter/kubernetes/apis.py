@@ -34,12 +34,20 @@ async def external(request: web.Request) -> web.Response:
     cache = request.app[CACHE]
     info = request.match_info
     metric, namespace = info["metric"], info["namespace"]
+    per_request = getattr(cache.source, "answer_per_request", None)  # prometheus-adapter files
+    if per_request is not None:
+        answer = await per_request("external", "v1beta1", [namespace, metric], request.query)
+        if answer is not None:
+            return respond(answer)
     key = ("external", metric, namespace, request.query_string)
     return respond(cache.memo(key, lambda: answers.external(cache, metric, namespace, request.query), _keep))
 
 
 async def discovery(request: web.Request) -> web.Response:
-    body = request.app[DISCOVERY].get(request.path)
+    found, cache = request.app[DISCOVERY], request.app[CACHE]
+    if found.generation != cache.rules_generation:
+        found.rebuild(list(cache.rules.values()), cache.rules_generation)
+    body = found.get(request.path)
     if body is None:
         return respond(status(404, f"the server could not find the requested resource {request.path[:200]}"))
     return web.Response(body=body, content_type=JSON)
@@ -90,6 +98,11 @@ async def apis(request: web.Request) -> web.Response:
                 return respond(status(exc.code, exc.message))
             except PodListError as exc:
                 return respond(status(503, str(exc)))
+        per_request = getattr(cache.source, "answer_per_request", None)  # prometheus-adapter files
+        if per_request is not None:
+            answer = await per_request("custom", version, rest, request.query, pod_labels)
+            if answer is not None:
+                return respond(answer)
         key = ("custom", version, path, request.query_string, listed_at)
         return respond(cache.memo(key, lambda: _custom(cache, version, rest, request, pod_labels), _keep))
     if group == EXTERNAL_GROUP and version in VERSIONS[EXTERNAL_GROUP]:

@@ -41,7 +41,12 @@ def _resources(group: str, rules: Sequence[RuleConfig]) -> list[dict[str, Any]]:
 class Discovery:
     """The discovery bodies for a set of rules, keyed by request path."""
 
-    def __init__(self, rules: Sequence[RuleConfig]) -> None:
+    def __init__(self, rules: Sequence[RuleConfig], generation: int = 0) -> None:
+        self.rebuild(rules, generation)
+
+    def rebuild(self, rules: Sequence[RuleConfig], generation: int) -> None:
+        """New bodies for a new rule set (a discovering source found other metrics)."""
+        self.generation = generation
         groups = [_group(EXTERNAL_GROUP), _group(CUSTOM_GROUP)]
         self.bodies: dict[str, bytes] = {
             "/apis": dumps({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),

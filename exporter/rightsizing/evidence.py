@@ -73,6 +73,13 @@ class Evidence:
     pcie_link_generation_max: float | None = None
     pcie_link_width: float | None = None
     pcie_link_width_max: float | None = None
+    # Max GPU utilization (a kernel ran) over the last idle_after_seconds: a GPU whose kernels run
+    # is not idle however little of the SMs they keep busy.
+    utilization_recent_max: float | None = None
+    # Bursts: p99 of the bandwidth signals (activity_p99 is compute's). An option must carry them
+    # without saturating, however rare (a 20 s burst every 10 min is 3 % of the time: above p95).
+    dram_active_p99: float | None = None
+    memory_copy_p99: float | None = None
 
     @property
     def bandwidth(self) -> tuple[str, float] | None:
@@ -82,6 +89,13 @@ class Evidence:
         if self.memory_copy_p95 is not None:
             return "memory copy utilization", self.memory_copy_p95
         return None
+
+    @property
+    def bandwidth_p99(self) -> float | None:
+        """p99 of the signal ``bandwidth`` reads."""
+        if self.dram_active_p95 is not None:
+            return self.dram_active_p99
+        return self.memory_copy_p99 if self.memory_copy_p95 is not None else None
 
     @property
     def confidence(self) -> float:

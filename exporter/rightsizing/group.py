@@ -27,7 +27,8 @@ _MAX_FIELDS = (
     "memory_peak_bytes", "memory_p95_bytes", "activity_p50", "activity_p95", "activity_p99",
     "activity_recent_max", "utilization_p50", "sm_active_p50", "sm_active_high", "sm_occupancy_p50",
     "tensor_active_p95", "dram_active_p95", "dram_active_high", "pcie_link_high", "host_cpu_high",
-    "starved_share", "memory_copy_p95", "memory_copy_high", "nvlink_high",
+    "starved_share", "memory_copy_p95", "memory_copy_high", "nvlink_high", "utilization_recent_max",
+    "dram_active_p99", "memory_copy_p99",
 )  # fmt: skip
 
 

@@ -104,7 +104,7 @@ class LazyApiEntries(dict[str, Any]):
 
     def __getitem__(self, uuid: str) -> dict[str, Any]:
         a, ev, tracker = super().__getitem__(uuid)
-        if tracker is not None and ev.activity_p99 is None:
+        if tracker is not None and ev.memory_p95_bytes is None:
             ev = tracker.with_details(ev)
         return api_entry(a, ev)
 

@@ -104,7 +104,7 @@ def collect(
     progress: Callable[[int, int, str], None],
 ) -> Fleet:
     c = Collector(client, at, window, resolution, progress)
-    c.total = 42
+    c.total = 44
     w, high = c.w, s.bottlenecks.percentile
     ident = c.run("GPUs", f"max by ({', '.join(IDENTITY)}) (last_over_time(DCGM_FI_DEV_FB_USED[{w}]))")
     if not ident:
@@ -136,6 +136,8 @@ def collect(
     tensor = c.quantile("tensor", 0.95, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
     dram95 = c.quantile("DRAM p95", 0.95, "DCGM_FI_PROF_DRAM_ACTIVE")
     dram_high = c.quantile("DRAM high", high, "DCGM_FI_PROF_DRAM_ACTIVE")
+    dram99 = c.quantile("DRAM p99", 0.99, "DCGM_FI_PROF_DRAM_ACTIVE")
+    copy99 = c.quantile("memory copy p99", 0.99, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01)
     copy95 = c.quantile("memory copy p95", 0.95, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01)
     copy_high = c.quantile("memory copy high", high, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01)
     rate = promql_duration(max(60.0, 4 * window / 2000))
@@ -208,6 +210,9 @@ def collect(
             activity_p95=a["p95"].get(k),
             activity_p99=a["p99"].get(k),
             activity_recent_max=a["recent"].get(k),
+            utilization_recent_max=act["gpu_utilization"]["recent"].get(k),
+            dram_active_p99=dram99.get(k),
+            memory_copy_p99=copy99.get(k),
             utilization_p50=act["gpu_utilization"]["p50"].get(k),
             sm_active_p50=act["sm_active"]["p50"].get(k),
             sm_active_high=sm_high.get(k),
@@ -284,6 +289,8 @@ def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
                 "uuid": u.labels.get("UUID", ""),
                 "gpu": u.labels.get("gpu", ""),
                 "mig_profile": u.labels.get("GPU_I_PROFILE") or None,
+                # Two instances of one profile on a GPU differ only by their GPU instance id.
+                "mig_instance_id": int(u.labels["GPU_I_ID"]) if u.labels.get("GPU_I_ID") else None,
                 "host": u.labels.get("Hostname") or u.labels.get("hostname") or u.labels.get("instance", ""),
                 "instance": u.labels.get("instance") or None,
                 "model": ev.model,

@@ -148,17 +148,18 @@ class GpuTracker:
 
     def evidence(self, queues: Sequence[QueueEvidence] = (), details: bool = True) -> Evidence:
         """What the window says. Without ``details`` the percentiles no decision reads (memory p95,
-        activity p99, occupancy, tensor, DRAM p95) are left out: scoring skips them, the API adds
+        occupancy, tensor) are left out: scoring skips them, the API adds
         them when asked (``with_details``)."""
         w, s = self.window, self.settings
         high = s.bottlenecks.percentile
         total = float(self.identity.memory_total_bytes)
         peak = w.maximum(MEMORY)
-        a95, a50 = w.percentiles(ACTIVITY, (0.95, 0.5))
+        a99, a95, a50 = w.percentiles(ACTIVITY, (0.99, 0.95, 0.5))
         sm_high, sm50 = w.percentiles(SM_ACTIVE, (high, 0.5))
-        qs = (max(high, 0.95), min(high, 0.95))  # descending, as ``percentiles`` reads them
+        qs = (0.99, max(high, 0.95), min(high, 0.95))  # descending, as ``percentiles`` reads them
         copy = dict(zip(qs, w.percentiles(MEMORY_COPY, qs), strict=True))
         copy95, copy_high = copy[0.95], copy[high]
+        dram = dict(zip(qs, w.percentiles(DRAM, qs), strict=True))
         ident = self.identity
         best, maximum = self.link.best(), self.link.maximum
         ev = Evidence(
@@ -173,14 +174,14 @@ class GpuTracker:
             activity_source=self.activity_source,
             activity_p50=a50,
             activity_p95=a95,
-            activity_p99=None,
+            activity_p99=a99,
             activity_recent_max=w.maximum(ACTIVITY, s.idle_after_seconds),
             utilization_p50=w.percentile(UTILIZATION, 0.5),
             sm_active_p50=sm50,
             sm_active_high=sm_high,
-            dram_active_high=w.percentile(DRAM, high),
+            dram_active_high=dram[high],
             pcie_link_high=w.percentile(PCIE, high),
-            dram_active_p95=w.percentile(DRAM, 0.95),
+            dram_active_p95=dram[0.95],
             memory_copy_p95=copy95,
             memory_copy_high=copy_high,
             nvlink_high=w.percentile(NVLINK, high),
@@ -191,6 +192,9 @@ class GpuTracker:
             pcie_link_generation_max=maximum[0] if maximum else None,
             pcie_link_width=best[1] if best else None,
             pcie_link_width_max=maximum[1] if maximum else None,
+            utilization_recent_max=w.maximum(UTILIZATION, s.idle_after_seconds),
+            dram_active_p99=dram[0.99],
+            memory_copy_p99=copy[0.99],
         )
         return self.with_details(ev) if details else ev
 
@@ -201,7 +205,6 @@ class GpuTracker:
         return dataclasses.replace(
             ev,
             memory_p95_bytes=None if memory is None else memory * ev.memory_total_bytes,
-            activity_p99=w.percentile(ACTIVITY, 0.99),
             sm_occupancy_p50=w.percentile(OCCUPANCY, 0.5),
             tensor_active_p95=w.percentile(TENSOR, 0.95),
         )

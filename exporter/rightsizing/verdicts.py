@@ -5,12 +5,14 @@ Decided in this order (``rightsizing`` settings, defaults in brackets):
    ``min_history_seconds`` (10 min); also when the GPU model is not in the catalog (over, under
    and rightsized compare prices and capacities).
 2. idle: activity (SM active, else GR engine active, else GPU utilization) below
-   ``idle_activity_ratio`` (5 %) for at least ``idle_after_seconds`` (15 min). Never inferred from
-   memory use: vLLM reserves 90 % of memory whatever it is doing.
+   ``idle_activity_ratio`` (5 %) for at least ``idle_after_seconds`` (15 min), and GPU utilization
+   too where reported (no kernel ran: a trickle of work is downsized, not released); without any
+   activity signal, when no process held memory over the window (``empty_without_signal``). Never
+   inferred from memory use: vLLM reserves 90 % of memory whatever it is doing.
 3. underprovisioned: memory full (peak >= ``memory_full_ratio``, 95 %) AND memory pressure shown by
    a linked inference server (``pressure``), or median activity >= ``saturation_activity_ratio``
    (90 %) while a linked queue grows (by its own level, ``pressure.growing``). Recommends the
-   same GPU model's larger MIG profiles or whole GPU first, then the cheapest other option that fits.
+   same GPU model's options at no extra cost first, then the cheapest option that fits.
    A full GPU without pressure evidence is rightsized: "memory reserved by the server; need unknown".
 4. overprovisioned: a catalog option at least ``min_savings_ratio`` (10 %) cheaper fits (see
    ``recommend``: every resource, each from its own signal).
@@ -29,7 +31,18 @@ from .bottlenecks import describe, find_bottlenecks
 from .catalog import Candidate, Catalog
 from .evidence import Evidence
 from .pressure import backlog, growing, growing_queues, memory_pressure, server_queue, starvation_demand
-from .recommend import Demand, Fit, cheapest_fit, current_candidate, demand, gib, project
+from .recommend import (
+    BURST_CEILING,
+    Demand,
+    Fit,
+    binding_burst,
+    burst_share,
+    cheapest_fit,
+    current_candidate,
+    demand,
+    gib,
+    project,
+)
 from .settings import RightsizingSettings
 from .workload_fit import WorkloadFit, workload_fit
 
@@ -88,6 +101,29 @@ def _cost(delta: float) -> str:
     return "at the same price"
 
 
+def idle_kernels(ev: Evidence, s: RightsizingSettings) -> bool:
+    """No kernel ran for idle_after_seconds: GPU utilization (when reported) stayed under the idle
+    ratio too. A big GPU serving a trickle (SM active 3 %, kernels running 10 % of the time) does
+    real work: it is downsized, never released."""
+    util = ev.utilization_recent_max
+    return util is None or util < s.idle_activity_ratio
+
+
+# Less device memory than any CUDA context takes: nothing can have run.
+NO_CONTEXT_BYTES = 256 * 2**20
+
+
+def empty_without_signal(ev: Evidence, s: RightsizingSettings) -> bool:
+    """No activity signal (a MIG instance of a GPU without profiling metrics reports no utilization),
+    but no process held memory over the whole window: idle, as surely as by activity."""
+    return (
+        ev.activity_p95 is None
+        and ev.memory_peak_bytes is not None
+        and ev.memory_peak_bytes < NO_CONTEXT_BYTES
+        and ev.history_seconds >= s.idle_after_seconds
+    )
+
+
 def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] | None:
     """Everything ``assess`` reads from the evidence, or None when it would read the sample count and
     history themselves (not enough data). Equal inputs give equal assessments, so the live engine
@@ -99,7 +135,9 @@ def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] 
         ev.activity_p50, ev.activity_p95, ev.activity_recent_max, ev.history_seconds >= s.idle_after_seconds,
         ev.utilization_p50, ev.sm_active_p50, ev.sm_active_high, ev.dram_active_high, ev.pcie_link_high,
         ev.host_cpu_high, ev.starved_share, ev.confidence, ev.dram_active_p95, ev.memory_copy_p95,
-        ev.nvlink_high, ev.workload_gpus, ev.memory_copy_high,
+        ev.nvlink_high, ev.workload_gpus, ev.memory_copy_high, idle_kernels(ev, s),
+        binding_burst(ev.activity_p95, ev.activity_p99, s),
+        binding_burst(None if ev.bandwidth is None else ev.bandwidth[1], ev.bandwidth_p99, s),
         tuple(
             (q.name, q.server, q.kv_cache_high, q.preemptions, backlog(q),
              (round(q.rise), round(100 * q.growth_per_hour)) if growing(q, s) else None)
@@ -124,17 +162,25 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
             None,
             summary="not enough data yet",
         )
-    if (
+    idle = (
         ev.activity_recent_max is not None
         and ev.activity_recent_max < s.idle_activity_ratio
+        and idle_kernels(ev, s)
         and ev.history_seconds >= s.idle_after_seconds
-    ):
+    )
+    if idle or empty_without_signal(ev, s):
         price = current.hourly_price_dollars if current else None
         saves = f"; releasing it saves ${price:.2f}/h" if price else ""
+        what = (
+            f"{ev.activity_source.replace('_', ' ')} below {_pct(s.idle_activity_ratio)} for the last "
+            f"{duration(s.idle_after_seconds)} (peak {_pct(ev.activity_recent_max)})"
+            if idle
+            else f"no process held memory for {duration(ev.history_seconds)} (peak "
+            f"{(ev.memory_peak_bytes or 0) / 2**20:.0f} MiB; no activity signal)"
+        )
         return Assessment(
             "idle",
-            f"{ev.activity_source.replace('_', ' ')} below {_pct(s.idle_activity_ratio)} for the last "
-            f"{duration(s.idle_after_seconds)} (peak {_pct(ev.activity_recent_max)}){saves}",
+            f"{what}{saves}",
             (),
             "release",
             current_key,
@@ -244,9 +290,12 @@ def _sized(
     if full:  # full, but no evidence the work needs more: the server's reservation
         known = _pressure_words(ev)
         evidence = f"no memory pressure ({known})" if known else "no KV-cache usage or preemptions reported"
+        held = "memory reserved by the server; need unknown"
+        if server_queue(ev) is None:  # no server: a framework's allocator keeps what it frees
+            held, evidence = "need unknown", "no inference server linked to report pressure"
         return Assessment(
             "rightsized",
-            f"memory {peak_ratio:.0%} full at peak: memory reserved by the server; need unknown "
+            f"memory {peak_ratio:.0%} full at peak: {held} "
             f"({evidence}); p95 {ev.activity_source.replace('_', ' ')} {_pct(ev.activity_p95)}.{why}",
             bottlenecks,
             current.key,
@@ -255,7 +304,7 @@ def _sized(
             1.0,
             here,
             ev.memory_peak_bytes,
-            summary="memory reserved by the server; need unknown",
+            summary=held if held != "need unknown" else "memory full; need unknown",
             price_source=price_source(current),
         )
     group, fit = _fit(ev, catalog, d, current, s)
@@ -269,8 +318,9 @@ def _sized(
             each = f" per GPU (${saving * group.today:.2f}/h for the workload)" if group else ""
             return Assessment(
                 "overprovisioned",
-                f"{load} fit {where}, where {fit.binding} decides at {_pct(fit.projected_activity)} "
-                f"projected; saves ${saving:.2f}/h{each}{_estimated(cheaper)}.{why}",
+                f"{load} fit {where}, where {_deciding(fit.binding, fit.projected_activity)}"
+                f"{_bursts(d, current, cheaper, fit, s) if group is None else ''}; "
+                f"saves ${saving:.2f}/h{each}{_estimated(cheaper)}.{why}",
                 bottlenecks,
                 cheaper.key,
                 current.key,
@@ -337,12 +387,32 @@ def _load(ev: Evidence, d: Demand, s: RightsizingSettings) -> str:
         if bandwidth is not None
         else " (no bandwidth signal: no option with less bandwidth)"
     )
+    if d.activity is None:
+        band = (
+            " (no activity or bandwidth signal: no option with less compute or bandwidth)"
+            if bandwidth is None
+            else f"{band} (no activity signal: no option with less compute)"
+        )
     gpus = f" on each of {ev.workload_gpus} GPUs" if ev.workload_gpus > 1 else ""
     return (
         f"peak memory {gib(ev.memory_peak_bytes or 0)} (+{s.memory_margin_ratio:.0%} margin"
         f"{f', x{d.widening:.2f} for short history' if d.widening > 1.0001 else ''}), p95 "
         f"{ev.activity_source.replace('_', ' ')} {_pct(ev.activity_p95)}{band}{gpus}"
     )
+
+
+def _bursts(d: Demand, current: Candidate, c: Candidate, fit: Fit, s: RightsizingSettings) -> str:
+    """Said when bursts (p99) are closer to their ceiling than the p95 to its target."""
+    burst = burst_share(d, current, c)
+    if burst / BURST_CEILING <= fit.projected_activity / s.target_activity_ratio:
+        return ""
+    return f" and bursts (p99) decide at {_pct(burst)}"
+
+
+def _deciding(binding: str, projected: float) -> str:
+    if binding == "memory":  # nothing else measured: the option has no less of anything
+        return "memory decides"
+    return f"{binding} decides at {_pct(projected)} projected"
 
 
 def _delta(current: Candidate, new: Candidate, group: WorkloadFit | None) -> float:

@@ -38,8 +38,11 @@ def workload_fit(
         scaled = dataclasses.replace(
             d,
             memory_bytes=d.memory_bytes * share,
-            activity=d.activity * share,
+            activity=None if d.activity is None else d.activity * share,
             bandwidth=None if d.bandwidth is None else d.bandwidth * share,
+            pcie=None if d.pcie is None else d.pcie * share,
+            activity_burst=None if d.activity_burst is None else d.activity_burst * share,
+            bandwidth_burst=None if d.bandwidth_burst is None else d.bandwidth_burst * share,
             whole_gpus=True,
             nvlink=(1 < n < gpus) or (n == gpus and d.nvlink),
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,9 @@ class GpmSeries:
     previous: Any = None  # c_nvmlGpmSample_t
     current: Any = None
     previous_at: float | None = None  # monotonic time of ``previous``; None: no sample yet
+    # Monotonic clock read just after ``previous`` was taken: the cycle's ``now`` can be older than the
+    # moment a job really runs (a busy sampling thread), so spacing is also checked on this clock.
+    previous_taken: float = 0.0
     request: Any = None  # c_nvmlGpmMetricsGet_t, built once
     unsupported: set[str] = field(default_factory=set)  # fields whose metric answered NOT_SUPPORTED
     values: dict[str, float] = field(default_factory=dict)  # the last metrics computed
@@ -159,7 +163,9 @@ class GpmState:
     def _read(
         self, tracker: CallTracker, handle: Handle, target: int | None, s: GpmSeries, now: float
     ) -> None:
-        if s.previous_at is not None and now - s.previous_at < self.spacing:
+        if s.previous_at is not None and (
+            now - s.previous_at < self.spacing or time.monotonic() - s.previous_taken < self.spacing
+        ):
             return  # too soon for a new pair: the last values stand
         if s.previous is None:
             self._mark(tracker, "nvmlGpmSampleAlloc")
@@ -177,6 +183,7 @@ class GpmState:
             self._metrics(tracker, s, now - s.previous_at)
         s.previous, s.current = s.current, s.previous
         s.previous_at = now
+        s.previous_taken = time.monotonic()
 
     def _metrics(self, tracker: CallTracker, s: GpmSeries, seconds: float) -> None:
         wanted = [m for m in GPM_METRICS if m.field not in s.unsupported]

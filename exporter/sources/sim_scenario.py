@@ -165,10 +165,12 @@ def _workload(entry: WorkloadEntry | None, capacity: int, what: str, where: str)
 def _expectation(e: ExpectEntry | None, where: str, catalog: Catalog) -> Expectation | None:
     if e is None:
         return None
-    rec = e.recommended
-    if rec is not None and rec not in ("release", "none") and catalog.candidate(rec) is None:
-        raise ConfigError(f"{where}.expect.recommended: {rec!r} is not a catalog GPU or MIG profile")
-    return Expectation(e.verdict, tuple(e.bottlenecks), rec, e.workload_change)
+    for rec in (e.recommended, *e.recommended_one_of):
+        if rec is not None and rec not in ("release", "none") and catalog.candidate(rec) is None:
+            raise ConfigError(f"{where}.expect.recommended: {rec!r} is not a catalog GPU or MIG profile")
+    return Expectation(
+        e.verdict, tuple(e.bottlenecks), e.recommended, e.workload_change, tuple(e.recommended_one_of)
+    )
 
 
 def _check_links(e: GpuEntry | MigEntry, where: str) -> None:

@@ -94,6 +94,9 @@ class ExpectEntry:
     workload_change: str | None = setting(
         None, "Multi-GPU work: the workload's move, e.g. '4 x H100-SXM-80GB -> 2 x B200-SXM-180GB'."
     )
+    recommended_one_of: list[str] = setting(
+        [], "When several answers are sound: the recommendation must be one of these."
+    )
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,7 @@ class Expectation:
     bottlenecks: tuple[str, ...]
     recommended: str | None
     workload_change: str | None = None
+    recommended_one_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,22 @@
+"""The adapter's ``prometheus_adapter`` section: serve a prometheus-adapter configuration file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.settings import setting
+
+
+@dataclass(frozen=True)
+class PromAdapterSettings:
+    config_file: str | None = setting(
+        None,
+        "prometheus-adapter configuration file (rules, externalRules) served unchanged; needs "
+        "prometheus.url, and replaces the built-in rules.",
+    )
+    relist_interval_seconds: float = setting(
+        600.0,
+        "How often seriesQuery discovery runs (prometheus-adapter's --metrics-relist-interval).",
+        minimum=1,
+        maximum=86400,
+    )

@@ -1,0 +1,216 @@
+"""The Prometheus source for a prometheus-adapter file: discovery on a relist interval, then one
+query per exposed metric per refresh.
+
+Discovery asks ``/api/v1/series`` once per distinct ``seriesQuery`` (as prometheus-adapter does),
+over the last relist interval; a failed discovery keeps the metrics found before. Values come from
+the ordinary ``PrometheusSource`` with each metric's batched query.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import aiohttp
+from prometheus_client.core import GaugeMetricFamily
+
+from exporter.logs import event
+
+from ..config import PrometheusSettings
+from ..kubernetes.answers import status
+from ..rules import RuleConfig
+from ..selfmetrics import AdapterMetrics
+from ..sources import RuleResult
+from ..sources.prometheus import PrometheusSource, QueryError
+from ..vectors import Series
+from . import per_request
+from .discovery import Discovered, discover
+from .schema import PromAdapterConfig
+
+log = logging.getLogger("rightsizer.adapter.promadapter")
+PER_REQUEST_ONLY = (
+    "its metricsQuery cannot be batched, so it is queried per request on the Kubernetes metrics APIs "
+    "only (not for KEDA)"
+)
+
+
+class _UnbatchableCollector:
+    def __init__(self, source: PromAdapterSource) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Any]:
+        family = GaugeMetricFamily(
+            "rightsizer_adapter_promadapter_per_request",
+            "prometheus-adapter rule metrics queried once per request, as their metricsQuery cannot be "
+            "answered from one query per refresh (1 per metric; the reason is in the log).",
+            labels=["rule", "metric"],
+        )
+        for key in sorted(self.source.found.unbatchable):
+            rule, metric = key.split("/", 1)
+            family.add_metric([rule, metric], 1.0)
+        yield family
+        yield GaugeMetricFamily(
+            "rightsizer_adapter_promadapter_metrics",
+            "Metrics discovered from the prometheus-adapter file and served.",
+            value=len(self.source.found.rules),
+        )
+
+
+class PromAdapterSource(PrometheusSource):
+    name = "prometheus"
+
+    def __init__(
+        self, cfg: PrometheusSettings, file: PromAdapterConfig, relist_seconds: float, metrics: AdapterMetrics
+    ) -> None:
+        super().__init__(cfg, metrics)
+        self.file = file
+        self.relist_seconds = relist_seconds
+        self.found = Discovered()
+        self._listed_at: float | None = None
+        self._logged: set[str] = set()
+        metrics.registry.register(_UnbatchableCollector(self))
+
+    async def series(self, match: str) -> list[dict[str, str]]:
+        """Label sets of the series ``match`` selects over the last relist interval."""
+        assert self._session is not None, "start() first"
+        url = self.url.rsplit("/", 1)[0] + "/series"
+        now = time.time()
+        form = {"match[]": match, "start": f"{now - self.relist_seconds:.3f}", "end": f"{now:.3f}"}
+        started = time.perf_counter()
+        try:
+            async with self._session.post(
+                url,
+                data=form,
+                headers=self._auth_headers(),
+                timeout=aiohttp.ClientTimeout(total=self.cfg.timeout_seconds),
+            ) as resp:
+                body, status = await resp.read(), resp.status
+            data = json.loads(body)
+            if status != 200 or data.get("status") != "success":
+                raise QueryError(
+                    f"prometheus answered HTTP {status} to a series query: {data.get('error', '')}"[:300]
+                )
+            result = [{str(k): str(v) for k, v in item.items()} for item in data["data"]]
+        except (
+            aiohttp.ClientError,
+            TimeoutError,
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+        ) as exc:
+            self.metrics.upstream("prometheus_series", time.perf_counter() - started, False)
+            if isinstance(exc, QueryError):
+                raise
+            raise QueryError(f"series query failed: {type(exc).__name__}: {exc}"[:300]) from None
+        self.metrics.upstream("prometheus_series", time.perf_counter() - started, True)
+        return result
+
+    async def relist(self) -> Discovered:
+        """Run discovery now; on failure keep what the last discovery found."""
+        series: dict[str, list[dict[str, str]]] = {}
+        try:
+            for query in dict.fromkeys(r.series_query for r in self.file.rules):
+                series[query] = await self.series(query)
+        except QueryError as exc:
+            event(
+                log,
+                logging.WARNING,
+                "series discovery failed; keeping the metrics found before",
+                reason=str(exc),
+            )
+            return self.found
+        self._listed_at = time.monotonic()
+        found = discover(self.file.rules, series)
+        for key, reason in found.not_served.items():
+            if key not in self._logged:
+                self._logged.add(key)
+                rule, metric = key.split("/", 1)
+                event(log, logging.WARNING, "metric not served", rule=rule, metric=metric, reason=reason)
+        for key, reason in found.unbatchable.items():
+            if key not in self._logged:
+                self._logged.add(key)
+                rule, metric = key.split("/", 1)
+                event(
+                    log,
+                    logging.WARNING,
+                    "metric queried per request: its metricsQuery cannot be batched",
+                    rule=rule,
+                    metric=metric,
+                    reason=reason,
+                )
+        if [r.name for r in found.rules] != [r.name for r in self.found.rules]:
+            event(
+                log,
+                logging.INFO,
+                "metrics discovered",
+                metrics=len(found.rules),
+                unbatchable=len(found.unbatchable),
+            )
+        self.found = found
+        return found
+
+    async def discover_rules(self) -> list[RuleConfig] | None:
+        """The rules of the metrics discovered now, when a relist is due; None when it is not."""
+        if self._listed_at is not None and time.monotonic() - self._listed_at < self.relist_seconds:
+            return None
+        return (await self.relist()).rules
+
+    async def _query_now(self, promql: str) -> list[Series]:
+        started = time.perf_counter()
+        try:
+            series, _, _ = await self.query(promql)
+        except QueryError:
+            self.metrics.upstream("prometheus_per_request", time.perf_counter() - started, False)
+            raise
+        self.metrics.upstream("prometheus_per_request", time.perf_counter() - started, True)
+        return series
+
+    async def answer_per_request(
+        self,
+        api: str,
+        version: str,
+        parts: Sequence[str],
+        params: Mapping[str, str],
+        pod_labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> tuple[int, bytes] | None:
+        """The answer for a metric served per request, or None when ``parts`` names another metric."""
+        found = self.found
+        if not parts or parts[-1] not in found.plans:
+            return None
+        try:
+            return await per_request.answer(
+                found.plans,
+                found.per_request,
+                found.kept,
+                self._query_now,
+                api,
+                version,
+                parts,
+                params,
+                pod_labels,
+            )
+        except QueryError as exc:
+            return status(503, f"no current values for {parts[-1]}: {exc}")
+
+    async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
+        own = self.found.per_request
+        results = await super().collect([r for r in rules if r.name not in own], everything)
+        for name in own:
+            results[name] = RuleResult(error=PER_REQUEST_ONLY)
+        for name, renames in self.found.renames.items():
+            result = results.get(name)
+            if result is not None and result.error is None:
+                results[name] = RuleResult(
+                    tuple(Series(_renamed(s.labels, renames), s.value) for s in result.series),
+                    result.timestamp,
+                )
+        return results
+
+
+def _renamed(labels: Mapping[str, str], renames: Mapping[str, str]) -> dict[str, str]:
+    return {renames.get(k, k): v for k, v in labels.items()}
