@@ -75,6 +75,10 @@ _REPORT_EPILOG = epilog(
             "--at 2026-11-01T00:00:00Z --format csv --view workloads",
         ),
         (
+            "a self-contained HTML file with charts to attach to a ticket (markdown: for a pull request)",
+            "rightsizer report --prometheus-url http://localhost:9090 --format html --output report.html",
+        ),
+        (
             "Mimir, one tenant",
             "rightsizer report --prometheus-url http://mimir/prometheus --header 'X-Scope-OrgID: team-a'",
         ),

@@ -1,8 +1,9 @@
 """A small client of the Prometheus HTTP query API (Prometheus, Thanos Query, Mimir, VictoriaMetrics).
 
-Only ``/api/v1/query`` (instant queries) is used, so any server speaking that API works; a path
-prefix in the URL (Mimir's ``/prometheus``) is kept. Every request has a deadline; every expected
-fault becomes a ``ReportError`` with a one-line message.
+Instant queries (``/api/v1/query``) for the judgement and range queries (``/api/v1/query_range``)
+for the HTML report's charts, so any server speaking that API works; a path prefix in the URL
+(Mimir's ``/prometheus``) is kept. Every request has a deadline; every expected fault
+becomes a ``ReportError`` with a one-line message.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 class ReportError(Exception):
@@ -26,6 +28,12 @@ class ReportError(Exception):
 class Sample:
     labels: Mapping[str, str]
     value: float
+
+
+@dataclass(frozen=True, slots=True)
+class RangeSeries:
+    labels: Mapping[str, str]
+    points: tuple[tuple[float, float], ...]  # (Unix seconds, value), oldest first, finite values only
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
@@ -60,9 +68,16 @@ class PrometheusClient:
         self.headers = dict(headers or {})
 
     def query(self, expr: str, at: float) -> list[Sample]:
-        body = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"}).encode()
+        return _vector(self._post("query", {"query": expr, "time": f"{at:.3f}"}, expr), self.url)
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[RangeSeries]:
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:.3f}"}
+        return _matrix(self._post("query_range", params, expr), self.url)
+
+    def _post(self, endpoint: str, params: dict[str, str], expr: str) -> bytes:
+        body = urllib.parse.urlencode(params).encode()
         req = urllib.request.Request(
-            f"{self.url}/api/v1/query",
+            f"{self.url}/api/v1/{endpoint}",
             data=body,
             headers={"Content-Type": "application/x-www-form-urlencoded", **self.headers},
         )
@@ -73,7 +88,7 @@ class PrometheusClient:
             detail = _error_of(exc.read())
             if detail is None:  # Prometheus answers every error in JSON: this is some other server
                 raise ReportError(
-                    f"{self.url} is not the Prometheus query API: /api/v1/query answered "
+                    f"{self.url} is not the Prometheus query API: /api/v1/{endpoint} answered "
                     f"{exc.code} {' '.join(str(exc.reason).split())} (is the URL right? Mimir wants its "
                     "/prometheus prefix)"
                 ) from None
@@ -93,7 +108,7 @@ class PrometheusClient:
             raise ReportError(f"cannot reach Prometheus at {self.url}: {why}") from None
         except OSError as exc:
             raise ReportError(f"cannot reach Prometheus at {self.url}: {exc.strerror or exc}") from None
-        return _vector(raw, self.url)
+        return raw
 
 
 def _error_of(raw: bytes) -> str | None:
@@ -108,16 +123,40 @@ def _error_of(raw: bytes) -> str | None:
     return " ".join(str(data.get("error") or data).split())[:300]
 
 
+def _result(raw: bytes, url: str, kind: str) -> list[dict[str, Any]]:
+    data = json.loads(raw)
+    if data.get("status") != "success":
+        raise ReportError(f"Prometheus at {url} failed the query: {data.get('error', 'no detail')}")
+    result = data["data"]
+    if result["resultType"] != kind:
+        raise ReportError(f"Prometheus at {url} answered a {result['resultType']}, not a {kind}")
+    return list(result["result"])
+
+
+def _not_the_api(url: str) -> ReportError:
+    return ReportError(
+        f"{url} did not answer like the Prometheus query API (is the URL right? "
+        "Mimir wants its /prometheus prefix)"
+    )
+
+
+def _matrix(raw: bytes, url: str) -> list[RangeSeries]:
+    try:
+        out = []
+        for item in _result(raw, url, "matrix"):
+            points = ((float(t), float(v)) for t, v in item["values"])
+            out.append(RangeSeries(dict(item["metric"]), tuple(p for p in points if math.isfinite(p[1]))))
+        return out
+    except ReportError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+        raise _not_the_api(url) from None
+
+
 def _vector(raw: bytes, url: str) -> list[Sample]:
     try:
-        data = json.loads(raw)
-        if data.get("status") != "success":
-            raise ReportError(f"Prometheus at {url} failed the query: {data.get('error', 'no detail')}")
-        result = data["data"]
-        if result["resultType"] != "vector":
-            raise ReportError(f"Prometheus at {url} answered a {result['resultType']}, not a vector")
         out = []
-        for item in result["result"]:
+        for item in _result(raw, url, "vector"):
             value = float(item["value"][1])
             if math.isfinite(value):
                 out.append(Sample(dict(item["metric"]), value))
@@ -125,7 +164,4 @@ def _vector(raw: bytes, url: str) -> list[Sample]:
     except ReportError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, IndexError):
-        raise ReportError(
-            f"{url} did not answer like the Prometheus query API (is the URL right? "
-            "Mimir wants its /prometheus prefix)"
-        ) from None
+        raise _not_the_api(url) from None

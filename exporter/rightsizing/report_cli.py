@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
 from collections import Counter
@@ -17,6 +19,7 @@ from .cost import cost_json
 from .output import money, table, to_csv, to_json
 from .promapi import PrometheusClient, ReportError, parse_duration
 from .report import as_rows, collect
+from .report_assumptions import assumptions
 from .verdicts import duration
 
 if TYPE_CHECKING:
@@ -48,7 +51,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--view", choices=["gpus", "workloads"], default="gpus", help="CSV: which table (default gpus)"
     )
-    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "csv", "html", "markdown"],
+        default="table",
+        help="table (default), json, csv, html (one self-contained file with charts, to attach to a "
+        "ticket) or markdown (tables for a pull request)",
+    )
+    p.add_argument("--output", metavar="FILE", help="write the report to FILE instead of standard output")
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per query in seconds (default 120)")
     p.add_argument(
         "--header",
@@ -127,36 +137,60 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: ExporterConfig) -> int:
             fleet = collect(client, at, window, idle_after, resolution, cfg.rightsizing, catalog, progress)
         finally:
             progress(0, 0, "")
+        gpus = as_rows(fleet)
+        costs = [{"instance": c.instance or None, **cost_json(c)} for c in fleet.costs]
+        workloads = by_workload(gpus)
+        totals = fleet_totals(gpus)
+        totals["history_found_seconds"] = max((g["history_seconds"] for g in gpus), default=0)
+        document = {
+            "prometheus_url": args.prometheus_url,
+            "window": args.window,
+            "window_seconds": window,
+            "at": at,
+            "totals": totals,
+            "gpus": gpus,
+            "workloads": workloads,
+            "inference_costs": costs,
+            "assumptions": assumptions(
+                window_seconds=window, at=at, idle_after_seconds=idle_after, resolution_seconds=resolution,
+                settings=cfg.rightsizing, catalog=catalog, rows=gpus,
+                history_found_seconds=totals["history_found_seconds"], exporter_config=args.exporter_config,
+            ),
+        }  # fmt: skip
+        if args.format == "json":
+            text = to_json(document)
+        elif args.format == "csv":
+            rows = gpus if args.view == "gpus" else workloads
+            headers = list(rows[0]) if rows else []
+            text = to_csv(headers, [[_cell(r[h]) for h in headers] for r in rows])
+        elif args.format in ("html", "markdown"):
+            from .report_documents import document_text
+
+            text = document_text(args.format, document, client, resolution, Progress())
+        else:
+            text = render(args.window, at, totals, gpus, workloads, window, costs)
+        write_output(text, args.output)
     except ReportError as exc:
         print(f"rightsizer: {exc}", file=sys.stderr)
         return 2
-    gpus = as_rows(fleet)
-    costs = [{"instance": c.instance or None, **cost_json(c)} for c in fleet.costs]
-    workloads = by_workload(gpus)
-    totals = fleet_totals(gpus)
-    totals["history_found_seconds"] = max((g["history_seconds"] for g in gpus), default=0)
-    if args.format == "json":
-        sys.stdout.write(
-            to_json(
-                {
-                    "prometheus_url": args.prometheus_url,
-                    "window": args.window,
-                    "window_seconds": window,
-                    "at": at,
-                    "totals": totals,
-                    "gpus": gpus,
-                    "workloads": workloads,
-                    "inference_costs": costs,
-                }
-            )
-        )
-    elif args.format == "csv":
-        rows = gpus if args.view == "gpus" else workloads
-        headers = list(rows[0]) if rows else []
-        sys.stdout.write(to_csv(headers, [[_cell(r[h]) for h in headers] for r in rows]))
-    else:
-        sys.stdout.write(render(args.window, at, totals, gpus, workloads, window, costs))
     return 0
+
+
+def write_output(text: str, path: str | None) -> None:
+    """To standard output, or to ``path`` whole: written beside it, then renamed over it."""
+    if path is None:
+        sys.stdout.write(text)
+        return
+    target = os.path.abspath(path)
+    tmp = f"{target}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise ReportError(f"--output {path}: {exc.strerror or exc}") from None
 
 
 def _cell(v: Any) -> Any:

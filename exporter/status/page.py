@@ -8,50 +8,20 @@ nothing but itself (see ``assets``).
 from __future__ import annotations
 
 import math
-import time
-from html import escape
 
 from .. import __version__
-from .assets import SCRIPT, STYLE
-from .charts import svg
+from ..html_parts.cells import HOURS_PER_MONTH, NONE
+from ..html_parts.cells import VERDICT_ORDER as _VERDICT_ORDER
+from ..html_parts.cells import VERDICT_WORDS as _VERDICT_WORDS
+from ..html_parts.cells import duration as _duration
+from ..html_parts.cells import e as _e
+from ..html_parts.cells import money as _money
+from ..html_parts.cells import utc as _utc
+from ..html_parts.cells import verdict_chip as _verdict
+from ..html_parts.charts import svg
+from ..html_parts.style import STYLE
+from .assets import SCRIPT
 from .model import GpuRow, PageModel
-
-_VERDICT_ORDER = ("underprovisioned", "overprovisioned", "idle", "rightsized", "insufficient_data")
-_VERDICT_WORDS = {
-    "idle": "idle",
-    "overprovisioned": "overprovisioned",
-    "rightsized": "rightsized",
-    "underprovisioned": "underprovisioned",
-    "insufficient_data": "not enough data",
-}
-HOURS_PER_MONTH = 730
-NONE = '<span class="muted">&ndash;</span>'
-
-
-def _e(value: object) -> str:
-    return escape(str(value), quote=True)
-
-
-def _utc(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
-
-
-def _money(dollars: float) -> str:
-    return f"${dollars:,.2f}"
-
-
-def _verdict(verdict: str | None) -> str:
-    key = verdict or "unknown"
-    word = _VERDICT_WORDS.get(key, "unknown")
-    return f'<span class="verdict v-{_e(key)}">{_e(word)}</span>'
 
 
 def _savings(row: GpuRow) -> str:
