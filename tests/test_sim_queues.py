@@ -51,3 +51,23 @@ def test_simulated_and_configured_queues_are_published_together(tmp_path: Path) 
         wait_for(both, 20, what="configured and simulated queues side by side")
         names = {q["name"] for q in json.loads(http_get(p.url + "/api/v1/queues")[2])["queues"]}
         assert "jobs" in names and "summarizer-requests" in names
+
+
+def test_a_queue_feeding_several_gpus_is_one_series_linked_to_all_of_them() -> None:
+    # The tensor-parallel pair declares its one vLLM server's queue on both GPUs: one series, as
+    # the server's /metrics would show, never two series with the same labels.
+    path = Path(__file__).parent / "scenarios" / "independent_long_context_moe.yaml"
+    scenario = load_scenario(str(path))
+    pair = [g for g in scenario.gpus if g.queue is not None and g.queue.name == "mixtral"]
+    assert len(pair) == 2
+    with exporter(["--simulate", str(path)]) as p:
+        text = http_get(p.url + "/metrics", {"Accept-Encoding": "identity"})[2].decode()
+        seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                key = (s.name, tuple(sorted(s.labels.items())))
+                assert key not in seen, f"duplicate series {key}"
+                seen.add(key)
+        queues = json.loads(http_get(p.url + "/api/v1/queues")[2])["queues"]
+        mixtral = [q for q in queues if q["name"] == "mixtral"]
+        assert len(mixtral) == 1

@@ -16,7 +16,7 @@ import math
 import time
 from array import array
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
 from .sim_mig import INSTANCE_FIELDS, PARENT_UNSUPPORTED, Instance, combined
@@ -222,7 +222,8 @@ class SimulatedSource:
     def queue_samples(self, t: float | None = None) -> list[QueueSample]:
         """Depth and in-flight count of every simulated queue at ``t`` (default: now)."""
         t = self.now() if t is None else t
-        out = []
+        out: list[QueueSample] = []
+        seen: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
         for d in self.devices:
             if not self._present(d, t):
                 continue
@@ -233,7 +234,13 @@ class SimulatedSource:
                 acts = self._instance_activities(d, t)
                 feeds += [(i.mig.queue, i.mig.uuid, a) for i, a in zip(d.instances, acts, strict=True)]
             for q, uuid, a in feeds:
-                if q is not None:
+                if q is not None and (q.name, tuple(sorted(q.labels.items()))) in seen:
+                    # One queue feeding several GPUs (a tensor-parallel server): published once,
+                    # as that server's /metrics would be, and linked to every GPU it feeds.
+                    i = seen[(q.name, tuple(sorted(q.labels.items())))]
+                    out[i] = replace(out[i], gpus=(*out[i].gpus, uuid))
+                elif q is not None:
+                    seen[(q.name, tuple(sorted(q.labels.items())))] = len(out)
                     depth, in_flight = float(round(a.queue_depth)), float(round(a.in_flight))
                     reports = q.server in ("vllm", "sglang")
                     tokens = reports or q.server == "tgi"
