@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import report_history
 
 from exporter.sources.sim_scenario import SCENARIO_DIR
@@ -66,4 +67,18 @@ def written_reports(paths: Sequence[Path], directory: Path) -> Iterator[Written]
             done = w.run("--format", fmt, "--output", str(directory / name))
             assert done.returncode == 0, done.stderr
             assert done.stdout == "", "--output writes the file, not standard output"
+        yield w
+
+
+# Built once per test session and shared by the HTML, Markdown and browser tests, which only read
+# them: one Prometheus and one set of report files per fleet.
+@pytest.fixture(scope="session")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
+    with written_reports(FLEETS, tmp_path_factory.mktemp("fleet")) as w:
+        yield w
+
+
+@pytest.fixture(scope="session")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
+    with written_reports(HOSTILE, tmp_path_factory.mktemp("hostile")) as w:
         yield w

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from browser import chromium, console_problems, full_page_screenshot, viewport
-from report_files import FLEETS, HOSTILE, Written, written_reports
+from report_files import Written
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from servers import ROOT
@@ -22,17 +22,6 @@ def browser() -> Iterator[webdriver.Chrome]:
     with chromium() as driver:
         yield driver
 
-
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
-    with written_reports(FLEETS, tmp_path_factory.mktemp("fleet")) as w:
-        yield w
-
-
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
-    with written_reports(HOSTILE, tmp_path_factory.mktemp("hostile")) as w:
-        yield w
 
 
 def open_report(driver: webdriver.Chrome, w: Written, width: int = 1280, dark: bool = False) -> None:

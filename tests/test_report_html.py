@@ -11,25 +11,10 @@ import json
 import re
 import threading
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from html_tree import Element, parse
-from report_files import FLEETS, HOSTILE, HOUR, STEP, Written, report, written_reports
-
-
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
-    with written_reports(FLEETS, tmp_path_factory.mktemp("fleet")) as w:
-        yield w
-
-
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
-    with written_reports(HOSTILE, tmp_path_factory.mktemp("hostile")) as w:
-        yield w
-
+from report_files import HOUR, STEP, Written, report
 
 # Attributes through which a document makes the browser fetch (or run) something.
 FETCHING = ("src", "href", "srcset", "action", "formaction", "poster", "data", "xlink:href", "background")

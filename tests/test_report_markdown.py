@@ -4,29 +4,15 @@ same order, and label values made of HTML or Markdown kept as the plain text the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
-from report_files import FLEETS, HOSTILE, Written, written_reports
+from report_files import Written
 
 SECTIONS = [
     "Summary", "Workloads, most money first", "Cost per inference", "GPUs",
     "Assumptions", "Thresholds", "Prices",
 ]  # fmt: skip
 
-
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
-    with written_reports(FLEETS, tmp_path_factory.mktemp("fleet")) as w:
-        yield w
-
-
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
-    with written_reports(HOSTILE, tmp_path_factory.mktemp("hostile")) as w:
-        yield w
 
 
 def _text(inline: Token) -> str:
