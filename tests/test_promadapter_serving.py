@@ -243,7 +243,7 @@ async def test_unbatchable_external_metric_is_queried_per_request_like_upstream(
     assert "namespace" not in body["items"][0]["metricLabels"]
 
 
-async def test_one_query_per_metric_per_refresh_and_unbatchable_named(served: Any) -> None:
+async def test_one_query_per_rule_per_refresh_and_unbatchable_named(served: Any) -> None:
     client, cache, metrics = served
     before = generate_latest(metrics.registry).decode()
     for _ in range(20):
@@ -258,8 +258,9 @@ async def test_one_query_per_metric_per_refresh_and_unbatchable_named(served: An
         line = f'rightsizer_adapter_upstream_queries_total{{outcome="success",source="{source}"}}'
         return next((float(x.split()[-1]) for x in text.splitlines() if x.startswith(line)), 0.0)
 
-    batched = [n for n in cache.rules if n not in ("DCGM_FI_DEV_GPU_TEMP", "queue_in_flight_per_request")]
-    assert count(text, "prometheus") - count(before, "prometheus") == len(batched) == 6
+    # rules[0] exposes two metrics from one query; rules[3] and externalRules[2] are per request
+    batched_rules = ["rules[0]", "rules[1]", "rules[2]", "externalRules[0]", "externalRules[1]"]
+    assert count(text, "prometheus") - count(before, "prometheus") == len(batched_rules)
     assert count(text, "prometheus_per_request") - count(before, "prometheus_per_request") == 3
     assert count(text, "prometheus_series") == 6  # one per distinct seriesQuery, relist not yet due
     for rule, metric in (

@@ -1,13 +1,15 @@
 """The Prometheus source for a prometheus-adapter file: discovery on a relist interval, then one
-query per exposed metric per refresh.
+query per rule per refresh.
 
 Discovery asks ``/api/v1/series`` once per distinct ``seriesQuery`` (as prometheus-adapter does),
 over the last relist interval; a failed discovery keeps the metrics found before. Values come from
-the ordinary ``PrometheusSource`` with each metric's batched query.
+one query per rule per refresh: the batched queries of all the metrics a rule exposes, combined
+(``combined``); the adapter's own rules, if any, are asked as ``PrometheusSource`` asks them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -21,12 +23,14 @@ from exporter.logs import event
 
 from ..config import PrometheusSettings
 from ..kubernetes.answers import status
+from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..sources import RuleResult
-from ..sources.prometheus import PrometheusSource, QueryError
+from ..sources.prometheus import PrometheusSource, QueryError, SharedQueries
 from ..vectors import Series
 from . import per_request
+from .combined import combine, split
 from .discovery import Discovered, discover
 from .schema import PromAdapterConfig
 
@@ -197,12 +201,46 @@ class PromAdapterSource(PrometheusSource):
         except QueryError as exc:
             return status(503, f"no current values for {parts[-1]}: {exc}")
 
+    async def _collect_group(
+        self, where: str, rules: Sequence[RuleConfig], at: float
+    ) -> dict[str, RuleResult]:
+        """The metrics one prometheus-adapter rule exposes, from one query."""
+        query = combine({r.name: render(r.query or "", r.matchers) for r in rules})
+        try:
+            series, stamp, dropped = await self._timed(query, at)
+        except QueryError as exc:
+            return {r.name: RuleResult(error=str(exc)) for r in rules}
+        if dropped and where not in self._dropped_logged:
+            self._dropped_logged.add(where)
+            event(log, logging.WARNING, "NaN or infinite samples left out", rule=where, count=dropped)
+        found = split(series, [r.name for r in rules])
+        return {name: RuleResult(tuple(found[name]), stamp) for name in found}
+
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
-        own = self.found.per_request
-        results = await super().collect([r for r in rules if r.name not in own], everything)
+        """One query per prometheus-adapter rule (all its batched metrics), one per other rule."""
+        found = self.found
+        own = found.per_request
+        wanted = {r.name: r for r in rules if r.name not in own}
+        discovered = {r.name: r for r in found.rules}
+        groups: dict[str, list[RuleConfig]] = {}
+        for where, names in found.by_rule.items():
+            members = [wanted.pop(n) for n in names if n in wanted and wanted[n] == discovered.get(n)]
+            if members:
+                groups[where] = members
+        at = time.time()
+        shared: SharedQueries = {}
+        singles = list(wanted.values())  # the adapter's own rules, next to the file's
+        grouped, alone = await asyncio.gather(
+            asyncio.gather(*(self._collect_group(where, members, at) for where, members in groups.items())),
+            asyncio.gather(*(self._collect_rule(r, at, shared) for r in singles)),
+        )
+        results: dict[str, RuleResult] = {}
+        for answer in grouped:
+            results.update(answer)
+        results.update({rule.name: answer for rule, answer in zip(singles, alone, strict=True)})
         for name in own:
             results[name] = RuleResult(error=PER_REQUEST_ONLY)
-        for name, renames in self.found.renames.items():
+        for name, renames in found.renames.items():
             result = results.get(name)
             if result is not None and result.error is None:
                 results[name] = RuleResult(
