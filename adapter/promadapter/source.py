@@ -23,6 +23,7 @@ from exporter.logs import event
 
 from ..config import PrometheusSettings
 from ..kubernetes.answers import status
+from ..kubernetes.availability import Failure
 from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
@@ -36,8 +37,7 @@ from .schema import PromAdapterConfig
 
 log = logging.getLogger("rightsizer.adapter.promadapter")
 PER_REQUEST_ONLY = (
-    "its metricsQuery cannot be batched, so it is queried per request on the Kubernetes metrics APIs "
-    "only (not for KEDA)"
+    "its metricsQuery cannot be batched, so it is queried once per request (Kubernetes metrics APIs and KEDA)"
 )
 
 
@@ -200,6 +200,17 @@ class PromAdapterSource(PrometheusSource):
             )
         except QueryError as exc:
             return status(503, f"no current values for {parts[-1]}: {exc}")
+
+    async def keda_series(self, metric: str, namespace: str | None, selector: str) -> list[Series] | None:
+        """KEDA's series for a metric served per request (or a selector the batch cannot answer),
+        None for the others. Raises Failure: 503 when Prometheus gives no answer, 404 no series."""
+        found = self.found
+        try:
+            return await per_request.keda_series(
+                found.plans, found.per_request, found.kept, self._query_now, metric, namespace, selector
+            )
+        except QueryError as exc:
+            raise Failure(503, f"no current values for {metric}: {exc}") from None
 
     async def _collect_group(
         self, where: str, rules: Sequence[RuleConfig], at: float
