@@ -119,9 +119,16 @@ async def test_the_documented_name_and_resources(served: Any) -> None:
     assert list(cache.rules) == [METRIC]
     code, body = await client_get(client, "/apis/custom.metrics.k8s.io/v1beta2")
     assert code == 200
-    names = {r["name"] for r in body["resources"]}
-    assert {f"pods/{METRIC}", f"services/{METRIC}", f"ingresses/{METRIC}", f"namespaces/{METRIC}"} <= names
-    assert f"verbs/{METRIC}" not in names
+    # Every label the template maps to a resource the cluster knows (Prometheus adds `job`, a batch
+    # Job under <<.Resource>>; `verb` and `instance` name none), with its API group, namespaced but
+    # for the namespace itself: what prometheus-adapter lists (Kubernetes' GroupResource names).
+    assert {(r["name"], r["namespaced"]) for r in body["resources"]} == {
+        (f"pods/{METRIC}", True),
+        (f"services/{METRIC}", True),
+        (f"ingresses.networking.k8s.io/{METRIC}", True),
+        (f"jobs.batch/{METRIC}", True),
+        (f"namespaces/{METRIC}", False),
+    }
 
 
 async def test_pods_in_somens_as_the_documentation_renders_them(served: Any) -> None:

@@ -110,7 +110,12 @@ async def test_discovery_names_follow_name_matches_and_as(served: Any) -> None:
     code, body = await client_get(client, CUSTOM)
     assert code == 200
     names = {r["name"] for r in body["resources"]}
-    assert {"pods/gpu_GPU_utilization", "jobs/DCGM_FI_DEV_FB_USED", "pods/TOTAL_ENERGY"} <= names
+    assert {"pods/gpu_GPU_utilization", "jobs.batch/DCGM_FI_DEV_FB_USED", "pods/TOTAL_ENERGY"} <= names
+    # overrides map namespace and pod only: the `job` label names no resource for these rules
+    assert {n for n in names if n.endswith("/gpu_GPU_utilization")} == {
+        "pods/gpu_GPU_utilization",
+        "namespaces/gpu_GPU_utilization",
+    }
     code, body = await client_get(client, EXTERNAL)
     assert code == 200
     assert sorted(r["name"] for r in body["resources"]) == [

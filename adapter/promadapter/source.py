@@ -158,6 +158,10 @@ class PromAdapterSource(PrometheusSource):
         self.found = found
         return found
 
+    def discovery_resources(self) -> dict[str, list[tuple[str, bool]]]:
+        """Custom metric -> (resource, namespaced) its series name, for the discovery documents."""
+        return self.found.listed
+
     async def discover_rules(self) -> list[RuleConfig] | None:
         """The rules of the metrics discovered now, when a relist is due; None when it is not."""
         if self._listed_at is not None and time.monotonic() - self._listed_at < self.relist_seconds:
