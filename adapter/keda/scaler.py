@@ -10,6 +10,9 @@ active, checked after every cache refresh (every exporter scrape in direct mode)
 Unknown is never 0: a selector matching nothing is NOT_FOUND, a queue source down or stale (or the
 backend down) UNAVAILABLE, so KEDA counts a failure and applies its ``fallback`` instead of scaling
 to zero; StreamIsActive pushes nothing while there is no value.
+
+Metrics of a prometheus-adapter file that are queried per request (the source's ``keda_series``)
+are asked of Prometheus for each call, with the same semantics.
 """
 
 from __future__ import annotations
