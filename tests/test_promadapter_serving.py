@@ -299,6 +299,9 @@ def test_check_config_prints_each_rules_metric_names(prom: Process) -> None:
     assert "rules[3] (custom.metrics.k8s.io): DCGM_FI_DEV_GPU_TEMP" in lines
     assert any(line.startswith("  DCGM_FI_DEV_GPU_TEMP: queried per request: uses topk") for line in lines)
     assert "externalRules[1] (external.metrics.k8s.io): any_namespace_queue_in_flight" in lines
+    assert lines[-1] == (
+        "upstream queries per refresh: 5 (one per rule with batched metrics); 2 metrics queried per request"
+    )
 
 
 def test_check_config_says_when_prometheus_is_unreachable() -> None:
