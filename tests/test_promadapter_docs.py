@@ -143,14 +143,23 @@ async def test_pods_in_somens_as_the_documentation_renders_them(served: Any) -> 
 
 
 @pytest.mark.parametrize(
-    ("resource", "label", "name"), [("services", "service", "web"), ("ingresses", "ingress", "back")]
+    ("resource", "label", "name", "kind"),
+    [
+        ("services", "service", "web", ("Service", "v1")),
+        ("ingresses", "ingress", "back", ("Ingress", "networking.k8s.io/v1")),
+        ("ingresses.networking.k8s.io", "ingress", "back", ("Ingress", "networking.k8s.io/v1")),
+    ],
 )
-async def test_other_resources_of_the_same_series(served: Any, resource: str, label: str, name: str) -> None:
+async def test_other_resources_of_the_same_series(
+    served: Any, resource: str, label: str, name: str, kind: tuple[str, str]
+) -> None:
     client, cache, prom = served
     expected = upstream(prom, cache, f'{label}="{name}",namespace="somens"', label)
     code, body = await client_get(client, f"{CUSTOM}/somens/{resource}/{name}/{METRIC}")
     assert code == 200, body
     assert [i["value"] for i in body["items"]] == [expected[name]]
+    described = body["items"][0]["describedObject"]
+    assert (described["kind"], described["apiVersion"]) == kind  # what the REST mapper says
 
 
 async def test_the_namespace_itself(served: Any) -> None:
