@@ -79,15 +79,12 @@ class MetricsApiAuth:
         scheme, _, value = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() == "basic":
             try:
-                user, _, password = base64.b64decode(
-                    _ascii(value.strip(), "basic credentials"), validate=True
-                ).partition(b":")
+                user, _, password = base64.b64decode(_ascii(value.strip(), "basic credentials"),
+                                                     validate=True).partition(b":")
             except binascii.Error:
                 raise Denied(401, "the basic credentials are not base64") from None
-            if (
-                self.password is not None
-                and hmac.compare_digest(user, self.username)
-                and self._matches(self.password, password)
+            if self.password is not None and hmac.compare_digest(user, self.username) and self._matches(
+                self.password, password
             ):
                 return True
             raise Denied(401, "the basic-authentication user or password is not the one configured")

@@ -159,7 +159,8 @@ class PromAdapterSource(PrometheusSource):
         return found
 
     def discovery_resources(self) -> dict[str, list[tuple[str, bool]]]:
-        """Custom metric -> (resource, namespaced) its series name, for the discovery documents."""
+        """Custom metric -> (resource, namespaced) of each resource its series' labels name, for the
+        discovery documents."""
         return self.found.listed
 
     async def discover_rules(self) -> list[RuleConfig] | None:
