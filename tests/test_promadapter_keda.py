@@ -9,6 +9,7 @@ Expected values are the queues' lengths: ``busy`` holds 4 jobs, ``idle`` none.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,16 @@ async def test_a_per_request_metric_is_served_to_keda(scaler: Any) -> None:
     assert cache.states["depth_per_request"].vector is None  # not in the refresh: asked per request
     assert await get_metric(stub, "depth_per_request", "queue=busy") == 4
     assert (await stub.IsActive(ref("depth_per_request", "queue=busy"))).result is True
+
+
+async def test_stream_is_active_pushes_for_a_per_request_metric(scaler: Any) -> None:
+    """The stream checks at once, then after every refresh: the busy queue is active, so the first
+    message is true (nothing is pushed while a metric has no value)."""
+    stub, _ = scaler
+    stream = stub.StreamIsActive(ref("depth_per_request", "queue=busy"))
+    message = await asyncio.wait_for(stream.read(), 30)
+    assert message.result is True
+    stream.cancel()
 
 
 async def test_a_real_zero_stays_zero_and_inactive(scaler: Any) -> None:
