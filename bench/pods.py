@@ -124,7 +124,7 @@ def serve(d: Path, on: bool, refresh: float, port: int) -> int:
 
     from exporter.cli import serve as serve_exporter
     from exporter.config import load_config
-    from exporter.logs import configure
+    from rightsizer_core.logs import configure
 
     path = d / f"exporter-{on}-{refresh}.yaml"
     path.write_text(yaml.safe_dump({"interval": 1, "listen": f"127.0.0.1:{port}", "log_level": "warning",

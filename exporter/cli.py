@@ -14,18 +14,19 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from rightsizer_core.argparsing import Parser, epilog
+from rightsizer_core.listen import parse_listen
 from rightsizer_core.listener import ListenerStats, start_listener
+from rightsizer_core.logs import configure, event
+from rightsizer_core.settings import ConfigError
 from rightsizer_core.stopping import Stopped, exiting_on_stop_signals, stop_event, unless_stopped
 
 from . import __version__
-from .config import ExporterConfig, load_config, parse_listen
+from .config import ExporterConfig, load_config
 from .families import resolve as resolve_families
 from .listener_metrics import ListenerMetrics
-from .logs import configure, event
 from .render import Renderer
 from .sampler import Extension, Sampler
 from .server import create_app
-from .settings import ConfigError
 from .sources.base import GpuSource, SourceUnavailable
 
 log = logging.getLogger("rightsizer.exporter")

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rightsizer_core.limits import ListenerLimits
+from rightsizer_core.listen import parse_listen
+from rightsizer_core.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 
 from .rightsizing.settings import RightsizingSettings
-from .settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 from .sources.pods.settings import PodSettings
 from .sources.queues.settings import QueueSettings, check_queue_names
 
@@ -139,21 +140,6 @@ class ExporterConfig:
     @property
     def effective_hostname(self) -> str:
         return self.hostname or os.environ.get("NODE_NAME") or socket.gethostname()
-
-
-def parse_listen(listen: str) -> tuple[str | None, int]:
-    """Split HOST:PORT (``[::1]:9430``, ``:9430``, ``127.0.0.1:0``). Raises ValueError."""
-    host, sep, port_text = listen.rpartition(":")
-    if not sep:
-        raise ValueError(f"listen must be HOST:PORT; got {listen!r}")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"listen port must be a number; got {listen!r}") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"listen port must be 0-65535; got {port}")
-    host = host.strip("[]")
-    return (host or None), port
 
 
 def load_config(

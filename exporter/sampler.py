@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .logs import event
+from rightsizer_core.logs import event
+
 from .render import Exposition, Renderer
 from .snapshot import CollectorStatus, GpuReading, GpuSample, Row, Snapshot
 from .sources.base import GpuSource

@@ -9,7 +9,7 @@ import yaml
 
 from exporter.config import CatalogSettings, load_config
 from exporter.rightsizing.catalog import DATA_FILE, load_catalog, read_catalog_file
-from exporter.settings import ConfigError, build
+from rightsizer_core.settings import ConfigError, build
 
 GIB = 2**30
 

@@ -15,9 +15,9 @@ from exporter.rightsizing.extension import RightsizingExtension
 from exporter.rightsizing.hostcpu import HostCpuMonitor, ProcStatError, busy_ratio, read_cpu_times
 from exporter.rightsizing.links import QueueReading, linked
 from exporter.rightsizing.settings import QueueLink, RightsizingSettings
-from exporter.settings import ConfigError
 from exporter.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef, Snapshot
-from exporter.workloads import workload_of
+from rightsizer_core.settings import ConfigError
+from rightsizer_core.workloads import workload_of
 
 GIB = 2**30
 IDENT = GpuIdentity(0, "GPU-aaaa", "00000000:18:00.0", "NVIDIA H100 80GB HBM3", 0, "550", 80 * GIB)

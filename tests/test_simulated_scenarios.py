@@ -12,8 +12,8 @@ import pytest
 import yaml
 from servers import ROOT
 
-from exporter.settings import ConfigError
 from exporter.sources.simulated import SimulatedSource, builtin_names, load_scenario
+from rightsizer_core.settings import ConfigError
 
 START = "2025-06-01T12:00:00Z"
 T0 = 1748779200.0  # START as Unix time

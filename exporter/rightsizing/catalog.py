@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..settings import ConfigError, build, read_yaml, setting
+from rightsizer_core.settings import ConfigError, build, read_yaml, setting
 
 if TYPE_CHECKING:
     from ..config import CatalogSettings

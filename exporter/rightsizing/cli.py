@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from rightsizer_core.argparsing import Parser, epilog
+from rightsizer_core.settings import ConfigError
 
 from .. import __version__
-from ..settings import ConfigError
 from .catalog import Catalog, load_catalog
 from .models import PlanError
 

@@ -18,7 +18,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from ..logs import event
+from rightsizer_core.logs import event
+
 from ..sampler import Contribution
 from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef, Row
 from .catalog import Catalog, nvlink_bytes_per_second

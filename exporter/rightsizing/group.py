@@ -17,7 +17,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from ..workloads import workload_of
+from rightsizer_core.workloads import workload_of
+
 from .evidence import Evidence
 from .settings import RightsizingSettings
 

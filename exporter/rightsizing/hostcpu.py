@@ -13,8 +13,7 @@ import logging
 from pathlib import Path
 
 from rightsizer_core.files import open_regular
-
-from ..logs import event
+from rightsizer_core.logs import event
 
 log = logging.getLogger("rightsizer.rightsizing")
 

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from rightsizer_core.files import read_secret
+from rightsizer_core.workloads import workload_of
 
-from ..workloads import workload_of
 from .catalog import Catalog
 from .cost import cost_json
 from .output import money, table, to_csv, to_json

@@ -12,11 +12,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from rightsizer_core.workloads import workload_of
+
 from .. import __version__
 from ..html_parts.cells import NONE, VERDICT_ORDER, VERDICT_WORDS, e, money, utc, verdict_chip
 from ..html_parts.charts import svg
 from ..html_parts.style import STYLE
-from ..workloads import workload_of
 from .report_charts import FleetCharts
 from .report_documents import COST_HEADERS, cost_cells
 from .verdicts import duration

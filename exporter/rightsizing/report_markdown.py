@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..workloads import workload_of
+from rightsizer_core.workloads import workload_of
+
 from .output import money
 from .report_cli import HOURS_PER_MONTH, history_line
 from .report_documents import COST_HEADERS, cost_cells

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..settings import setting
+from rightsizer_core.settings import setting
 
 DAY = 86400.0
 

@@ -27,8 +27,9 @@ from concurrent.futures import Future
 
 import pynvml
 
+from rightsizer_core.logs import event
+
 from ..config import NvmlSettings
-from ..logs import event
 from ..snapshot import CollectorStatus, GpuReading, GpuSample
 from .base import SourceUnavailable
 from .nvml_calls import DeviceResult, RunningProcess, describe

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from ..logs import event
+from rightsizer_core.logs import event
+
 from ..snapshot import GpuIdentity, GpuSample
 from .nvml_calls import (
     CLOCK_EVENT_REASONS_KEY,

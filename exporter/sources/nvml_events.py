@@ -30,7 +30,8 @@ from typing import Any
 
 import pynvml
 
-from ..logs import event
+from rightsizer_core.logs import event
+
 from ..sampler import Contribution
 from ..snapshot import CollectorStatus, GpuReading, GpuSample, Row
 from .nvml_calls import LIFECYCLE_ERRORS, CallTracker, describe

@@ -13,8 +13,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rightsizer_core.settings import ConfigError, build, read_yaml
+
 from ..rightsizing.catalog import Catalog, GpuSpec, load_catalog
-from ..settings import ConfigError, build, read_yaml
 from . import sim_workloads as wl
 from .sim_schema import (
     MAX_DEVICE_SECONDS_PER_CYCLE,

@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rightsizer_core.workloads import workload_of
+
 from ..html_parts.charts import Chart, Series
 from ..snapshot import GpuSample, Snapshot
-from ..workloads import workload_of
 
 
 @dataclass(frozen=True, slots=True)
