@@ -36,8 +36,8 @@ from exporter.rightsizing.extension import RightsizingExtension  # noqa: E402
 from exporter.rightsizing.settings import RightsizingSettings  # noqa: E402
 from exporter.rightsizing.tracker import GpuTracker  # noqa: E402
 from exporter.snapshot import GpuReading  # noqa: E402
-from exporter.sources.sim_scenario import scenario_path  # noqa: E402
-from exporter.sources.simulated import SimulatedSource, load_scenario  # noqa: E402
+from exporter.sources.simulated.scenario import scenario_path  # noqa: E402
+from exporter.sources.simulated.source import SimulatedSource, load_scenario  # noqa: E402
 
 WINDOW = 3600
 DISTINCT = 120  # distinct simulated readings, replayed with fresh timestamps

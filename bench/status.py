@@ -25,7 +25,7 @@ from exporter.rightsizing.catalog import load_catalog  # noqa: E402
 from exporter.rightsizing.extension import RightsizingExtension  # noqa: E402
 from exporter.rightsizing.settings import RightsizingSettings  # noqa: E402
 from exporter.sampler import Sampler  # noqa: E402
-from exporter.sources.simulated import SimulatedSource, load_scenario  # noqa: E402
+from exporter.sources.simulated.source import SimulatedSource, load_scenario  # noqa: E402
 from exporter.status import StatusPage  # noqa: E402
 from exporter.status.model import ChartMemo, build  # noqa: E402
 from exporter.status.page import render  # noqa: E402

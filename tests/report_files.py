@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import report_history
 
-from exporter.sources.sim_scenario import SCENARIO_DIR
+from exporter.sources.simulated.scenario import SCENARIO_DIR
 
 HERE = Path(__file__).parent
 FLEETS = (HERE / "scenarios" / "mixed_inference_fleet.yaml", SCENARIO_DIR / "mig.yaml")

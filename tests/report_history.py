@@ -30,8 +30,8 @@ from exporter.rightsizing.catalog import load_catalog
 from exporter.rightsizing.extension import RightsizingExtension
 from exporter.rightsizing.settings import RightsizingSettings
 from exporter.snapshot import Snapshot
-from exporter.sources.sim_queues import SimulatedQueues
-from exporter.sources.simulated import SimulatedSource, load_scenario
+from exporter.sources.simulated.queues import SimulatedQueues
+from exporter.sources.simulated.source import SimulatedSource, load_scenario
 
 _NAME = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{?)")
 

@@ -17,7 +17,7 @@ from adapter.cli import parser as adapter_parser
 from exporter.cli import page_url
 from exporter.cli import parser as exporter_parser
 from exporter.rightsizing.cli import parser as rightsizer_parser
-from exporter.sources.sim_scenario import builtin_names
+from exporter.sources.simulated.scenario import builtin_names
 
 RIGHTSIZER = [sys.executable, "-m", "exporter.rightsizing.cli"]
 COMMANDS: dict[str, tuple[list[str], Callable[[], object], list[str]]] = {

@@ -155,7 +155,7 @@ def test_dockerignore_matcher_follows_docker_semantics() -> None:
     assert excluded(".venv/bin/python", rules)
     assert excluded("tests/test_x.py", rules)
     assert not excluded("exporter/cli.py", rules)
-    assert not excluded("exporter/sources/nvml.py", rules)
+    assert not excluded("exporter/sources/nvml/source.py", rules)
     assert excluded("exporter/__pycache__/cli.cpython-311.pyc", rules)
     assert excluded("exporter/sources/x.pyc", rules)
 

@@ -20,7 +20,7 @@ from exporter.rightsizing.settings import RightsizingSettings
 from exporter.rightsizing.trend import WindowCounter
 from exporter.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
 from exporter.sources.queues.scrape import PRESETS, ExpositionReader
-from exporter.sources.simulated import load_scenario
+from exporter.sources.simulated.source import load_scenario
 
 GIB = 2**30
 

@@ -26,7 +26,7 @@ import pytest
 import report_history
 from servers import free_port
 
-from exporter.sources.simulated import SimulatedSource
+from exporter.sources.simulated.source import SimulatedSource
 
 SCENARIO = Path(__file__).parent / "scenarios" / "mixed_inference_fleet.yaml"
 STEP = 15.0

@@ -20,7 +20,7 @@ from report_history import ENGINES, Fleet, prometheus_with_history
 
 from exporter.rightsizing.balance import findings
 from exporter.rightsizing.cost import cost_json
-from exporter.sources.sim_scenario import SCENARIO_DIR
+from exporter.sources.simulated.scenario import SCENARIO_DIR
 
 SCENARIOS = [*sorted((Path(__file__).parent / "scenarios").glob("*.yaml")), SCENARIO_DIR / "default.yaml"]
 STEP = 15.0

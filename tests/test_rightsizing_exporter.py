@@ -15,7 +15,7 @@ from servers import exporter, http_get, require_binary, wait_for
 
 from exporter.rightsizing.bottlenecks import BOTTLENECKS
 from exporter.rightsizing.verdicts import VERDICTS
-from exporter.sources.simulated import load_scenario
+from exporter.sources.simulated.source import load_scenario
 
 OWN = tuple(
     f"rightsizer_{name}"

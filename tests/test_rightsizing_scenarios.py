@@ -22,8 +22,8 @@ from exporter.rightsizing.extension import RightsizingExtension
 from exporter.rightsizing.settings import RightsizingSettings
 from exporter.rightsizing.verdicts import VERDICTS
 from exporter.snapshot import Snapshot
-from exporter.sources.sim_scenario import SCENARIO_DIR
-from exporter.sources.simulated import SimulatedSource, load_scenario
+from exporter.sources.simulated.scenario import SCENARIO_DIR
+from exporter.sources.simulated.source import SimulatedSource, load_scenario
 
 SUITE = sorted((Path(__file__).parent / "scenarios").glob("*.yaml"))
 BUILTIN = [SCENARIO_DIR / "default.yaml", SCENARIO_DIR / "golden.yaml", SCENARIO_DIR / "mig.yaml"]

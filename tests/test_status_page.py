@@ -23,8 +23,8 @@ from exporter.rightsizing.settings import RightsizingSettings
 from exporter.rightsizing.windows import Window
 from exporter.sampler import Sampler
 from exporter.server import STATUS_PAGE, create_app
-from exporter.sources.sim_scenario import SCENARIO_DIR
-from exporter.sources.simulated import SimulatedSource, load_scenario
+from exporter.sources.simulated.scenario import SCENARIO_DIR
+from exporter.sources.simulated.source import SimulatedSource, load_scenario
 
 HOSTILE = Path(__file__).parent / "scenarios" / "status_hostile_labels.yaml"
 

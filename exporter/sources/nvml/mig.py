@@ -4,7 +4,7 @@ The layout (which MIG devices exist, their UUIDs, GPU instance ids and profiles)
 the GPU is first sampled, then every ``scan_interval`` seconds, and at once when a MIG device
 stops answering or answers with another UUID (it was destroyed): a changed layout is picked up
 without a restart. Each cycle reads every MIG device's UUID and memory; GPM ratios per GPU
-instance come from ``nvml_gpm``. NVML has no utilization for MIG devices, so instances publish no
+instance come from ``gpm``. NVML has no utilization for MIG devices, so instances publish no
 GPU_UTIL.
 
 Profile names (``GPU_I_PROFILE``, e.g. ``1g.10gb``) are NVML's GPU instance profile names without
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pynvml
 
-from .nvml_calls import (
+from .calls import (
     LIFECYCLE_ERRORS,
     PROCESSES_CALL,
     READS_BY_CALL,

@@ -13,8 +13,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..rightsizing.catalog import PCIE_LANE_BYTES_PER_SECOND, GpuSpec
-from .sim_workloads import Activity, Noise
+from ...rightsizing.catalog import PCIE_LANE_BYTES_PER_SECOND, GpuSpec
+from .workloads import Activity, Noise
 
 MIB = 1024 * 1024
 MHZ = 1e6

@@ -1,21 +1,21 @@
 """GPUs through NVML (nvidia-ml-py), sampled off the event loop with a deadline per GPU.
 
-- One sampling thread runs every GPU's job of a cycle (``nvml_sampling``) and wakes the event loop
+- One sampling thread runs every GPU's job of a cycle (``sampling``) and wakes the event loop
   once per cycle. A GPU whose call does not return within ``call_timeout_seconds`` keeps that
   thread to itself; the rest of the cycle moves to a new thread. The hung GPU is published down
   ("GPU is hung: <call> has not returned …") and gets no new work until the call returns; the other
   GPUs are sampled, and the scrape (which serves the last cycle) never waits for it.
 - Identity and static values are read once per NVML initialisation, slow values on their cadence,
-  and only what changes each cycle (``nvml_calls.READS``).
+  and only what changes each cycle (``calls.READS``).
 - Support is probed per GPU: a call that answers NOT_SUPPORTED is never made again on that GPU
   (until NVML is re-initialised for it) and its fields are listed as unsupported.
 - After a lifecycle error (GPU lost, NVML uninitialised, driver gone …) the GPU is published down
   with its identity, and NVML is shut down and initialised again with exponential backoff; GPUs
   are matched again by UUID and come back as soon as they answer.
 - Other errors leave that call's fields out for the cycle and are logged when they change.
-- Each job also reads the GPU's MIG devices (``nvml_mig``; one sample per GPU instance, with its
-  MIG identity) and GPM profiling ratios (``nvml_gpm``); XID events are read without waiting, as
-  the cycle's last job (``nvml_events``), and merged into the samples.
+- Each job also reads the GPU's MIG devices (``mig``; one sample per GPU instance, with its
+  MIG identity) and GPM profiling ratios (``gpm``); XID events are read without waiting, as
+  the cycle's last job (``events``), and merged into the samples.
 """
 
 from __future__ import annotations
@@ -29,16 +29,17 @@ import pynvml
 
 from rightsizer_core.logs import event
 
-from ..config import NvmlSettings
-from ..snapshot import CollectorStatus, GpuReading, GpuSample
-from .base import SourceUnavailable
-from .nvml_calls import DeviceResult, RunningProcess, describe
-from .nvml_device import Device, JobSettings, run_job
-from .nvml_events import XidReport, XidWatcher
-from .nvml_gpm import GpmState
-from .nvml_lifecycle import Enumeration, initialise, shutdown
-from .nvml_sampling import Job, SamplingPool
-from .nvml_worker import HungError, NvmlWorker
+from ...config import NvmlSettings
+from ...snapshot import CollectorStatus, GpuReading, GpuSample
+from ..base import SourceUnavailable
+from .calls import RunningProcess, describe
+from .device import Device, JobSettings, run_job
+from .events import XidReport, XidWatcher
+from .gpm import GpmState
+from .lifecycle import Enumeration, initialise, shutdown
+from .result import DeviceResult
+from .sampling import Job, SamplingPool
+from .worker import HungError, NvmlWorker
 
 log = logging.getLogger("rightsizer.nvml")
 

@@ -2,7 +2,7 @@
 
 An NVML event set with every GPU registered for ``nvmlEventTypeXidCriticalError`` is read once
 per sampling cycle, without waiting: the drain is one more job on the sampling thread
-(``nvml_sampling``), after the GPUs', and calls ``nvmlEventSetWait_v2`` with a timeout of 0 until
+(``sampling``), after the GPUs', and calls ``nvmlEventSetWait_v2`` with a timeout of 0 until
 it answers TIMEOUT (nothing pending). NVML queues events in the set until they are read, so none
 is lost between cycles, and an XID reaches the published cycle as soon as a waiting thread's
 would (samples are published once per cycle). No wait is ever pending: nothing to interrupt at
@@ -32,10 +32,10 @@ import pynvml
 
 from rightsizer_core.logs import event
 
-from ..sampler import Contribution
-from ..snapshot import CollectorStatus, GpuReading, GpuSample, Row
-from .nvml_calls import LIFECYCLE_ERRORS, CallTracker, describe
-from .nvml_sampling import CallState
+from ...sampler import Contribution
+from ...snapshot import CollectorStatus, GpuReading, GpuSample, Row
+from .calls import LIFECYCLE_ERRORS, CallTracker, describe
+from .sampling import CallState
 
 log = logging.getLogger("rightsizer.nvml")
 

@@ -1,21 +1,17 @@
 """What the NVML source reads from one GPU, and how each answer becomes SI-unit fields.
 
 Everything here blocks (it calls the driver through nvidia-ml-py) and runs on the sampling thread
-(``nvml_sampling``), never on the event loop. Functions return plain results; the source applies them on the
+(``sampling``), never on the event loop. Functions return plain results; the source applies them on the
 event loop, so a late answer from a call that hung is simply dropped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import pynvml
-
-if TYPE_CHECKING:
-    from .nvml_gpm import GpmReading
-    from .nvml_mig import MigReading
 
 Handle = Any  # pynvml's c_nvmlDevice_t
 
@@ -284,19 +280,3 @@ ECC_MODE_CALL = "nvmlDeviceGetEccMode"
 ECC_CALL = "nvmlDeviceGetFieldValues(ECC_VOL_TOTAL)"
 FIELD_VALUES_CALL = "nvmlDeviceGetFieldValues"
 STATIC_CALLS = frozenset(r.call for r in READS if r.static)
-
-
-@dataclass
-class DeviceResult:
-    """What one sampling job found on one GPU."""
-
-    fields: dict[str, float] = field(default_factory=dict)
-    not_supported: set[str] = field(default_factory=set)  # calls that answered NOT_SUPPORTED
-    errors: dict[str, str] = field(default_factory=dict)  # call -> message, for other errors
-    succeeded: set[str] = field(default_factory=set)
-    lifecycle: str | None = None  # set when a lifecycle error stopped the job
-    processes: tuple[RunningProcess, ...] | None = None  # None: not read this cycle
-    ecc_enabled: bool | None = None
-    slow_read: bool = False
-    gpm: GpmReading | None = None  # filled by nvml_device.run_job
-    mig: MigReading | None = None

@@ -1,4 +1,4 @@
-"""One cycle's reads of one GPU by the call plan (``nvml_calls.READS``): the calls not skipped, with
+"""One cycle's reads of one GPU by the call plan (``calls.READS``): the calls not skipped, with
 every field read batched into one nvmlDeviceGetFieldValues call.
 
 Blocks (nvidia-ml-py calls the driver); runs on a sampling thread, never on the event loop.
@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import pynvml
 
-from .nvml_calls import (
+from .calls import (
     ECC_CALL,
     ECC_MODE_CALL,
     FIELD_VALUES_CALL,
     LIFECYCLE_ERRORS,
     READS,
     CallTracker,
-    DeviceResult,
     Handle,
     ProcessReading,
     Read,
     describe,
     field_number,
 )
+from .result import DeviceResult
 
 
 def sample_device(

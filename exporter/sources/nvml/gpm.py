@@ -25,7 +25,7 @@ from typing import Any
 
 import pynvml
 
-from .nvml_calls import LIFECYCLE_ERRORS, CallTracker, Handle, describe
+from .calls import LIFECYCLE_ERRORS, CallTracker, Handle, describe
 
 MIB = 1024 * 1024
 SUPPORT_CALL = "nvmlGpmQueryDeviceSupport"

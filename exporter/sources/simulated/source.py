@@ -18,12 +18,12 @@ from array import array
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from ..snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
-from .sim_mig import INSTANCE_FIELDS, PARENT_UNSUPPORTED, Instance, combined
-from .sim_physics import Board, fields_of, nvlink_bytes_per_second, power_watts
-from .sim_scenario import Scenario, SimGpu, builtin_names, load_scenario
-from .sim_schema import QueueEntry
-from .sim_workloads import Activity, Noise, Workload, evaluate
+from ...snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+from .mig import INSTANCE_FIELDS, PARENT_UNSUPPORTED, Instance, combined
+from .physics import Board, fields_of, nvlink_bytes_per_second, power_watts
+from .scenario import Scenario, SimGpu, builtin_names, load_scenario
+from .schema import QueueEntry
+from .workloads import Activity, Noise, Workload, evaluate
 
 __all__ = ["QueueSample", "Scenario", "SimulatedSource", "XidEvent", "builtin_names", "load_scenario"]
 

@@ -8,10 +8,10 @@ utilization either.
 
 from __future__ import annotations
 
-from ..snapshot import GpuIdentity, PodRef
-from .sim_physics import GPM_FIELDS
-from .sim_schema import SimGpu, SimMig
-from .sim_workloads import Activity, Noise, evaluate
+from ...snapshot import GpuIdentity, PodRef
+from .physics import GPM_FIELDS
+from .schema import SimGpu, SimMig
+from .workloads import Activity, Noise, evaluate
 
 MIB = 1024 * 1024
 # Parent fields NVML does not answer in MIG mode.

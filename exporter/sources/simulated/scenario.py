@@ -15,9 +15,9 @@ from typing import Any
 
 from rightsizer_core.settings import ConfigError, build, read_yaml
 
-from ..rightsizing.catalog import Catalog, GpuSpec, load_catalog
-from . import sim_workloads as wl
-from .sim_schema import (
+from ...rightsizing.catalog import Catalog, GpuSpec, load_catalog
+from . import workloads as wl
+from .schema import (
     MAX_DEVICE_SECONDS_PER_CYCLE,
     MAX_DEVICES,
     MAX_HISTORY_DEVICE_HOURS,
@@ -32,7 +32,7 @@ from .sim_schema import (
     WorkloadEntry,
 )
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 GIB = 2**30
 
 
@@ -113,7 +113,7 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
 
 
 def _check_size(devices: int, history_seconds: float, where: str) -> None:
-    """Bound the start-up cost (see ``MAX_DEVICES`` in sim_schema)."""
+    """Bound the start-up cost (see ``MAX_DEVICES`` in schema)."""
     if devices > MAX_DEVICES:
         raise ConfigError(
             f"{where}: the scenario would simulate {devices} GPUs and MIG instances; at most "

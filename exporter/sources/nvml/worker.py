@@ -1,5 +1,5 @@
 """A daemon thread that runs NVML calls one job at a time: the source's control thread
-(initialisation, enumeration, shutdown). Each cycle's sampling runs in ``nvml_sampling``.
+(initialisation, enumeration, shutdown). Each cycle's sampling runs in ``sampling``.
 
 A daemon thread because a driver call can hang forever: a hung worker must never keep the process
 from exiting (``concurrent.futures.ThreadPoolExecutor`` joins its threads at exit). The source
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from .nvml_sampling import CallState
+from .sampling import CallState
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """The scenario file's schema (typed settings: unknown keys rejected) and the loaded scenario's types.
 
-The format is documented in docs/scenarios.md; ``sim_scenario`` loads and checks files against it.
+The format is documented in docs/scenarios.md; ``scenario`` loads and checks files against it.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from rightsizer_core.settings import setting
 
-from ..rightsizing.catalog import GpuSpec, MigProfile
-from . import sim_workloads as wl
+from ...rightsizing.catalog import GpuSpec, MigProfile
+from . import workloads as wl
 
 # Start-up cost bounds: replaying the past costs about 45 ms of CPU per simulated device (GPU or MIG
 # instance) for the right-sizing windows, plus the energy counters' integration from the start of

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 
 import pynvml
 
-from ..snapshot import GpuIdentity
-from .nvml_calls import CallTracker, Handle, describe, memory_info
+from ...snapshot import GpuIdentity
+from .calls import CallTracker, Handle, describe, memory_info
 
 
 @dataclass(frozen=True, slots=True)

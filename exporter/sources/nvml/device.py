@@ -13,22 +13,22 @@ from dataclasses import dataclass, field
 
 from rightsizer_core.logs import event
 
-from ..snapshot import GpuIdentity, GpuSample
-from .nvml_calls import (
+from ...snapshot import GpuIdentity, GpuSample
+from .calls import (
     CLOCK_EVENT_REASONS_KEY,
     READS,
     READS_BY_CALL,
     STATIC_CALLS,
     CallTracker,
-    DeviceResult,
     Handle,
     RunningProcess,
 )
-from .nvml_events import XidReport
-from .nvml_gpm import GPM_CALLS, GPM_FIELDS, GpmReading, GpmState, read_gpm
-from .nvml_mig import MIG_CALLS, MIG_UNSUPPORTED_FIELDS, MigDevice, MigReading, MigState, read_mig
-from .nvml_read import sample_device
-from .nvml_sampling import CallState
+from .events import XidReport
+from .gpm import GPM_CALLS, GPM_FIELDS, GpmReading, GpmState, read_gpm
+from .mig import MIG_CALLS, MIG_UNSUPPORTED_FIELDS, MigDevice, MigReading, MigState, read_mig
+from .read import sample_device
+from .result import DeviceResult
+from .sampling import CallState
 
 log = logging.getLogger("rightsizer.nvml")
 
