@@ -16,6 +16,7 @@ COPY pyproject.toml README.md ./
 COPY exporter ./exporter
 COPY adapter ./adapter
 COPY rightsizer_core ./rightsizer_core
+COPY rightsizing ./rightsizing
 RUN python -m venv /opt/rightsizer \
     && /opt/rightsizer/bin/pip install --no-cache-dir . \
     && /opt/rightsizer/bin/rightsizer-exporter --version

@@ -33,8 +33,8 @@ from fakes import fields  # noqa: E402
 from pods_fake_kubelet import kubelet_process, short_socket_dir, write_answer  # noqa: E402
 from servers import ROOT, free_port, http_get, wait_for  # noqa: E402
 
-from exporter.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample  # noqa: E402
 from exporter.sources.pods.attribution import RunningProcess  # noqa: E402
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample  # noqa: E402
 
 GPUS, INSTANCES, GIB = 8, 7, 2**30
 

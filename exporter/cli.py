@@ -146,8 +146,9 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
 
         extensions.append(SimulatedQueues(source))  # type: ignore[arg-type]
     if cfg.rightsizing.enabled:
-        from .rightsizing.catalog import load_catalog
-        from .rightsizing.extension import QueueExtensionFeed, RightsizingExtension
+        from rightsizing.catalog import load_catalog
+
+        from .rightsizing_live.extension import QueueExtensionFeed, RightsizingExtension
 
         queues = next((e for e in extensions if e.name == "queues"), None)
         extensions.append(

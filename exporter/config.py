@@ -10,8 +10,9 @@ from typing import Any, Literal
 from rightsizer_core.limits import ListenerLimits
 from rightsizer_core.listen import parse_listen
 from rightsizer_core.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
+from rightsizing.catalog import CatalogSettings
+from rightsizing.settings import RightsizingSettings
 
-from .rightsizing.settings import RightsizingSettings
 from .sources.pods.settings import PodSettings
 from .sources.queues.settings import QueueSettings, check_queue_names
 
@@ -66,26 +67,6 @@ class NvmlSettings:
         minimum=0.05,
         maximum=60,
     )
-
-
-@dataclass(frozen=True)
-class CatalogSettings:
-    prices: dict[str, float] = setting(
-        {},
-        "Hourly price in dollars per catalog GPU (key or NVML name), replacing the catalog's indicative "
-        "list price; MIG profiles follow their parent (price x compute fraction).",
-    )
-    extra_gpus: list[dict[str, Any]] = setting(
-        [], "GPUs added to the catalog (an entry with a built-in key replaces it), in catalog.yaml's format."
-    )
-    extra_gpus_file: str | None = setting(
-        None, "Path to a YAML file with a top-level 'gpus:' list in catalog.yaml's format, added likewise."
-    )
-
-    def validate(self) -> None:
-        from .rightsizing.catalog import load_catalog
-
-        load_catalog(self)  # raises ConfigError naming the entry and key
 
 
 @dataclass(frozen=True)

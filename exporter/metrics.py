@@ -456,7 +456,7 @@ FAMILIES: tuple[Family, ...] = (
         "extension",
         extra_labels=("queue",),
     ),
-    # --- right-sizing (exporter/rightsizing); rows come from the right-sizing extension ---
+    # --- right-sizing (rightsizing/); rows come from its extension (exporter/rightsizing_live) ---
     Family(
         "rightsizer_gpu_verdict",
         "gauge",

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rightsizer_core.logs import event
+from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, Row, Snapshot
 
 from .render import Exposition, Renderer
-from .snapshot import CollectorStatus, GpuReading, GpuSample, Row, Snapshot
 from .sources.base import GpuSource
 
 log = logging.getLogger("rightsizer.sampler")

@@ -53,7 +53,7 @@ class Written:
 
 
 def report(url: str, at: float, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
            "--window", "1h", "--at", f"{at:.3f}", *args]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 

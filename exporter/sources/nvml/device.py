@@ -12,8 +12,8 @@ import logging
 from dataclasses import dataclass, field
 
 from rightsizer_core.logs import event
+from rightsizer_core.snapshot import GpuIdentity, GpuSample
 
-from ...snapshot import GpuIdentity, GpuSample
 from .calls import (
     CLOCK_EVENT_REASONS_KEY,
     READS,

@@ -31,9 +31,9 @@ from typing import Any
 import pynvml
 
 from rightsizer_core.logs import event
+from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, Row
 
 from ...sampler import Contribution
-from ...snapshot import CollectorStatus, GpuReading, GpuSample, Row
 from .calls import LIFECYCLE_ERRORS, CallTracker, describe
 from .sampling import CallState
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 
 import pynvml
 
-from ...snapshot import GpuIdentity
+from rightsizer_core.snapshot import GpuIdentity
+
 from .calls import CallTracker, Handle, describe, memory_info
 
 

@@ -28,9 +28,9 @@ from concurrent.futures import Future
 import pynvml
 
 from rightsizer_core.logs import event
+from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample
 
 from ...config import NvmlSettings
-from ...snapshot import CollectorStatus, GpuReading, GpuSample
 from ..base import SourceUnavailable
 from .calls import RunningProcess, describe
 from .device import Device, JobSettings, run_job

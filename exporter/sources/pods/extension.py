@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rightsizer_core.logs import event
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
 
 from ...sampler import Contribution
-from ...snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
 from .attribution import (
     MEMORY_FAMILY,
     GpuProcess,

@@ -8,7 +8,8 @@ utilization either.
 
 from __future__ import annotations
 
-from ...snapshot import GpuIdentity, PodRef
+from rightsizer_core.snapshot import GpuIdentity, PodRef
+
 from .physics import GPM_FIELDS
 from .schema import SimGpu, SimMig
 from .workloads import Activity, Noise, evaluate

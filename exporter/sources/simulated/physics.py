@@ -13,7 +13,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from ...rightsizing.catalog import PCIE_LANE_BYTES_PER_SECOND, GpuSpec
+from rightsizing.catalog import PCIE_LANE_BYTES_PER_SECOND, GpuSpec
+
 from .workloads import Activity, Noise
 
 MIB = 1024 * 1024

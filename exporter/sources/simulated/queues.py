@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from rightsizer_core.snapshot import GpuReading, GpuSample, Row
+
 from ...metrics import FAMILIES_BY_NAME
 from ...sampler import Contribution
-from ...snapshot import GpuReading, GpuSample, Row
 
 # The queue families of the metric table (a KeyError at import if the table renames them).
 DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS, KV_CACHE, PREEMPTIONS, *THROUGHPUT = (

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from rightsizer_core.settings import ConfigError, build, read_yaml
+from rightsizing.catalog import Catalog, GpuSpec, load_catalog
 
-from ...rightsizing.catalog import Catalog, GpuSpec, load_catalog
 from . import workloads as wl
 from .schema import (
     MAX_DEVICE_SECONDS_PER_CYCLE,

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rightsizer_core.settings import setting
+from rightsizing.catalog import GpuSpec, MigProfile
 
-from ...rightsizing.catalog import GpuSpec, MigProfile
 from . import workloads as wl
 
 # Start-up cost bounds: replaying the past costs about 45 ms of CPU per simulated device (GPU or MIG

@@ -18,7 +18,8 @@ from array import array
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from ...snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+
 from .mig import INSTANCE_FIELDS, PARENT_UNSUPPORTED, Instance, combined
 from .physics import Board, fields_of, nvlink_bytes_per_second, power_watts
 from .scenario import Scenario, SimGpu, builtin_names, load_scenario

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from ..snapshot import GpuSample
+from rightsizer_core.snapshot import GpuSample
+
 from .balance import LinkSeen
 from .catalog import PCIE_LANE_BYTES_PER_SECOND
 from .evidence import Evidence, QueueEvidence

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..snapshot import GpuSample, Row
-from .balance import findings
-from .bottlenecks import BOTTLENECKS
-from .evidence import Evidence
-from .settings import RightsizingSettings
-from .verdicts import VERDICTS, Assessment
+from rightsizer_core.snapshot import GpuSample, Row
+from rightsizing.balance import findings
+from rightsizing.bottlenecks import BOTTLENECKS
+from rightsizing.evidence import Evidence
+from rightsizing.settings import RightsizingSettings
+from rightsizing.verdicts import VERDICTS, Assessment
 
 VERDICT = "rightsizer_gpu_verdict"
 FIT_SCORE = "rightsizer_gpu_fit_score"

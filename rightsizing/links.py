@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from rightsizer_core.snapshot import GpuSample
 from rightsizer_core.workloads import workload_of
 
-from ..snapshot import GpuSample
 from .settings import QueueLink
 
 

@@ -25,7 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..snapshot import Row
+from rightsizer_core.snapshot import Row
+
 from .catalog import Catalog
 from .evidence import Evidence
 from .pressure import INFERENCE_SERVERS, growing

@@ -9,15 +9,23 @@ live engine divides the counter's increase by the time its readings span).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ..snapshot import GpuIdentity, GpuSample, PodRef
-from .evidence import QueueEvidence
-from .links import QueueReading
-from .pressure import INFERENCE_SERVERS
+from rightsizer_core.snapshot import GpuIdentity, GpuSample, PodRef
 
-if TYPE_CHECKING:
-    from .report import Collector
+from ..evidence import QueueEvidence
+from ..links import QueueReading
+from ..pressure import INFERENCE_SERVERS
+from .promapi import Sample
+
+
+class Collector(Protocol):
+    """What the queue queries need of ``report.Collector`` (named here, not imported, so
+    ``report`` and this module do not import each other)."""
+
+    w: str  # the window as a PromQL duration
+
+    def run(self, what: str, expr: str) -> list[Sample]: ...
 
 DEPTH = "rightsizer_queue_depth"
 KV_CACHE = "rightsizer_queue_kv_cache_usage_ratio"

@@ -8,8 +8,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .catalog import Catalog
-from .settings import BottleneckSettings, RightsizingSettings
+from ..catalog import Catalog
+from ..settings import BottleneckSettings, RightsizingSettings
 
 # Settings that are not thresholds of a verdict (or that the report sets from its own flags).
 _NOT_THRESHOLDS = {

@@ -19,21 +19,21 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from rightsizer_core.logs import event
+from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, PodRef, Row
+from rightsizing.catalog import Catalog, nvlink_bytes_per_second
+from rightsizing.cost import WorkloadCost, cost_json, cost_rows, workload_costs
+from rightsizing.evidence import Evidence, QueueEvidence
+from rightsizing.group import merge, multi_gpu_groups
+from rightsizing.hostcpu import HostCpuMonitor
+from rightsizing.links import QueueReading, linked
+from rightsizing.pressure import INFERENCE_SERVERS
+from rightsizing.settings import RightsizingSettings
+from rightsizing.tracker import GpuTracker
+from rightsizing.trend import QueueTrend, ServerCounters
+from rightsizing.verdicts import Assessment, assess, decision_inputs
 
 from ..sampler import Contribution
-from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef, Row
-from .catalog import Catalog, nvlink_bytes_per_second
-from .cost import WorkloadCost, cost_json, cost_rows, workload_costs
-from .evidence import Evidence, QueueEvidence
-from .group import merge, multi_gpu_groups
-from .hostcpu import HostCpuMonitor
-from .links import QueueReading, linked
-from .pressure import INFERENCE_SERVERS
 from .publish import LazyApiEntries, RowMaker, summary
-from .settings import RightsizingSettings
-from .tracker import GpuTracker
-from .trend import QueueTrend, ServerCounters
-from .verdicts import Assessment, assess, decision_inputs
 
 log = logging.getLogger("rightsizer.rightsizing")
 REPLAY_POINTS = 720  # samples per GPU replayed at start (a 1 h window: one every 5 s)

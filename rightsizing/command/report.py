@@ -15,16 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..balance import findings
+from ..catalog import PCIE_LANE_BYTES_PER_SECOND, Catalog, nvlink_bytes_per_second
+from ..cost import WorkloadCost, unit_cost, workload_costs
+from ..evidence import Evidence
+from ..group import merge, multi_gpu_groups
+from ..links import linked
+from ..settings import RightsizingSettings
+from ..verdicts import Assessment, assess
 from . import report_queues
-from .balance import findings
-from .catalog import PCIE_LANE_BYTES_PER_SECOND, Catalog, nvlink_bytes_per_second
-from .cost import WorkloadCost, unit_cost, workload_costs
-from .evidence import Evidence
-from .group import merge, multi_gpu_groups
-from .links import linked
 from .promapi import PrometheusClient, ReportError, Sample, promql_duration
-from .settings import RightsizingSettings
-from .verdicts import Assessment, assess
 
 # The exporter (instance) is part of a unit's key: each node's queues link to its own GPUs, and
 # multi-GPU jobs are grouped within a node, as the live engine on that node does.

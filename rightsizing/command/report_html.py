@@ -12,15 +12,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from rightsizer_core import __version__
 from rightsizer_core.workloads import workload_of
 
-from .. import __version__
 from ..html_parts.cells import NONE, VERDICT_ORDER, VERDICT_WORDS, e, money, utc, verdict_chip
 from ..html_parts.charts import svg
 from ..html_parts.style import STYLE
+from ..verdicts import duration
 from .report_charts import FleetCharts
-from .report_documents import COST_HEADERS, cost_cells
-from .verdicts import duration
+from .report_common import COST_HEADERS, cost_cells
 
 REPORT_STYLE = """
 header{padding-bottom:4px}header .muted{width:100%}

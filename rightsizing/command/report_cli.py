@@ -14,18 +14,16 @@ from typing import TYPE_CHECKING, Any
 from rightsizer_core.files import read_secret
 from rightsizer_core.workloads import workload_of
 
-from .catalog import Catalog
-from .cost import cost_json
+from ..catalog import Catalog
+from ..cost import cost_json
 from .output import money, table, to_csv, to_json
 from .promapi import PrometheusClient, ReportError, parse_duration
 from .report import as_rows, collect
 from .report_assumptions import assumptions
-from .verdicts import duration
+from .report_common import HOURS_PER_MONTH, history_line
 
 if TYPE_CHECKING:
-    from ..config import ExporterConfig
-
-HOURS_PER_MONTH = 730.0
+    from .exporter_config import EngineSettings
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -117,7 +115,7 @@ class Progress:
         sys.stderr.flush()
 
 
-def run(args: argparse.Namespace, catalog: Catalog, cfg: ExporterConfig) -> int:
+def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
     try:
         window = parse_duration(args.window, "--window")
         idle_after = (
@@ -236,18 +234,6 @@ def fleet_totals(gpus: list[dict[str, Any]]) -> dict[str, Any]:
         "monthly_savings_dollars": round(savings * HOURS_PER_MONTH, 2),
         "hourly_upgrade_cost_dollars": round(upgrades, 4),
     }
-
-
-def history_line(totals: dict[str, Any], window_seconds: float) -> str:
-    """How much history the report found, and what that means for its verdicts."""
-    found = float(totals.get("history_found_seconds") or 0)
-    line = f"History found: {duration(found)} of the {duration(window_seconds)} window"
-    if window_seconds and found < 0.98 * window_seconds:
-        line += (
-            " (less than the window: verdicts rest on what there is, with margins widened; "
-            "GPUs with too little say insufficient_data)"
-        )
-    return line + "."
 
 
 def render(

@@ -9,7 +9,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .output import money
 from .promapi import PrometheusClient
 from .report_charts import collect_charts
 
@@ -33,24 +32,3 @@ def document_text(
     if charts.error:
         print(f"rightsizer: the report is written without charts: {charts.error}", file=sys.stderr)
     return render_html(document, charts)
-
-
-COST_HEADERS = ("Queue", "Server", "GPUs", "Costs", "Measured", "Cost now", "Projected", "Cost recommended")
-
-
-def cost_cells(c: dict[str, Any]) -> list[str]:
-    """A row of ``inference_costs`` as the cost table's cells (the text report's ``cost_table``)."""
-    per = "M tokens" if c["unit"] == "tokens" else "k requests"
-    key = "million_tokens" if c["unit"] == "tokens" else "thousand_requests"
-
-    def rate(x: float | None) -> str:
-        return "-" if x is None else f"{x:,.1f} {c['unit']}/s"
-
-    def price(x: float | None) -> str:
-        return "-" if x is None else f"{money(x, 3)}/{per}"
-
-    return [
-        c["queue"], c["server"], str(c["gpus"]), f"{money(c['hourly_dollars'])}/h", rate(c["per_second"]),
-        price(c[f"dollars_per_{key}"]), rate(c["projected_per_second"]),
-        price(c[f"projected_dollars_per_{key}"]),
-    ]  # fmt: skip

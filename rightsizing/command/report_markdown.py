@@ -11,10 +11,9 @@ from typing import Any
 
 from rightsizer_core.workloads import workload_of
 
+from ..verdicts import duration
 from .output import money
-from .report_cli import HOURS_PER_MONTH, history_line
-from .report_documents import COST_HEADERS, cost_cells
-from .verdicts import duration
+from .report_common import COST_HEADERS, HOURS_PER_MONTH, cost_cells, history_line
 
 # Backslash-escapes every ASCII punctuation CommonMark or GitHub's tables read as markup.
 _MARKUP = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")

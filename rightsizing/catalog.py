@@ -2,7 +2,7 @@
 
 The data lives in ``catalog.yaml`` next to this module (format documented at its top). Users
 override prices and add GPUs in the exporter configuration (``catalog`` section, see
-``exporter.config.CatalogSettings``); ``load_catalog`` merges both and checks every entry, naming
+``CatalogSettings``); ``load_catalog`` merges both and checks every entry, naming
 the file, the entry and the key of anything wrong.
 
 Candidates are the priced options a recommendation chooses from: every whole GPU and every MIG
@@ -18,12 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rightsizer_core.settings import ConfigError, build, read_yaml, setting
-
-if TYPE_CHECKING:
-    from ..config import CatalogSettings
 
 DATA_FILE = Path(__file__).with_name("catalog.yaml")
 
@@ -351,6 +348,24 @@ class Catalog:
 
     def keys(self) -> Sequence[str]:
         return [g.key for g in self._gpus]
+
+
+@dataclass(frozen=True)
+class CatalogSettings:
+    prices: dict[str, float] = setting(
+        {},
+        "Hourly price in dollars per catalog GPU (key or NVML name), replacing the catalog's indicative "
+        "list price; MIG profiles follow their parent (price x compute fraction).",
+    )
+    extra_gpus: list[dict[str, Any]] = setting(
+        [], "GPUs added to the catalog (an entry with a built-in key replaces it), in catalog.yaml's format."
+    )
+    extra_gpus_file: str | None = setting(
+        None, "Path to a YAML file with a top-level 'gpus:' list in catalog.yaml's format, added likewise."
+    )
+
+    def validate(self) -> None:
+        load_catalog(self)  # raises ConfigError naming the entry and key
 
 
 @lru_cache(maxsize=1)

@@ -6,12 +6,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from rightsizer_core import __version__
 from rightsizer_core.argparsing import Parser, epilog
 from rightsizer_core.settings import ConfigError
 
-from .. import __version__
-from .catalog import Catalog, load_catalog
-from .models import PlanError
+from ..catalog import Catalog, load_catalog
+from ..models import PlanError
+from .exporter_config import read_exporter_config
 
 _EXIT_INTERRUPTED = ("130", "interrupted (Ctrl-C)")
 
@@ -135,10 +136,8 @@ def fail(message: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from ..config import ExporterConfig, load_config
-
     try:
-        cfg = load_config(args.exporter_config, {}, environ={}) if args.exporter_config else ExporterConfig()
+        cfg = read_exporter_config(args.exporter_config)
         catalog: Catalog = load_catalog(cfg.catalog)
     except ConfigError as exc:
         return fail(str(exc))

@@ -7,10 +7,10 @@ import dataclasses
 import sys
 from typing import Any
 
-from .catalog import Catalog
-from .models import Architecture, PlanError, builtin, estimate, from_config, parse_params
+from ..catalog import Catalog
+from ..models import Architecture, PlanError, builtin, estimate, from_config, parse_params
+from ..planner import HEADROOM_RULE, OPTIMIZER_BYTES, PRECISION_BYTES, Plan, Workload, frontier, plan
 from .output import gib, money, pct, rate, table, to_csv, to_json
-from .planner import HEADROOM_RULE, OPTIMIZER_BYTES, PRECISION_BYTES, Plan, Workload, frontier, plan
 
 ESTIMATE_MARK = "*"
 
