@@ -10,7 +10,7 @@ import selectors
 import time
 from typing import Any
 
-from exporter.sources.nvml_sampling import CallState, SamplingPool
+from exporter.sources.nvml.sampling import CallState, SamplingPool
 
 RUNS = 20
 

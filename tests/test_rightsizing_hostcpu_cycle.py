@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.extension import RightsizingExtension
-from exporter.rightsizing.settings import RightsizingSettings
-from exporter.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample
+from exporter.rightsizing_live.extension import RightsizingExtension
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample
+from rightsizing.catalog import load_catalog
+from rightsizing.settings import RightsizingSettings
 
 IDENT = GpuIdentity(0, "GPU-aaaa", "00000000:18:00.0", "NVIDIA H100 80GB HBM3", 0, "550", 80 * 2**30)
 ROW = "rightsizer_host_cpu_busy_ratio"

@@ -3,7 +3,7 @@ the counts (percentiles, bucket means, expiry) are those of four-byte bins throu
 
 from __future__ import annotations
 
-from exporter.rightsizing.windows import BINS, Window
+from rightsizing.windows import BINS, Window
 
 SIGNALS = 12  # what a GPU tracker keeps
 

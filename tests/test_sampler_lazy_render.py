@@ -15,7 +15,7 @@ from fakes import FakeSource
 from exporter.render import Exposition, Renderer
 from exporter.sampler import Sampler
 from exporter.server import create_app
-from exporter.snapshot import Snapshot
+from rightsizer_core.snapshot import Snapshot
 
 
 class CountingRenderer(Renderer):
