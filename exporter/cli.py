@@ -149,6 +149,7 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
         from .rightsizing.extension import QueueExtensionFeed, RightsizingExtension
 
         queues = next((e for e in extensions if e.name == "queues"), None)
+        pods = next((e for e in extensions if e.name == "pods"), None)
         extensions.append(
             RightsizingExtension(
                 cfg.rightsizing,
@@ -156,6 +157,7 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
                 cfg.interval,
                 source,
                 QueueExtensionFeed(queues) if queues is not None else None,
+                getattr(pods, "numa_placements", None),
             )
         )
     return extensions

@@ -15,12 +15,13 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..logs import event
 from ..sampler import Contribution
 from ..snapshot import CollectorStatus, GpuReading, GpuSample, PodRef, Row
+from ..sources.pods.numa import NumaPlacement
 from .catalog import Catalog, nvlink_bytes_per_second
 from .cost import WorkloadCost, cost_json, cost_rows, workload_costs
 from .evidence import Evidence, QueueEvidence
@@ -42,6 +43,11 @@ class QueueFeed(Protocol):
     def queue_readings(self) -> list[QueueReading]: ...
 
 
+# Device UUID -> NUMA placement of the GPU and its container (pod attribution, or the simulated
+# fleet's scenario); cached by its owner, no I/O.
+PlacementFeed = Callable[[], Mapping[str, NumaPlacement]]
+
+
 class RightsizingExtension:
     name = "rightsizing"
 
@@ -52,12 +58,14 @@ class RightsizingExtension:
         interval: float,
         source: object | None = None,
         queues: QueueFeed | None = None,
+        placements: PlacementFeed | None = None,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
         self.interval = interval
         self.source = source
         self.queue_feed = queues
+        self.placements = getattr(source, "numa_placements", None) or placements
         self._sim_cpu = getattr(source, "host_cpu_busy_ratio", None)
         self._sim_queues = getattr(source, "queue_samples", None)
         self.host_cpu = None if self._sim_cpu else HostCpuMonitor(settings.procfs_root, interval)
@@ -206,6 +214,7 @@ class RightsizingExtension:
         # A GPU in MIG mode is judged through its instances, each of which is a workload's device.
         mig_parents = {g.identity.parent_uuid for g in gpus if g.identity.parent_uuid is not None}
         evidence: dict[str, Evidence] = {}
+        placements = self.placements() if self.placements is not None else {}
         members = []
         for sample in gpus:
             key = sample.identity.key
@@ -217,7 +226,8 @@ class RightsizingExtension:
             cached = self._links.get(key)
             if cached is None or cached[0] != link_key:
                 cached = self._links[key] = (link_key, linked(sample, metas, s.queue_links))
-            evidence[key] = tracker.evidence([queues[n] for n in cached[1] if n in queues], details=False)
+            linked_queues = [queues[n] for n in cached[1] if n in queues]
+            evidence[key] = tracker.evidence(linked_queues, False, placements.get(sample.identity.uuid))
             pod, mig = sample.pod, sample.identity.parent_uuid is not None
             members.append((key, "", pod.namespace if pod else None, pod.pod if pod else None, mig))
         judged = dict(evidence)  # what assess reads: a multi-GPU workload's members read its merged evidence

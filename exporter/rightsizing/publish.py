@@ -6,7 +6,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..snapshot import GpuSample, Row
-from .balance import findings
+from ..sources.pods.numa import NumaPlacement, format_cpulist
+from .balance import findings, judged
 from .bottlenecks import BOTTLENECKS
 from .evidence import Evidence
 from .settings import RightsizingSettings
@@ -39,8 +40,8 @@ class RowMaker:
         self._kept: dict[str, tuple[tuple[object, ...], dict[str, tuple[Row, ...]]]] = {}
 
     def _gpu_rows(self, g: GpuSample, a: Assessment, ev: Evidence) -> dict[str, tuple[Row, ...]]:
-        found = findings(ev)
-        key = (g.identity, g.pod, a, ev.memory_peak_bytes, ev.activity_p95, found)
+        found = tuple(judged(ev).items())
+        key = (g.identity, g.pod, a, ev.memory_peak_bytes, ev.activity_p95, found, ev.numa)
         kept = self._kept.get(g.identity.key)
         if kept is not None and kept[0] == key:
             return kept[1]
@@ -62,10 +63,11 @@ class RowMaker:
             SAVINGS: ()
             if a.hourly_savings_dollars is None
             else (Row(round(a.hourly_savings_dollars, 6), (), g),),
-            # A check whose evidence is missing (no PCIe link values) publishes nothing: unknown.
-            BALANCE: ()
-            if ev.pcie_link_generation is None or ev.pcie_link_generation_max is None
-            else (Row(1.0 if found else 0.0, (("finding", "pcie_link_degraded"),), g),),
+            # A check whose evidence is missing (no PCIe link values, no NUMA layout) publishes
+            # nothing: unknown.
+            BALANCE: tuple(
+                Row(1.0 if hit else 0.0, (("finding", name),), g) for name, hit in judged(ev).items()
+            ),
         }
         self._kept[g.identity.key] = (key, rows)
         return rows
@@ -165,6 +167,7 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
             "memory_copy_p95_ratio": _r(ev.memory_copy_p95),
             "nvlink_high_ratio": _r(ev.nvlink_high),
             "findings": [{"finding": f.name, "evidence": f.evidence} for f in findings(ev)],
+            "numa": None if ev.numa is None else numa_json(ev.numa),
             "queues": [
                 {
                     "name": q.name,
@@ -187,6 +190,16 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
                 "window_seconds": ev.window_seconds,
             },
         }
+    }
+
+
+def numa_json(n: NumaPlacement) -> dict[str, Any]:
+    return {
+        "gpu_node": n.gpu_node,
+        "node_cpus": None if n.node_cpus is None else format_cpulist(n.node_cpus),
+        "container": n.container or None,
+        "container_cpus": None if n.container_cpus is None else format_cpulist(n.container_cpus),
+        "mismatch": n.mismatch,
     }
 
 

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import report_queues
-from .balance import findings
+from .balance import FLAGGED_BY_EXPORTER, findings
 from .catalog import PCIE_LANE_BYTES_PER_SECOND, Catalog, nvlink_bytes_per_second
 from .cost import WorkloadCost, unit_cost, workload_costs
 from .evidence import Evidence
 from .group import merge, multi_gpu_groups
 from .links import linked
 from .promapi import PrometheusClient, ReportError, Sample, promql_duration
+from .publish import BALANCE
 from .settings import RightsizingSettings
 from .verdicts import Assessment, assess
 
@@ -104,7 +105,7 @@ def collect(
     progress: Callable[[int, int, str], None],
 ) -> Fleet:
     c = Collector(client, at, window, resolution, progress)
-    c.total = 44
+    c.total = 45
     w, high = c.w, s.bottlenecks.percentile
     ident = c.run("GPUs", f"max by ({', '.join(IDENTITY)}) (last_over_time(DCGM_FI_DEV_FB_USED[{w}]))")
     if not ident:
@@ -154,6 +155,7 @@ def collect(
     # The best link the GPU trained at over the window (idle GPUs lower the generation to save power).
     gen_now = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_generation[{w}])")
     width_now = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_width[{w}])")
+    numa = c.per_unit("NUMA placement", f'max_over_time({BALANCE}{{finding="numa_mismatch"}}[{w}])')
     cpu = {
         x.labels.get("instance", ""): x.value
         for x in c.run(
@@ -231,6 +233,7 @@ def collect(
             pcie_link_generation_max=gen.get(k),
             pcie_link_width=width_now.get(k),
             pcie_link_width_max=width.get(k),
+            numa=FLAGGED_BY_EXPORTER if numa.get(k) == 1 else None,
         )
     units = []
     judged = []

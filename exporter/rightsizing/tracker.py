@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from ..snapshot import GpuSample
+from ..sources.pods.numa import NumaPlacement
 from .balance import LinkSeen
 from .catalog import PCIE_LANE_BYTES_PER_SECOND
 from .evidence import Evidence, QueueEvidence
@@ -146,7 +147,9 @@ class GpuTracker:
             return None
         return (count - last[1]) * MIB / (t - last[0]) / capacity
 
-    def evidence(self, queues: Sequence[QueueEvidence] = (), details: bool = True) -> Evidence:
+    def evidence(
+        self, queues: Sequence[QueueEvidence] = (), details: bool = True, numa: NumaPlacement | None = None
+    ) -> Evidence:
         """What the window says. Without ``details`` the percentiles no decision reads (memory p95,
         occupancy, tensor) are left out: scoring skips them, the API adds
         them when asked (``with_details``)."""
@@ -195,6 +198,7 @@ class GpuTracker:
             utilization_recent_max=w.maximum(UTILIZATION, s.idle_after_seconds),
             dram_active_p99=dram[0.99],
             memory_copy_p99=copy[0.99],
+            numa=numa,
         )
         return self.with_details(ev) if details else ev
 

@@ -72,6 +72,9 @@ class PodEntry:
     pod: str = setting("", "Pod name (required).")
     namespace: str = setting("default", "Namespace.")
     container: str = setting("main", "Container.")
+    cpuset: str | None = setting(
+        None, "CPUs the container may run on (its cgroup's effective cpuset), e.g. '32-47' (NUMA check)."
+    )
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,9 @@ class GpuEntry:
     pcie_link: PcieLinkEntry | None = setting(
         None, "The PCIe link it trained at, when below its maximum: {generation, width}."
     )
+    numa_node: int | None = setting(
+        None, "NUMA node the GPU sits on (an index of numa_nodes; -1: no NUMA information).", minimum=-1
+    )
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,9 @@ class ScenarioEntry:
     driver_version: str = setting("550.54.15", "Driver version every GPU reports.")
     host_cpu_busy_ratio: float = setting(
         0.15, "Node CPU busy before workloads add theirs.", minimum=0, maximum=1
+    )
+    numa_nodes: list[str] = setting(
+        [], "The host's NUMA nodes, each one's CPU list in order, e.g. ['0-31', '32-63'] (NUMA check)."
     )
     gpus: list[dict[str, Any]] = setting([], "The GPUs (at least one).")
 
@@ -197,6 +206,7 @@ class SimGpu:
     mig: tuple[SimMig, ...] = ()
     xids: tuple[tuple[float, int], ...] = ()  # (seconds after start, XID), in time order
     pcie_link: tuple[int, int] | None = None  # (generation, width) trained at, when below the max
+    numa_node: int | None = None  # NUMA node of the GPU (an index of Scenario.numa_nodes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,3 +221,4 @@ class Scenario:
     driver_version: str
     host_cpu_busy_ratio: float
     gpus: tuple[SimGpu, ...]
+    numa_nodes: tuple[str, ...] = ()  # CPU list of each NUMA node

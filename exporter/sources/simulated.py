@@ -19,7 +19,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from ..snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+from .pods.numa import NumaPlacement
 from .sim_mig import INSTANCE_FIELDS, PARENT_UNSUPPORTED, Instance, combined
+from .sim_numa import placements
 from .sim_physics import Board, fields_of, nvlink_bytes_per_second, power_watts
 from .sim_scenario import Scenario, SimGpu, builtin_names, load_scenario
 from .sim_schema import QueueEntry
@@ -151,7 +153,12 @@ class SimulatedSource:
         self._wall0 = monotonic()
         self.start_time = scenario.start if scenario.start is not None else wall()
         self.devices = [_Device(g, scenario, self.start_time) for g in scenario.gpus]
+        self._numa = placements(scenario.numa_nodes, scenario.gpus)
         self._host_noise = Noise(scenario.seed, -1)
+
+    def numa_placements(self) -> dict[str, NumaPlacement]:
+        """Device UUID -> NUMA placement of the GPU and its pod's container (static)."""
+        return self._numa
 
     # -- GpuSource ------------------------------------------------------------------------------
     async def start(self) -> None:
