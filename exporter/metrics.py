@@ -534,6 +534,16 @@ FAMILIES: tuple[Family, ...] = (
         "extension",
     ),
     Family(
+        "rightsizer_host_pressure_stalled_ratio",
+        "gauge",
+        "ratio",
+        "Share of the last poll interval the node's tasks stalled on a resource (PSI, /proc/pressure): "
+        "resource=memory|io, kind=some (at least one task) or full (all non-idle tasks at once); "
+        "absent on kernels without PSI.",
+        "extension",
+        extra_labels=("resource", "kind"),
+    ),
+    Family(
         "rightsizer_gpu_balance_finding",
         "gauge",
         "bool",

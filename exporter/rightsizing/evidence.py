@@ -84,6 +84,7 @@ class Evidence:
     # without saturating, however rare (a 20 s burst every 10 min is 3 % of the time: above p95).
     dram_active_p99: float | None = None
     memory_copy_p99: float | None = None
+    host_stall_high: float | None = None  # PSI: share fully stalled on memory or I/O, at the percentile
     numa: NumaPlacement | None = None  # the GPU's and its container's NUMA placement (balance check)
 
     @property

@@ -68,6 +68,7 @@ class RightsizingExtension:
         self.placements = getattr(source, "numa_placements", None) or placements
         self._sim_cpu = getattr(source, "host_cpu_busy_ratio", None)
         self._sim_queues = getattr(source, "queue_samples", None)
+        self._sim_psi = getattr(source, "host_pressure", None)
         self.host_cpu = None if self._sim_cpu else HostCpuMonitor(settings.procfs_root, interval)
         self.trackers: dict[str, GpuTracker] = {}
         self.pods: dict[str, PodRef | None] = {}
@@ -127,6 +128,12 @@ class RightsizingExtension:
             return float(self._sim_cpu(t))
         return None if self.host_cpu is None else self.host_cpu.latest
 
+    def _host_pressure(self, t: float) -> Mapping[tuple[str, str], float]:
+        """PSI stall shares, (resource, kind) -> ratio; empty when unknown (no PSI)."""
+        if self._sim_psi is not None:
+            return self._sim_psi(t) or {}
+        return {} if self.host_cpu is None else self.host_cpu.psi.latest
+
     def _queue_readings(self, t: float, live: bool) -> list[QueueReading]:
         """The configured queues' latest depths (live cycles only: they have no past), and the
         simulated fleet's queues at ``t``."""
@@ -151,6 +158,8 @@ class RightsizingExtension:
 
     def feed(self, t: float, gpus: Sequence[GpuSample], live: bool = True) -> None:
         cpu = self._host_cpu(t)
+        stalls = [v for (_, kind), v in self._host_pressure(t).items() if kind == "full"]
+        stall = max(stalls) if stalls else None
         for sample in gpus:
             if not sample.up:
                 continue
@@ -171,7 +180,7 @@ class RightsizingExtension:
                 )
             if pod is not None:
                 self.pods[key] = pod
-            tracker.add(t, sample, cpu)
+            tracker.add(t, sample, cpu, stall)
         for q in self._queue_readings(t, live):
             trend = self.queues.get(q.name)
             if trend is None:
@@ -263,7 +272,9 @@ class RightsizingExtension:
             self.score(gpus)
             self._scored_at = t
         self._forget(gpus, t)
-        rows = self.row_maker.rows(gpus, self.assessments, self._evidence, self._host_cpu(t))
+        rows = self.row_maker.rows(
+            gpus, self.assessments, self._evidence, self._host_cpu(t), self._host_pressure(t)
+        )
         rows.update(self._cost_rows)
         entries = LazyApiEntries()
         for g in gpus:

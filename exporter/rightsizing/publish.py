@@ -23,9 +23,10 @@ SAVINGS = "rightsizer_gpu_hourly_savings_dollars"
 WINDOW_SAMPLES = "rightsizer_gpu_window_samples"
 HOST_CPU = "rightsizer_host_cpu_busy_ratio"
 BALANCE = "rightsizer_gpu_balance_finding"
+PRESSURE = "rightsizer_host_pressure_stalled_ratio"
 FAMILY_NAMES = (
     VERDICT, FIT_SCORE, BOTTLENECK, MEMORY_PEAK, ACTIVITY_P95, RECOMMENDATION, SAVINGS, WINDOW_SAMPLES,
-    HOST_CPU, BALANCE,
+    HOST_CPU, BALANCE, PRESSURE,
 )  # fmt: skip
 
 _VERDICT_LABELS = {v: (("verdict", v),) for v in VERDICTS}
@@ -78,6 +79,7 @@ class RowMaker:
         assessments: Mapping[str, Assessment],
         evidence: Mapping[str, Evidence],
         host_cpu: float | None,
+        pressure: Mapping[tuple[str, str], float] | None = None,
     ) -> dict[str, tuple[Row, ...]]:
         out: dict[str, list[Row]] = {name: [] for name in FAMILY_NAMES}
         samples = out[WINDOW_SAMPLES]
@@ -92,6 +94,8 @@ class RowMaker:
             samples.append(Row(float(ev.samples), (), g))
         if host_cpu is not None:
             out[HOST_CPU].append(Row(host_cpu))
+        for (resource, kind), ratio in sorted((pressure or {}).items()):
+            out[PRESSURE].append(Row(round(ratio, 6), (("resource", resource), ("kind", kind))))
         if len(self._kept) > 2 * len(gpus) + 64:  # GPUs come and go: never grow without bound
             present = {g.identity.key for g in gpus}
             self._kept = {k: v for k, v in self._kept.items() if k in present}
@@ -163,6 +167,7 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
             "dram_active_p95_ratio": _r(ev.dram_active_p95),
             "pcie_link_high_ratio": _r(ev.pcie_link_high),
             "host_cpu_high_ratio": _r(ev.host_cpu_high),
+            "host_stall_high_ratio": _r(ev.host_stall_high),
             "starved_share": _r(ev.starved_share),
             "memory_copy_p95_ratio": _r(ev.memory_copy_p95),
             "nvlink_high_ratio": _r(ev.nvlink_high),

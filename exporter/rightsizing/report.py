@@ -23,7 +23,6 @@ from .evidence import Evidence
 from .group import merge, multi_gpu_groups
 from .links import linked
 from .promapi import PrometheusClient, ReportError, Sample, promql_duration
-from .publish import BALANCE
 from .settings import RightsizingSettings
 from .verdicts import Assessment, assess
 
@@ -105,7 +104,7 @@ def collect(
     progress: Callable[[int, int, str], None],
 ) -> Fleet:
     c = Collector(client, at, window, resolution, progress)
-    c.total = 45
+    c.total = 46
     w, high = c.w, s.bottlenecks.percentile
     ident = c.run("GPUs", f"max by ({', '.join(IDENTITY)}) (last_over_time(DCGM_FI_DEV_FB_USED[{w}]))")
     if not ident:
@@ -155,12 +154,21 @@ def collect(
     # The best link the GPU trained at over the window (idle GPUs lower the generation to save power).
     gen_now = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_generation[{w}])")
     width_now = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_width[{w}])")
-    numa = c.per_unit("NUMA placement", f'max_over_time({BALANCE}{{finding="numa_mismatch"}}[{w}])')
+    numa_flag = 'rightsizer_gpu_balance_finding{finding="numa_mismatch"}'
+    numa = c.per_unit("NUMA", f"max_over_time({numa_flag}[{w}])")
     cpu = {
         x.labels.get("instance", ""): x.value
         for x in c.run(
             "host CPU",
             f"max by (instance) (quantile_over_time({high}, rightsizer_host_cpu_busy_ratio{c.sub}))",
+        )
+    }
+    stall = {
+        x.labels.get("instance", ""): x.value
+        for x in c.run(
+            "host pressure",
+            f"max by (instance) (quantile_over_time({high}, max by (instance) "
+            f'(rightsizer_host_pressure_stalled_ratio{{kind="full"}})[{w}:{step}]))',
         )
     }
     queues = report_queues.queues(c, step)
@@ -224,6 +232,7 @@ def collect(
             dram_active_high=dram_high.get(k),
             pcie_link_high=pcie,
             host_cpu_high=cpu.get(labels.get("instance", "")),
+            host_stall_high=stall.get(labels.get("instance", "")),
             starved_share=starved.get(k),
             queues=tuple(queues[(node, n)][1] for n in names if (node, n) in queues),
             memory_copy_p95=copy95.get(k),
@@ -254,7 +263,11 @@ def starved_expr(s: RightsizingSettings, w: str, step: str) -> str:
         "((DCGM_FI_PROF_SM_ACTIVE * 1) or (DCGM_FI_PROF_GR_ENGINE_ACTIVE * 1) "
         "or (DCGM_FI_DEV_GPU_UTIL / 100))"
     )
-    busy = f"(max by (instance) (rightsizer_host_cpu_busy_ratio) >= bool {b.host_cpu_busy_ratio})"
+    # The host is loaded when its CPU is busy or (PSI) its tasks are all stalled on memory or I/O.
+    busy = (
+        f"max by (instance) ((rightsizer_host_cpu_busy_ratio >= bool {b.host_cpu_busy_ratio}) or "
+        f'(rightsizer_host_pressure_stalled_ratio{{kind="full"}} >= bool {b.starved_host_stall_ratio}))'
+    )
     starved = f"({activity} < bool {b.starved_activity_ratio}) * on (instance) group_left () {busy}"
     return f"avg_over_time(({starved})[{w}:{step}])"
 

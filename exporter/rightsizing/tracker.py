@@ -26,10 +26,11 @@ SIGNALS = (
     "starved",
     "memory_copy",
     "nvlink",
+    "host_stall",
 )
 (
     ACTIVITY, UTILIZATION, SM_ACTIVE, OCCUPANCY, TENSOR, DRAM, PCIE, MEMORY, HOST_CPU, STARVED, MEMORY_COPY,
-    NVLINK,
+    NVLINK, HOST_STALL,
 ) = range(len(SIGNALS))  # fmt: skip
 MIB = 1048576.0
 
@@ -72,6 +73,7 @@ class GpuTracker:
         "nvlink_capacity",
         "nvlink_last",
         "settings",
+        "stall_at",
         "starved_below",
         "window",
     )
@@ -93,8 +95,11 @@ class GpuTracker:
         self.activity_source = "gpu_utilization"
         self.starved_below = settings.bottlenecks.starved_activity_ratio
         self.busy_at = settings.bottlenecks.host_cpu_busy_ratio
+        self.stall_at = settings.bottlenecks.starved_host_stall_ratio
 
-    def add(self, t: float, sample: GpuSample, host_cpu: float | None) -> None:
+    def add(
+        self, t: float, sample: GpuSample, host_cpu: float | None, host_stall: float | None = None
+    ) -> None:
         """Add a sample. One not newer than the newest kept (a repeated reading, e.g. frozen
         simulated time) adds nothing; one older than the whole window restarts it."""
         last = self.window.last_timestamp
@@ -110,8 +115,12 @@ class GpuTracker:
         self.link.add(t, get("pcie_link_gen"), get("pcie_link_width"), get("pcie_link_gen_max"),
                       get("pcie_link_width_max"))  # fmt: skip
         starved = None
-        if activity is not None and host_cpu is not None:
-            starved = 1.0 if activity < self.starved_below and host_cpu >= self.busy_at else 0.0
+        if activity is not None and (host_cpu is not None or host_stall is not None):
+            # The host is what the GPU waits on: its CPU busy, or (PSI) its tasks stalled on memory or I/O.
+            loaded = (host_cpu is not None and host_cpu >= self.busy_at) or (
+                host_stall is not None and host_stall >= self.stall_at
+            )
+            starved = 1.0 if activity < self.starved_below and loaded else 0.0
         self.window.add(
             t,
             (
@@ -127,6 +136,7 @@ class GpuTracker:
                 starved,
                 f.get("memory_copy_utilization_ratio"),
                 self._nvlink_share(t, f),
+                host_stall,
             ),
         )
 
@@ -189,6 +199,7 @@ class GpuTracker:
             memory_copy_high=copy_high,
             nvlink_high=w.percentile(NVLINK, high),
             host_cpu_high=w.percentile(HOST_CPU, high),
+            host_stall_high=w.percentile(HOST_STALL, high),
             starved_share=w.fraction_at_least(STARVED, 1.0),
             queues=tuple(queues),
             pcie_link_generation=best[0] if best else None,

@@ -127,6 +127,14 @@ class PcieLinkEntry:
 
 
 @dataclass(frozen=True)
+class HostPressureEntry:
+    memory_some: float = setting(0.0, "Share of time some task stalls on memory.", minimum=0, maximum=1)
+    memory_full: float = setting(0.0, "Share of time all busy tasks stall on memory.", minimum=0, maximum=1)
+    io_some: float = setting(0.0, "Share of time some task stalls on I/O.", minimum=0, maximum=1)
+    io_full: float = setting(0.0, "Share of time all non-idle tasks stall on I/O.", minimum=0, maximum=1)
+
+
+@dataclass(frozen=True)
 class GpuEntry:
     model: str = setting("", "Catalog key or NVML name of the GPU (required).")
     count: int = setting(1, "Replicate this GPU this many times.", minimum=1, maximum=MAX_DEVICES)
@@ -161,6 +169,9 @@ class ScenarioEntry:
     driver_version: str = setting("550.54.15", "Driver version every GPU reports.")
     host_cpu_busy_ratio: float = setting(
         0.15, "Node CPU busy before workloads add theirs.", minimum=0, maximum=1
+    )
+    host_pressure: HostPressureEntry | None = setting(
+        None, "The host's PSI stall shares {memory_some, memory_full, io_some, io_full}; none: no PSI."
     )
     numa_nodes: list[str] = setting(
         [], "The host's NUMA nodes, each one's CPU list in order, e.g. ['0-31', '32-63'] (NUMA check)."
@@ -222,3 +233,4 @@ class Scenario:
     host_cpu_busy_ratio: float
     gpus: tuple[SimGpu, ...]
     numa_nodes: tuple[str, ...] = ()  # CPU list of each NUMA node
+    host_pressure: dict[tuple[str, str], float] | None = None  # (resource, kind) -> stalled share

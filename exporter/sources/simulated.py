@@ -156,6 +156,10 @@ class SimulatedSource:
         self._numa = placements(scenario.numa_nodes, scenario.gpus)
         self._host_noise = Noise(scenario.seed, -1)
 
+    def host_pressure(self, t: float | None = None) -> dict[tuple[str, str], float] | None:
+        """The host's PSI stall shares, (resource, kind) -> ratio; None: a host without PSI."""
+        return self.scenario.host_pressure
+
     def numa_placements(self) -> dict[str, NumaPlacement]:
         """Device UUID -> NUMA placement of the GPU and its pod's container (static)."""
         return self._numa
