@@ -15,6 +15,7 @@ call them off the event loop.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,7 @@ def parse_cpulist(text: str) -> frozenset[int] | None:
     return frozenset(cpus)
 
 
+@functools.lru_cache(maxsize=1024)  # a host has few distinct lists; the evidence names them often
 def format_cpulist(cpus: frozenset[int] | None) -> str:
     """The kernel's CPU list spelling of ``cpus`` (ranges joined by commas); "unknown" for None."""
     if cpus is None:
