@@ -3,7 +3,8 @@
 - The GPU's node: NVML's ``nvmlDeviceGetNumaNodeId`` (the ``numa_node`` field, read once per GPU
   with the static values) where the driver answers it, else the kernel's
   ``<sysfs>/bus/pci/devices/<bus id>/numa_node`` (the bus id lowercased, ``0000:xx:yy.z``). -1 in
-  either place means the platform has no NUMA information: nothing to judge.
+  either place, or no such file (a kernel built without NUMA), means the platform has no NUMA
+  information: nothing to judge.
 - The node's CPUs: ``<sysfs>/devices/system/node/node<N>/cpulist``.
 - The CPUs the container may run on: its cgroup's effective cpuset, ``<cgroup root>/<path>/
   cpuset.cpus.effective`` on cgroup v2, ``<cgroup root>/cpuset/<path>/cpuset.effective_cpus`` on v1,

@@ -82,11 +82,8 @@ class PlacementReader:
         paths = set()
         for t in targets:
             node = t.nvml_node if t.nvml_node is not None else self._gpu_node(t.bus_id)
-            if node is None:
-                problems.append(f"no NUMA node for GPU {t.bus_id} (NVML and {self.sysfs_root} silent)")
-                continue
-            if node < 0:
-                continue  # the platform has no NUMA information: nothing to judge
+            if node is None or node < 0:
+                continue  # no NUMA information (-1, or no numa_node file: a kernel without NUMA)
             cpus = self._node_cpus.get(node)
             if cpus is None:
                 cpus = node_cpus(self.sysfs_root, node)
