@@ -22,24 +22,17 @@ from report_history import exporter_history, prometheus_with_history
 from servers import exporter
 
 from exporter.render import Renderer
-from exporter.rightsizing.balance import findings
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.extension import RightsizingExtension
-from exporter.rightsizing.settings import RightsizingSettings
+from exporter.rightsizing_live.extension import RightsizingExtension
 from exporter.sampler import Sampler
 from exporter.server import create_app
 from exporter.sources.pods.cgroup import read_cgroup
 from exporter.sources.pods.extension import PodAttribution
-from exporter.sources.pods.numa import (
-    NumaPlacement,
-    cgroup_cpus,
-    format_cpulist,
-    node_cpus,
-    parse_cpulist,
-    sysfs_bus_id,
-    sysfs_gpu_node,
-)
-from exporter.sources.simulated import SimulatedSource, load_scenario
+from exporter.sources.pods.numa import cgroup_cpus, node_cpus, sysfs_bus_id, sysfs_gpu_node
+from exporter.sources.simulated.source import SimulatedSource, load_scenario
+from rightsizing.balance import findings
+from rightsizing.catalog import load_catalog
+from rightsizing.numa import NumaPlacement, format_cpulist, parse_cpulist
+from rightsizing.settings import RightsizingSettings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SYS, CGROUP = FIXTURES / "sys", FIXTURES / "cgroup"
@@ -188,7 +181,7 @@ def test_the_report_shows_what_the_exporter_flagged() -> None:
     with prometheus_with_history([SCENARIO], 3600.0, 15.0) as (url, fleets):
         (fleet,) = fleets
         at = fleet.last + 1
-        cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+        cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
                "--window", "1h", "--at", f"{at:.3f}", "--format", "json"]  # fmt: skip
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from report_history import exporter_history, prometheus_with_history
 
-from exporter.rightsizing.hostcpu import HostCpuMonitor
-from exporter.rightsizing.hostpsi import PsiReader, parse_psi
+from rightsizing.hostcpu import HostCpuMonitor
+from rightsizing.hostpsi import PsiReader, parse_psi
 
 FIXTURE = Path(__file__).parent / "fixtures" / "proc"
 SCENARIO = Path(__file__).parent / "scenarios" / "balance" / "psi_io_stall.yaml"
@@ -115,7 +115,7 @@ def test_io_stall_starves_the_hot_trainer_and_not_the_quiet_gpu(tmp_path: Path) 
 def test_the_report_reads_the_same_pressure_and_agrees() -> None:
     with prometheus_with_history([SCENARIO], 3600.0, 15.0) as (url, fleets):
         (fleet,) = fleets
-        cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+        cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
                "--window", "1h", "--at", f"{fleet.last + 1:.3f}", "--format", "json"]  # fmt: skip
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

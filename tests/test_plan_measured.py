@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from servers import exporter, free_port, prom_query, prometheus, wait_for
 
-from exporter.rightsizing.catalog import load_catalog
+from rightsizing.catalog import load_catalog
 
 SCENARIO = Path(__file__).parent / "scenarios" / "balance" / "measured_plan.yaml"
 CATALOG = load_catalog()
@@ -44,7 +44,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def plan(url: str, workload: str, fmt: str = "json") -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "plan", "--model", "llama-3-8b", "--all",
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "plan", "--model", "llama-3-8b", "--all",
            "--measured-from", url, "--workload", workload, "--format", fmt]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 

@@ -21,9 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...logs import event
+from rightsizer_core.logs import event
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+from rightsizing.numa import NumaPlacement
+
 from ...sampler import Contribution
-from ...snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
 from .attribution import (
     MEMORY_FAMILY,
     GpuProcess,
@@ -41,7 +43,6 @@ from .attribution import (
 from .cgroup import CgroupRef, read_cgroup
 from .checkpoint import CheckpointError, read_checkpoint, uid_index
 from .client import KubeletAnswer, PodResourcesClient, PodResourcesError
-from .numa import NumaPlacement
 from .placement import PlacementReader
 from .report import api_view
 from .settings import PodSettings

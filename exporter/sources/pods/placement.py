@@ -11,11 +11,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ...logs import event
-from ...snapshot import GpuIdentity, GpuSample
+from rightsizer_core.logs import event
+from rightsizer_core.snapshot import GpuIdentity, GpuSample
+from rightsizing.numa import NumaPlacement
+
 from .attribution import Holders, ProcessVerdict
 from .cgroup import CgroupRef
-from .numa import NumaPlacement, cgroup_cpus, node_cpus, sysfs_gpu_node
+from .numa import cgroup_cpus, node_cpus, sysfs_gpu_node
 
 log = logging.getLogger("rightsizer.pods")
 
