@@ -2,18 +2,21 @@
 
 busy = 1 - (idle + iowait) / total over the interval between two reads of the aggregate ``cpu`` line.
 ``guest`` and ``guest_nice`` are already counted in ``user`` and ``nice`` and are left out of the
-total. The right-sizing extension reads it once per sampling cycle, before making the cycle's rows
-(the first line of a procfs file, tens of microseconds; no timer of its own, so the event loop wakes
-once less per cycle).
+total. The right-sizing extension reads it (and the pressure stall figures, ``hostpsi``) once per
+sampling cycle, before making the cycle's rows (a line of a procfs file, tens of microseconds; no
+timer of its own, so the event loop wakes once less per cycle).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from rightsizer_core.files import open_regular
 from rightsizer_core.logs import event
+
+from .hostpsi import PsiReader
 
 log = logging.getLogger("rightsizer.rightsizing")
 
@@ -60,8 +63,10 @@ class HostCpuMonitor:
         self.latest: float | None = None
         self.error: str | None = None
         self._previous: tuple[float, float] | None = None
+        self.psi = PsiReader(procfs_root)  # read on this cadence: no timer of its own
 
     def poll(self) -> None:
+        self.psi.poll(time.monotonic())
         try:
             now = read_cpu_times(self.procfs_root)
         except ProcStatError as exc:
