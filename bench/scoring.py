@@ -139,7 +139,7 @@ def main() -> None:
     print(f"filling the windows: {fill:.2f} s for {WINDOW * len(pool[0].gpus)} samples")
     print(f"verdicts in the fleet: {', '.join(verdicts)}")
     # Cost per inference rides on the same cycle: its own share, timed apart (rates, pricing, rows, API).
-    units = [(k, "", ext._evidence[k], a) for k, a in ext.assessments.items()]
+    units = [(k, "", ext.evidence[k], a) for k, a in ext.assessments.items()]
     c0 = time.thread_time()
     for _ in range(args.cycles):
         for counters in ext.servers.values():
@@ -157,7 +157,7 @@ def main() -> None:
             tracker.link.add(t0 + WINDOW + args.cycles + k, f.get("pcie_link_gen"), f.get("pcie_link_width"),
                              f.get("pcie_link_gen_max"), f.get("pcie_link_width_max"))  # fmt: skip
             tracker.link.best()
-        for ev in ext._evidence.values():
+        for ev in ext.evidence.values():
             findings(ev)
     balance = (time.thread_time() - c0) / args.cycles * 1000
     # Host pressure (PSI): the stall each sample carries and the node's pressure rows, per cycle; the
@@ -175,7 +175,7 @@ def main() -> None:
     for k in range(args.cycles):
         psi.poll(float(k))
     psi_read = (time.thread_time() - c0) / args.cycles * 1000
-    flagged = sum(1 for ev in ext._evidence.values() for f in findings(ev) if f.name == "numa_mismatch")
+    flagged = sum(1 for ev in ext.evidence.values() for f in findings(ev) if f.name == "numa_mismatch")
     print(
         f"CPU per scoring cycle ({args.cycles} cycles): mean {statistics.fmean(ms):.2f} ms, "
         f"min {ms[0]:.2f} ms, p50 {ms[len(ms) // 2]:.2f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms, "
