@@ -1,0 +1,146 @@
+"""Every fenced example of README.md and docs/*.md is checked, or says why not.
+
+Each block is classified (tests/doc_blocks.py) and checked by its kind: configuration and scenario
+YAML through the programs' own ``--check-config`` (every problem they print fails the test), a
+scenario's ``expect`` through the right-sizing engine, Kubernetes fragments wrapped into their
+object and validated strictly (built-in kinds by their OpenAPI schema, KEDA's by its CRD), the
+adapter rules' PromQL by ``promtool check rules``, and shell commands against the ``--help`` of the
+program they name and the repository's files. Executable and worked examples are run by their own
+tests; this one makes sure those tests see them.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kube
+import pytest
+import test_readme_examples
+import test_readme_rightsizing
+import yaml
+from doc_blocks import Block, all_blocks, commands, kind
+from servers import ROOT
+
+BIN = Path(sys.executable).parent
+BLOCKS = all_blocks()
+CHECKED = {"output", "runs", "worked-example", "scenario", "scenario-gpus", "exporter-config",
+           "adapter-config", "hpa-spec", "scaledobject-spec", "shell"}  # fmt: skip
+MOST_NOT_CHECKED = 3
+
+
+def of_kind(*kinds: str) -> list[Block]:
+    return [b for b in BLOCKS if kind(b) in kinds]
+
+
+def params(*kinds: str) -> Any:
+    return pytest.mark.parametrize("block", of_kind(*kinds), ids=lambda b: b.where)
+
+
+def test_every_block_has_a_known_kind() -> None:
+    assert len(BLOCKS) >= 25  # the parser still finds the blocks
+    unknown = [f"{b.where} ({b.info or 'no info string'})" for b in BLOCKS if kind(b) not in CHECKED
+               and not kind(b).startswith("not-checked (")]  # fmt: skip
+    assert unknown == [], "give these a marker <!-- example: KIND --> (see tests/doc_blocks.py)"
+    skipped = [b for b in BLOCKS if kind(b).startswith("not-checked")]
+    assert all(re.fullmatch(r"not-checked \(.{10,}\)", kind(b)) for b in skipped), "say why"
+    assert len(skipped) <= MOST_NOT_CHECKED
+
+
+def test_executable_and_worked_examples_are_run_by_their_tests() -> None:
+    executed = {(e.document, e.body) for e in test_readme_examples.examples()}
+    for b in of_kind("output", "runs"):
+        assert (b.document, b.body) in executed, f"{b.where}: its marker is not one the runner reads"
+    worked = {m["reason"] for m in test_readme_rightsizing.EXAMPLE.finditer((ROOT / "docs/rightsizing.md").read_text())}
+    for b in of_kind("worked-example"):
+        assert b.document == "docs/rightsizing.md" and b.body.split("reason: ", 1)[1].strip() in worked, b.where
+
+
+# --- YAML through the programs' own loaders ---------------------------------------------------
+
+
+def check_config(program: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / program), *args, "--check-config"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)  # fmt: skip
+
+
+@params("exporter-config")
+def test_exporter_configuration_loads(block: Block, tmp_path: Path) -> None:
+    path = tmp_path / "exporter.yaml"
+    path.write_text(block.body)
+    out = check_config("rightsizer-exporter", "--simulate", "--config", str(path))
+    assert (out.returncode, out.stderr) == (0, ""), f"{block.where}:\n{out.stderr}"
+
+
+@params("scenario", "scenario-gpus")
+def test_scenario_loads(block: Block, tmp_path: Path) -> None:
+    data = yaml.safe_load(block.body)
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump({"gpus": data} if kind(block) == "scenario-gpus" else data))
+    out = check_config("rightsizer-exporter", "--simulate", str(path))
+    assert (out.returncode, out.stderr) == (0, ""), f"{block.where}:\n{out.stderr}"
+
+
+@params("adapter-config")
+def test_adapter_configuration_loads_in_both_modes(block: Block, tmp_path: Path) -> None:
+    path = tmp_path / "adapter.yaml"
+    path.write_text(block.body)
+    for mode in (["--prometheus-url", "http://127.0.0.1:9"], ["--exporter", "http://127.0.0.1:9"]):
+        out = check_config("rightsizer-adapter", "--config", str(path), *mode)
+        assert (out.returncode, out.stderr) == (0, ""), f"{block.where} with {mode[0]}:\n{out.stderr}"
+
+
+@params("adapter-config")
+def test_adapter_rule_queries_are_promql(block: Block, tmp_path: Path) -> None:
+    """Each rule's query, rendered with a label matcher as the adapter renders it, parses in
+    Prometheus's own parser (``promtool check rules`` parses every expression)."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is installed with Debian's prometheus (scripts/test)"
+    rules = yaml.safe_load(block.body)["rules"]
+    exprs = [r["query"].replace("<<.LabelMatchers>>", 'namespace="llm"') for r in rules if "query" in r]
+    assert exprs, f"{block.where}: no query"
+    group = {"groups": [{"name": "doc", "rules": [{"record": f"doc:query:{i}", "expr": e}
+                                                 for i, e in enumerate(exprs)]}]}  # fmt: skip
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(group))
+    out = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"{block.where}:\n{out.stdout}{out.stderr}"
+
+
+# --- Kubernetes fragments, wrapped into their objects ------------------------------------------
+
+TARGET = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "worker"}
+
+
+def hpa(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "worker", "namespace": "demo"},
+            "spec": {"scaleTargetRef": TARGET, "minReplicas": 1, "maxReplicas": 10, **spec}}  # fmt: skip
+
+
+def scaled_object(spec: dict[str, Any]) -> dict[str, Any]:
+    trigger = {"type": "external-push", "metadata": {"scalerAddress": "rightsizer-adapter.rightsizer.svc:9443"}}
+    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+            "metadata": {"name": "worker", "namespace": "demo"},
+            "spec": {"scaleTargetRef": {"name": "worker"}, "triggers": [trigger], **spec}}  # fmt: skip
+
+
+@params("hpa-spec")
+def test_hpa_fragment_is_a_valid_hpa(block: Block) -> None:
+    obj = hpa(yaml.safe_load(block.body))
+    for version in kube.supported_versions():
+        kube.validate_core(obj, version)
+
+
+@params("scaledobject-spec")
+def test_keda_fragment_is_a_valid_scaled_object(block: Block) -> None:
+    obj = scaled_object(yaml.safe_load(block.body))
+    kube.validate_custom(obj)
+    for trigger in obj["spec"]["triggers"]:
+        if trigger["type"].startswith("external"):
+            assert set(trigger["metadata"]) <= {"scalerAddress", "metric", "labelSelector", "namespace",
+                                                "target", "activationThreshold"}, block.where  # fmt: skip
