@@ -26,6 +26,17 @@ from servers import ROOT
 
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _MARKER = re.compile(r"^\s*<!-- example: (.+?) -->\s*$")
+SCALED_OBJECT_SPEC = {
+    "triggers",
+    "fallback",
+    "advanced",
+    "pollingInterval",
+    "cooldownPeriod",
+    "minReplicaCount",
+    "maxReplicaCount",
+    "idleReplicaCount",
+    "initialCooldownPeriod",
+}
 _FENCE = re.compile(r"^(\s*)(`{3,})\s*([\w-]*)\s*$")
 
 
@@ -93,8 +104,7 @@ def yaml_kind(data: Any) -> str:
         return "adapter-config"
     if set(data) <= {"metrics", "behavior", "minReplicas", "maxReplicas"}:
         return "hpa-spec"
-    if set(data) <= {"triggers", "fallback", "advanced", "pollingInterval", "cooldownPeriod",
-                     "minReplicaCount", "maxReplicaCount", "idleReplicaCount", "initialCooldownPeriod"}:  # fmt: skip
+    if set(data) <= SCALED_OBJECT_SPEC:
         return "scaledobject-spec"
     return "exporter-config"  # its loader refuses any key it does not know
 

@@ -23,13 +23,24 @@ import pytest
 import test_readme_examples
 import test_readme_rightsizing
 import yaml
-from doc_blocks import Block, all_blocks, commands, kind
+from doc_blocks import Block, all_blocks, kind
 from servers import ROOT
+from test_rightsizing_scenarios import conclusions
 
 BIN = Path(sys.executable).parent
 BLOCKS = all_blocks()
-CHECKED = {"output", "runs", "worked-example", "scenario", "scenario-gpus", "exporter-config",
-           "adapter-config", "hpa-spec", "scaledobject-spec", "shell"}  # fmt: skip
+CHECKED = {
+    "output",
+    "runs",
+    "worked-example",
+    "scenario",
+    "scenario-gpus",
+    "exporter-config",
+    "adapter-config",
+    "hpa-spec",
+    "scaledobject-spec",
+    "shell",
+}
 MOST_NOT_CHECKED = 3
 
 
@@ -43,8 +54,11 @@ def params(*kinds: str) -> Any:
 
 def test_every_block_has_a_known_kind() -> None:
     assert len(BLOCKS) >= 25  # the parser still finds the blocks
-    unknown = [f"{b.where} ({b.info or 'no info string'})" for b in BLOCKS if kind(b) not in CHECKED
-               and not kind(b).startswith("not-checked (")]  # fmt: skip
+    unknown = [
+        f"{b.where} ({b.info or 'no info string'})"
+        for b in BLOCKS
+        if kind(b) not in CHECKED and not kind(b).startswith("not-checked (")
+    ]
     assert unknown == [], "give these a marker <!-- example: KIND --> (see tests/doc_blocks.py)"
     skipped = [b for b in BLOCKS if kind(b).startswith("not-checked")]
     assert all(re.fullmatch(r"not-checked \(.{10,}\)", kind(b)) for b in skipped), "say why"
@@ -55,17 +69,23 @@ def test_executable_and_worked_examples_are_run_by_their_tests() -> None:
     executed = {(e.document, e.body) for e in test_readme_examples.examples()}
     for b in of_kind("output", "runs"):
         assert (b.document, b.body) in executed, f"{b.where}: its marker is not one the runner reads"
-    worked = {m["reason"] for m in test_readme_rightsizing.EXAMPLE.finditer((ROOT / "docs/rightsizing.md").read_text())}
+    worked = {
+        m["reason"]
+        for m in test_readme_rightsizing.EXAMPLE.finditer((ROOT / "docs/rightsizing.md").read_text())
+    }
     for b in of_kind("worked-example"):
-        assert b.document == "docs/rightsizing.md" and b.body.split("reason: ", 1)[1].strip() in worked, b.where
+        assert b.document == "docs/rightsizing.md" and b.body.split("reason: ", 1)[1].strip() in worked, (
+            b.where
+        )
 
 
 # --- YAML through the programs' own loaders ---------------------------------------------------
 
 
 def check_config(program: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / program), *args, "--check-config"], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)  # fmt: skip
+    return subprocess.run(
+        [str(BIN / program), *args, "--check-config"], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
 
 
 @params("exporter-config")
@@ -83,6 +103,29 @@ def test_scenario_loads(block: Block, tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"gpus": data} if kind(block) == "scenario-gpus" else data))
     out = check_config("rightsizer-exporter", "--simulate", str(path))
     assert (out.returncode, out.stderr) == (0, ""), f"{block.where}:\n{out.stderr}"
+
+
+@params("scenario", "scenario-gpus")
+async def test_scenario_earns_what_it_expects(block: Block, tmp_path: Path) -> None:
+    """A documented ``expect`` is what the engine concludes, as for the scenario files the suite
+    runs (tests/test_rightsizing_scenarios.py); GPUs without one only need to be judged."""
+    data = yaml.safe_load(block.body)
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump({"gpus": data} if kind(block) == "scenario-gpus" else data))
+    wrong = []
+    for name, got in (await conclusions(path)).items():
+        expect = got["expect"]
+        assert got["verdict"], f"{block.where}: {name} has no verdict"
+        if expect is None:
+            continue
+        for what, want in (
+            ("verdict", expect.verdict),
+            ("recommended", expect.recommended),
+            ("bottlenecks", list(expect.bottlenecks) if expect.verdict else None),
+        ):
+            if want is not None and got[what] != want:
+                wrong.append(f"{name}: {what} {got[what]!r}, the example expects {want!r} ({got['reason']})")
+    assert wrong == [], f"{block.where}:\n" + "\n".join(wrong)
 
 
 @params("adapter-config")
@@ -103,8 +146,11 @@ def test_adapter_rule_queries_are_promql(block: Block, tmp_path: Path) -> None:
     rules = yaml.safe_load(block.body)["rules"]
     exprs = [r["query"].replace("<<.LabelMatchers>>", 'namespace="llm"') for r in rules if "query" in r]
     assert exprs, f"{block.where}: no query"
-    group = {"groups": [{"name": "doc", "rules": [{"record": f"doc:query:{i}", "expr": e}
-                                                 for i, e in enumerate(exprs)]}]}  # fmt: skip
+    group = {
+        "groups": [
+            {"name": "doc", "rules": [{"record": f"doc:query:{i}", "expr": e} for i, e in enumerate(exprs)]}
+        ]
+    }
     path = tmp_path / "rules.yaml"
     path.write_text(yaml.safe_dump(group))
     out = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
@@ -117,16 +163,25 @@ TARGET = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "worker"}
 
 
 def hpa(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": "worker", "namespace": "demo"},
-            "spec": {"scaleTargetRef": TARGET, "minReplicas": 1, "maxReplicas": 10, **spec}}  # fmt: skip
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "worker", "namespace": "demo"},
+        "spec": {"scaleTargetRef": TARGET, "minReplicas": 1, "maxReplicas": 10, **spec},
+    }
 
 
 def scaled_object(spec: dict[str, Any]) -> dict[str, Any]:
-    trigger = {"type": "external-push", "metadata": {"scalerAddress": "rightsizer-adapter.rightsizer.svc:9443"}}
-    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-            "metadata": {"name": "worker", "namespace": "demo"},
-            "spec": {"scaleTargetRef": {"name": "worker"}, "triggers": [trigger], **spec}}  # fmt: skip
+    trigger = {
+        "type": "external-push",
+        "metadata": {"scalerAddress": "rightsizer-adapter.rightsizer.svc:9443"},
+    }
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "worker", "namespace": "demo"},
+        "spec": {"scaleTargetRef": {"name": "worker"}, "triggers": [trigger], **spec},
+    }
 
 
 @params("hpa-spec")
@@ -136,11 +191,17 @@ def test_hpa_fragment_is_a_valid_hpa(block: Block) -> None:
         kube.validate_core(obj, version)
 
 
+# What the adapter's external scaler reads from a trigger's metadata (adapter/keda/scaler.py), and
+# KEDA's own scalerAddress; metric and target are required for scaling.
+KEDA_METADATA = {"scalerAddress", "metric", "labelSelector", "target", "activationThreshold"}
+
+
 @params("scaledobject-spec")
 def test_keda_fragment_is_a_valid_scaled_object(block: Block) -> None:
-    obj = scaled_object(yaml.safe_load(block.body))
-    kube.validate_custom(obj)
-    for trigger in obj["spec"]["triggers"]:
-        if trigger["type"].startswith("external"):
-            assert set(trigger["metadata"]) <= {"scalerAddress", "metric", "labelSelector", "namespace",
-                                                "target", "activationThreshold"}, block.where  # fmt: skip
+    fragment = yaml.safe_load(block.body)
+    kube.validate_custom(scaled_object(fragment))
+    for trigger in fragment.get("triggers", []):
+        assert trigger["type"] in ("external", "external-push"), block.where
+        assert set(trigger["metadata"]) <= KEDA_METADATA, f"{block.where}: unknown metadata"
+        assert {"scalerAddress", "metric", "target"} <= set(trigger["metadata"]), f"{block.where}: missing"
+        assert 0 < float(trigger["metadata"]["target"]) <= 1e18, block.where
