@@ -153,3 +153,43 @@ def test_broken_links_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         "https:///path: not a well-formed URL",
         "docs/missing.md: no such file",
     ]
+
+
+# A repository path in a code span (`deploy/examples/hpa-pod-gpu.yaml`) is a reference too: when
+# files move, the text naming them must follow.
+_PATH_SPAN = re.compile(
+    r"`((?:deploy|dashboards|bench|scripts|docs|tests|exporter|adapter|rightsizer_core)/[\w./*-]*)`"
+)
+NOT_OURS = {("docs/prometheus-adapter.md", "docs/sample-config.yaml")}  # prometheus-adapter's own file
+
+
+def missing_paths(path: Path) -> list[str]:
+    relative = path.relative_to(ROOT).as_posix()
+    return [
+        m for m in missing_paths_in(path, path.read_text()) if (relative, m.split(": ", 1)[1]) not in NOT_OURS
+    ]
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_repository_path_named_exists(path: Path) -> None:
+    assert missing_paths(path) == []
+
+
+def test_a_moved_file_is_noticed(tmp_path: Path) -> None:
+    text = (
+        (ROOT / "docs" / "README.md").read_text()
+        + "\nThe catalog is `exporter/nowhere/catalog.yaml`; see `bench/`, `deploy/*/kustomization.yaml`.\n"
+    )
+    moved = tmp_path / "page.md"
+    moved.write_text(text)
+    found = [m.split(": ", 1)[1] for m in missing_paths_in(moved, text)]
+    assert found == ["exporter/nowhere/catalog.yaml"]
+
+
+def missing_paths_in(path: Path, text: str) -> list[str]:
+    return [
+        f"{path.name}:{number}: {m[1]}"
+        for number, line in prose_lines(text, blank_code=False)
+        for m in _PATH_SPAN.finditer(line)
+        if not list(ROOT.glob(m[1].rstrip("/")))
+    ]
