@@ -18,14 +18,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import grpc
 import kube
 import pytest
+import test_adapter_keda as keda_rig
 import test_readme_examples
 import test_readme_rightsizing
 import yaml
 from doc_blocks import Block, all_blocks, kind
 from servers import ROOT
 from test_rightsizing_scenarios import conclusions
+
+from adapter.keda import externalscaler_pb2 as pb
+from adapter.keda import externalscaler_pb2_grpc as pb_grpc
 
 BIN = Path(sys.executable).parent
 BLOCKS = all_blocks()
@@ -205,3 +210,31 @@ def test_keda_fragment_is_a_valid_scaled_object(block: Block) -> None:
         assert set(trigger["metadata"]) <= KEDA_METADATA, f"{block.where}: unknown metadata"
         assert {"scalerAddress", "metric", "target"} <= set(trigger["metadata"]), f"{block.where}: missing"
         assert 0 < float(trigger["metadata"]["target"]) <= 1e18, block.where
+
+
+@pytest.mark.parametrize(
+    "block",
+    [b for b in of_kind("scaledobject-spec") if "triggers" in yaml.safe_load(b.body)],
+    ids=lambda b: b.where,
+)
+async def test_keda_trigger_is_served_over_grpc(block: Block) -> None:
+    """The documented triggers, sent as KEDA sends them to the adapter's external scaler over real
+    gRPC, against an exporter whose queue ``jobs`` holds 5 items (tests/test_adapter_keda.py):
+    the spec carries the documented target, the value is the queue's depth, and 5 > the
+    activation threshold makes it active."""
+    for trigger in yaml.safe_load(block.body)["triggers"]:
+        metadata = {k: str(v) for k, v in trigger["metadata"].items()}
+        async with (
+            keda_rig.running() as (_, _, port, _),
+            grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
+        ):
+            stub = pb_grpc.ExternalScalerStub(channel)
+            [spec] = (await stub.GetMetricSpec(keda_rig.ref(**metadata))).metricSpecs
+            assert spec.targetSizeFloat == float(metadata["target"]), block.where
+            request = pb.GetMetricsRequest(
+                scaledObjectRef=keda_rig.ref(**metadata), metricName=spec.metricName
+            )
+            [value] = (await stub.GetMetrics(request)).metricValues
+            assert value.metricValueFloat == 5.0, block.where
+            active = (await stub.IsActive(keda_rig.ref(**metadata))).result
+            assert active == (float(metadata.get("activationThreshold", 0)) < 5.0), block.where
