@@ -31,6 +31,7 @@ from test_rightsizing_scenarios import conclusions
 
 from adapter.keda import externalscaler_pb2 as pb
 from adapter.keda import externalscaler_pb2_grpc as pb_grpc
+from adapter.rules import BUILTIN_RULES
 
 BIN = Path(sys.executable).parent
 BLOCKS = all_blocks()
@@ -194,6 +195,12 @@ def test_hpa_fragment_is_a_valid_hpa(block: Block) -> None:
     obj = hpa(yaml.safe_load(block.body))
     for version in kube.supported_versions():
         kube.validate_core(obj, version)
+    # Each metric it asks for is one the adapter serves on that API with no configuration.
+    served = {(api, r.name) for r in BUILTIN_RULES for api in r.apis}
+    for metric in obj["spec"]["metrics"]:
+        api = {"External": "external", "Pods": "custom", "Object": "custom"}[metric["type"]]
+        name = metric[metric["type"].lower()]["metric"]["name"]
+        assert (api, name) in served, f"{block.where}: the adapter serves no {api} metric {name}"
 
 
 # What the adapter's external scaler reads from a trigger's metadata (adapter/keda/scaler.py), and
