@@ -109,14 +109,44 @@ def yaml_kind(data: Any) -> str:
     return "exporter-config"  # its loader refuses any key it does not know
 
 
+def substitutions(line: str) -> tuple[str, list[str]]:
+    """``line`` with each ``$(…)`` (nested parentheses and quotes allowed) replaced by one word,
+    and the commands they held."""
+    outer, inner = "", []
+    i = 0
+    while i < len(line):
+        if line.startswith("$(", i):
+            depth, j, quote = 1, i + 2, ""
+            while j < len(line) and depth:
+                c = line[j]
+                if quote:
+                    quote = "" if c == quote else quote
+                elif c in "'\"":
+                    quote = c
+                elif c in "()":
+                    depth += 1 if c == "(" else -1
+                j += 1
+            inner.append(line[i + 2 : j - 1])
+            outer += "SUBSTITUTED"
+            i = j
+        else:
+            outer += line[i]
+            i += 1
+    return outer, inner
+
+
 def commands(script: str) -> list[list[str]]:
     """Each simple command of a shell snippet as words: continuation lines joined, comments
-    dropped, split at ``&&``, ``||``, ``;``, ``|`` and ``&``; ``$(…)`` kept as one word."""
+    dropped, split at ``&&``, ``||``, ``;``, ``|`` and ``&``; each ``$(…)`` a command of its own."""
     import shlex
 
     joined = re.sub(r"\\\n", " ", script)
     out: list[list[str]] = []
     for line in joined.splitlines():
+        # A command substitution is a command of its own; in its place, one word.
+        line, inner = substitutions(line)
+        for command in inner:
+            out += commands(command)
         lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
         lexer.whitespace_split = True
         lexer.commenters = "#"

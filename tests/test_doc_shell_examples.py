@@ -194,3 +194,12 @@ def test_wrong_shell_examples_are_caught() -> None:
         "no file deploy/examples/nosuch.yaml",
         "deploy/base runs no image rightsizer:9.9.9",
     ]
+
+
+def test_command_substitutions_are_commands_of_their_own() -> None:
+    script = "docker build -t rightsizer:0.1.0 --build-arg REVISION=$(git rev-parse --short HEAD) .\n"
+    assert commands(script) == [
+        ["git", "rev-parse", "--short", "HEAD"],
+        ["docker", "build", "-t", "rightsizer:0.1.0", "--build-arg", "REVISION=SUBSTITUTED", "."],
+    ]
+    assert problems_of(Block("README.md", 1, "sh", script, None)) == []  # --short is git's, not docker's
