@@ -158,7 +158,7 @@ def test_broken_links_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 # A repository path in a code span (`deploy/examples/hpa-pod-gpu.yaml`) is a reference too: when
 # files move, the text naming them must follow.
 _PATH_SPAN = re.compile(
-    r"`((?:deploy|dashboards|bench|scripts|docs|tests|exporter|adapter|rightsizer_core)/[\w./*-]*)`"
+    r"`((?:deploy|dashboards|bench|scripts|docs|tests|exporter|adapter|rightsizer_core|rightsizing)/[\w./*-]*)`"
 )
 NOT_OURS = {("docs/prometheus-adapter.md", "docs/sample-config.yaml")}  # prometheus-adapter's own file
 

@@ -33,7 +33,8 @@ OURS = {"rightsizer-exporter", "rightsizer-adapter", "rightsizer"}
 SUBCOMMANDS = {"rightsizer": 1, "kubectl": 1, "docker": 1}  # words of the command before its flags
 OTHERS = {"kubectl", "docker", "curl"}  # installed here (Debian packages); their --help is safe to run
 SHELL_WORDS = {"until", "while", "do", "done", "if", "then", "fi", "!"}
-REPO_PATH = re.compile(r"^(?:deploy|dashboards|bench|scripts|docs|tests|exporter|adapter)/[\w./*-]*$")
+TOP_FOLDERS = "deploy|dashboards|bench|scripts|docs|tests|exporter|adapter|rightsizer_core|rightsizing"
+REPO_PATH = re.compile(rf"^(?:{TOP_FOLDERS})/[\w./*-]*$")
 KINDS = {
     "daemonset": "DaemonSet",
     "deployment": "Deployment",
