@@ -29,15 +29,15 @@ import yaml
 # bench/exporter.py would shadow the exporter package: import from the repository root instead.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from exporter.rightsizing.balance import findings  # noqa: E402
-from exporter.rightsizing.catalog import load_catalog  # noqa: E402
-from exporter.rightsizing.cost import cost_json, cost_rows, workload_costs  # noqa: E402
-from exporter.rightsizing.extension import RightsizingExtension  # noqa: E402
-from exporter.rightsizing.settings import RightsizingSettings  # noqa: E402
-from exporter.rightsizing.tracker import GpuTracker  # noqa: E402
-from exporter.snapshot import GpuReading  # noqa: E402
-from exporter.sources.sim_scenario import scenario_path  # noqa: E402
-from exporter.sources.simulated import SimulatedSource, load_scenario  # noqa: E402
+from exporter.rightsizing_live.extension import RightsizingExtension  # noqa: E402
+from exporter.sources.simulated.scenario import scenario_path  # noqa: E402
+from exporter.sources.simulated.source import SimulatedSource, load_scenario  # noqa: E402
+from rightsizer_core.snapshot import GpuReading  # noqa: E402
+from rightsizing.balance import findings  # noqa: E402
+from rightsizing.catalog import load_catalog  # noqa: E402
+from rightsizing.cost import cost_json, cost_rows, workload_costs  # noqa: E402
+from rightsizing.settings import RightsizingSettings  # noqa: E402
+from rightsizing.tracker import GpuTracker  # noqa: E402
 
 WINDOW = 3600
 DISTINCT = 120  # distinct simulated readings, replayed with fresh timestamps

@@ -279,7 +279,7 @@ FAMILIES: tuple[Family, ...] = (
         "NVLink transmit rate over all links (NVML GPM, Hopper and newer), averaged over the cycle.",
         "nvlink_tx_bytes_per_second",
     ),
-    # --- XID errors (exporter/sources/nvml_events); rows come from the XID extension ---
+    # --- XID errors (exporter/sources/nvml/events.py); rows come from the XID extension ---
     Family(
         "rightsizer_xid_errors_total",
         "counter",
@@ -456,7 +456,7 @@ FAMILIES: tuple[Family, ...] = (
         "extension",
         extra_labels=("queue",),
     ),
-    # --- right-sizing (exporter/rightsizing); rows come from the right-sizing extension ---
+    # --- right-sizing (rightsizing/); rows come from its extension (exporter/rightsizing_live) ---
     Family(
         "rightsizer_gpu_verdict",
         "gauge",

@@ -21,8 +21,8 @@ from typing import Any
 
 import grpc
 
-from exporter.config import parse_listen
 from rightsizer_core.limits import ListenerLimits
+from rightsizer_core.listen import parse_listen
 
 from ..cache import Cache
 from ..config import GrpcSettings

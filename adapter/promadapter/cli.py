@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from exporter.logs import event
+from rightsizer_core.logs import event
 
 from ..config import AdapterConfig
 from ..selfmetrics import AdapterMetrics

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.settings import ConfigError, build
+from rightsizer_core.settings import ConfigError, build
 
 from ..rules import RuleConfig
 from .batching import REAGGREGATE, NotBatchable, plan

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 from prometheus_client.core import GaugeMetricFamily
 
-from exporter.logs import event
+from rightsizer_core.logs import event
 
 from ..config import PrometheusSettings
 from ..kubernetes.answers import status

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..html_parts.charts import Chart, Series
-from ..snapshot import GpuSample, Snapshot
-from ..workloads import workload_of
+from rightsizer_core.snapshot import GpuSample, Snapshot
+from rightsizer_core.workloads import workload_of
+from rightsizing.html_parts.charts import Chart, Series
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...logs import event
+from rightsizer_core.logs import event
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+
 from ...sampler import Contribution
-from ...snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
 from .attribution import (
     MEMORY_FAMILY,
     GpuProcess,
