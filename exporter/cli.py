@@ -151,6 +151,7 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
         from .rightsizing_live.extension import QueueExtensionFeed, RightsizingExtension
 
         queues = next((e for e in extensions if e.name == "queues"), None)
+        pods = next((e for e in extensions if e.name == "pods"), None)
         extensions.append(
             RightsizingExtension(
                 cfg.rightsizing,
@@ -158,6 +159,7 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
                 cfg.interval,
                 source,
                 QueueExtensionFeed(queues) if queues is not None else None,
+                getattr(pods, "numa_placements", None),
             )
         )
     return extensions

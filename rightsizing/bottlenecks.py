@@ -9,8 +9,11 @@ Thresholds live in ``rightsizing.bottlenecks``; "high" means at the configured p
 - launch_overhead: median GPU utilization >= 0.80 while median SM active <= 0.40 (busy, yet the
   SMs wait for work), unless DRAM is the bottleneck (then the SMs wait on memory);
 - data_loading: PCIe throughput high >= 70 % of the link (generation x width), or >= 20 % of
-  samples with activity < 0.30 while the host CPU is >= 90 % busy, and only when there is demand
+  samples with activity < 0.30 while the host CPU is >= 90 % busy or (PSI) the host's tasks are
+  all stalled on memory or I/O >= 10 % of the time (``starved_host_stall_ratio``: a loader waiting
+  on storage or page reclaim leaves the CPU idle), and only when there is demand
   (``pressure.starvation_demand``: a backlog in a linked queue, or a job that runs hot when fed);
+  PSI alone never makes it: the GPU must be waiting and work must be waiting for the GPU;
 - host_cpu: host CPU busy high >= 0.90.
 
 Idle GPUs and GPUs without enough data report none: there is no workload to be limited.
@@ -89,7 +92,10 @@ def describe(ev: Evidence, names: tuple[str, ...], starving_demand: bool = True)
             if ev.pcie_link_high is not None and ev.pcie_link_high >= 0.01:
                 parts.append(f"PCIe at {ev.pcie_link_high:.0%} of the link")
             if ev.starved_share and starving_demand:
-                parts.append(f"GPU starved {ev.starved_share:.0%} of the time while the host CPU is busy")
+                host = "the host CPU is busy" if ev.host_stall_high is None else "the host is busy or stalled"
+                parts.append(f"GPU starved {ev.starved_share:.0%} of the time while {host}")
+            if ev.host_stall_high is not None and ev.host_stall_high >= 0.01:
+                parts.append(f"host tasks fully stalled on memory or I/O {ev.host_stall_high:.0%} (PSI)")
         elif name == "host_cpu":
             parts.append(f"host CPU {ev.host_cpu_high or 0:.0%} busy")
     return "; ".join(parts)

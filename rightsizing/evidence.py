@@ -7,6 +7,10 @@ the report build it from different places and share every decision.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .numa import NumaPlacement
 
 # Activity is SM active when the GPU reports it, else GR engine active, else GPU utilization.
 ACTIVITY_SOURCES = ("sm_active", "gr_engine_active", "gpu_utilization")
@@ -80,6 +84,8 @@ class Evidence:
     # without saturating, however rare (a 20 s burst every 10 min is 3 % of the time: above p95).
     dram_active_p99: float | None = None
     memory_copy_p99: float | None = None
+    host_stall_high: float | None = None  # PSI: share fully stalled on memory or I/O, at the percentile
+    numa: NumaPlacement | None = None  # the GPU's and its container's NUMA placement (balance check)
 
     @property
     def bandwidth(self) -> tuple[str, float] | None:

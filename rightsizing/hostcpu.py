@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from pathlib import Path
 
 from rightsizer_core.files import open_regular
 from rightsizer_core.logs import event
+
+from .hostpsi import PsiReader
 
 log = logging.getLogger("rightsizer.rightsizing")
 
@@ -61,8 +64,10 @@ class HostCpuMonitor:
         self.error: str | None = None
         self._previous: tuple[float, float] | None = None
         self._task: asyncio.Task[None] | None = None
+        self.psi = PsiReader(procfs_root)  # read on this cadence: no timer of its own
 
     def poll(self) -> None:
+        self.psi.poll(time.monotonic())
         try:
             now = read_cpu_times(self.procfs_root)
         except ProcStatError as exc:

@@ -73,6 +73,13 @@ class BottleneckSettings:
         minimum=0.0,
         maximum=1.0,
     )
+    starved_host_stall_ratio: float = setting(
+        0.10,
+        "data_loading: a sample with activity below starved_activity_ratio is also starved when the "
+        "host is fully stalled on memory or I/O (PSI 'full') at least this share of the time.",
+        minimum=0.01,
+        maximum=1.0,
+    )
     starved_share: float = setting(
         0.20, "data_loading: at least this share of samples starved.", minimum=0.01, maximum=1.0
     )

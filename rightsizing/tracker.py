@@ -10,6 +10,7 @@ from rightsizer_core.snapshot import GpuSample
 from .balance import LinkSeen
 from .catalog import PCIE_LANE_BYTES_PER_SECOND
 from .evidence import Evidence, QueueEvidence
+from .numa import NumaPlacement
 from .settings import RightsizingSettings
 from .windows import Window
 
@@ -26,10 +27,11 @@ SIGNALS = (
     "starved",
     "memory_copy",
     "nvlink",
+    "host_stall",
 )
 (
     ACTIVITY, UTILIZATION, SM_ACTIVE, OCCUPANCY, TENSOR, DRAM, PCIE, MEMORY, HOST_CPU, STARVED, MEMORY_COPY,
-    NVLINK,
+    NVLINK, HOST_STALL,
 ) = range(len(SIGNALS))  # fmt: skip
 MIB = 1048576.0
 
@@ -72,6 +74,7 @@ class GpuTracker:
         "nvlink_capacity",
         "nvlink_last",
         "settings",
+        "stall_at",
         "starved_below",
         "window",
     )
@@ -93,8 +96,11 @@ class GpuTracker:
         self.activity_source = "gpu_utilization"
         self.starved_below = settings.bottlenecks.starved_activity_ratio
         self.busy_at = settings.bottlenecks.host_cpu_busy_ratio
+        self.stall_at = settings.bottlenecks.starved_host_stall_ratio
 
-    def add(self, t: float, sample: GpuSample, host_cpu: float | None) -> None:
+    def add(
+        self, t: float, sample: GpuSample, host_cpu: float | None, host_stall: float | None = None
+    ) -> None:
         """Add a sample. One not newer than the newest kept (a repeated reading, e.g. frozen
         simulated time) adds nothing; one older than the whole window restarts it."""
         last = self.window.last_timestamp
@@ -110,8 +116,12 @@ class GpuTracker:
         self.link.add(t, get("pcie_link_gen"), get("pcie_link_width"), get("pcie_link_gen_max"),
                       get("pcie_link_width_max"))  # fmt: skip
         starved = None
-        if activity is not None and host_cpu is not None:
-            starved = 1.0 if activity < self.starved_below and host_cpu >= self.busy_at else 0.0
+        if activity is not None and (host_cpu is not None or host_stall is not None):
+            # The host is what the GPU waits on: its CPU busy, or (PSI) its tasks stalled on memory or I/O.
+            loaded = (host_cpu is not None and host_cpu >= self.busy_at) or (
+                host_stall is not None and host_stall >= self.stall_at
+            )
+            starved = 1.0 if activity < self.starved_below and loaded else 0.0
         self.window.add(
             t,
             (
@@ -127,6 +137,7 @@ class GpuTracker:
                 starved,
                 f.get("memory_copy_utilization_ratio"),
                 self._nvlink_share(t, f),
+                host_stall,
             ),
         )
 
@@ -147,7 +158,9 @@ class GpuTracker:
             return None
         return (count - last[1]) * MIB / (t - last[0]) / capacity
 
-    def evidence(self, queues: Sequence[QueueEvidence] = (), details: bool = True) -> Evidence:
+    def evidence(
+        self, queues: Sequence[QueueEvidence] = (), details: bool = True, numa: NumaPlacement | None = None
+    ) -> Evidence:
         """What the window says. Without ``details`` the percentiles no decision reads (memory p95,
         occupancy, tensor) are left out: scoring skips them, the API adds
         them when asked (``with_details``)."""
@@ -187,6 +200,7 @@ class GpuTracker:
             memory_copy_high=copy_high,
             nvlink_high=w.percentile(NVLINK, high),
             host_cpu_high=w.percentile(HOST_CPU, high),
+            host_stall_high=w.percentile(HOST_STALL, high),
             starved_share=w.fraction_at_least(STARVED, 1.0),
             queues=tuple(queues),
             pcie_link_generation=best[0] if best else None,
@@ -196,6 +210,7 @@ class GpuTracker:
             utilization_recent_max=w.maximum(UTILIZATION, s.idle_after_seconds),
             dram_active_p99=dram[0.99],
             memory_copy_p99=copy[0.99],
+            numa=numa,
         )
         return self.with_details(ev) if details else ev
 

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from rightsizer_core.logs import event
@@ -26,6 +26,7 @@ from rightsizing.evidence import Evidence, QueueEvidence
 from rightsizing.group import merge, multi_gpu_groups
 from rightsizing.hostcpu import HostCpuMonitor
 from rightsizing.links import QueueReading, linked
+from rightsizing.numa import NumaPlacement
 from rightsizing.pressure import INFERENCE_SERVERS
 from rightsizing.settings import RightsizingSettings
 from rightsizing.tracker import GpuTracker
@@ -43,6 +44,11 @@ class QueueFeed(Protocol):
     def queue_readings(self) -> list[QueueReading]: ...
 
 
+# Device UUID -> NUMA placement of the GPU and its container (pod attribution, or the simulated
+# fleet's scenario); cached by its owner, no I/O.
+PlacementFeed = Callable[[], Mapping[str, NumaPlacement]]
+
+
 class RightsizingExtension:
     name = "rightsizing"
 
@@ -53,14 +59,17 @@ class RightsizingExtension:
         interval: float,
         source: object | None = None,
         queues: QueueFeed | None = None,
+        placements: PlacementFeed | None = None,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
         self.interval = interval
         self.source = source
         self.queue_feed = queues
+        self.placements = getattr(source, "numa_placements", None) or placements
         self._sim_cpu = getattr(source, "host_cpu_busy_ratio", None)
         self._sim_queues = getattr(source, "queue_samples", None)
+        self._sim_psi = getattr(source, "host_pressure", None)
         self.host_cpu = None if self._sim_cpu else HostCpuMonitor(settings.procfs_root, interval)
         self.trackers: dict[str, GpuTracker] = {}
         self.pods: dict[str, PodRef | None] = {}
@@ -120,6 +129,12 @@ class RightsizingExtension:
             return float(self._sim_cpu(t))
         return None if self.host_cpu is None else self.host_cpu.latest
 
+    def _host_pressure(self, t: float) -> Mapping[tuple[str, str], float]:
+        """PSI stall shares, (resource, kind) -> ratio; empty when unknown (no PSI)."""
+        if self._sim_psi is not None:
+            return self._sim_psi(t) or {}
+        return {} if self.host_cpu is None else self.host_cpu.psi.latest
+
     def _queue_readings(self, t: float, live: bool) -> list[QueueReading]:
         """The configured queues' latest depths (live cycles only: they have no past), and the
         simulated fleet's queues at ``t``."""
@@ -144,6 +159,8 @@ class RightsizingExtension:
 
     def feed(self, t: float, gpus: Sequence[GpuSample], live: bool = True) -> None:
         cpu = self._host_cpu(t)
+        stalls = [v for (_, kind), v in self._host_pressure(t).items() if kind == "full"]
+        stall = max(stalls) if stalls else None
         for sample in gpus:
             if not sample.up:
                 continue
@@ -164,7 +181,7 @@ class RightsizingExtension:
                 )
             if pod is not None:
                 self.pods[key] = pod
-            tracker.add(t, sample, cpu)
+            tracker.add(t, sample, cpu, stall)
         for q in self._queue_readings(t, live):
             trend = self.queues.get(q.name)
             if trend is None:
@@ -207,6 +224,7 @@ class RightsizingExtension:
         # A GPU in MIG mode is judged through its instances, each of which is a workload's device.
         mig_parents = {g.identity.parent_uuid for g in gpus if g.identity.parent_uuid is not None}
         evidence: dict[str, Evidence] = {}
+        placements = self.placements() if self.placements is not None else {}
         members = []
         for sample in gpus:
             key = sample.identity.key
@@ -218,7 +236,8 @@ class RightsizingExtension:
             cached = self._links.get(key)
             if cached is None or cached[0] != link_key:
                 cached = self._links[key] = (link_key, linked(sample, metas, s.queue_links))
-            evidence[key] = tracker.evidence([queues[n] for n in cached[1] if n in queues], details=False)
+            linked_queues = [queues[n] for n in cached[1] if n in queues]
+            evidence[key] = tracker.evidence(linked_queues, False, placements.get(sample.identity.uuid))
             pod, mig = sample.pod, sample.identity.parent_uuid is not None
             members.append((key, "", pod.namespace if pod else None, pod.pod if pod else None, mig))
         judged = dict(evidence)  # what assess reads: a multi-GPU workload's members read its merged evidence
@@ -254,7 +273,9 @@ class RightsizingExtension:
             self.score(gpus)
             self._scored_at = t
         self._forget(gpus, t)
-        rows = self.row_maker.rows(gpus, self.assessments, self._evidence, self._host_cpu(t))
+        rows = self.row_maker.rows(
+            gpus, self.assessments, self._evidence, self._host_cpu(t), self._host_pressure(t)
+        )
         rows.update(self._cost_rows)
         entries = LazyApiEntries()
         for g in gpus:

@@ -6,9 +6,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rightsizer_core.snapshot import GpuSample, Row
-from rightsizing.balance import findings
+from rightsizing.balance import findings, judged
 from rightsizing.bottlenecks import BOTTLENECKS
 from rightsizing.evidence import Evidence
+from rightsizing.numa import NumaPlacement, format_cpulist
 from rightsizing.settings import RightsizingSettings
 from rightsizing.verdicts import VERDICTS, Assessment
 
@@ -22,9 +23,10 @@ SAVINGS = "rightsizer_gpu_hourly_savings_dollars"
 WINDOW_SAMPLES = "rightsizer_gpu_window_samples"
 HOST_CPU = "rightsizer_host_cpu_busy_ratio"
 BALANCE = "rightsizer_gpu_balance_finding"
+PRESSURE = "rightsizer_host_pressure_stalled_ratio"
 FAMILY_NAMES = (
     VERDICT, FIT_SCORE, BOTTLENECK, MEMORY_PEAK, ACTIVITY_P95, RECOMMENDATION, SAVINGS, WINDOW_SAMPLES,
-    HOST_CPU, BALANCE,
+    HOST_CPU, BALANCE, PRESSURE,
 )  # fmt: skip
 
 _VERDICT_LABELS = {v: (("verdict", v),) for v in VERDICTS}
@@ -39,8 +41,8 @@ class RowMaker:
         self._kept: dict[str, tuple[tuple[object, ...], dict[str, tuple[Row, ...]]]] = {}
 
     def _gpu_rows(self, g: GpuSample, a: Assessment, ev: Evidence) -> dict[str, tuple[Row, ...]]:
-        found = findings(ev)
-        key = (g.identity, g.pod, a, ev.memory_peak_bytes, ev.activity_p95, found)
+        found = tuple(judged(ev).items())
+        key = (g.identity, g.pod, a, ev.memory_peak_bytes, ev.activity_p95, found, ev.numa)
         kept = self._kept.get(g.identity.key)
         if kept is not None and kept[0] == key:
             return kept[1]
@@ -62,10 +64,11 @@ class RowMaker:
             SAVINGS: ()
             if a.hourly_savings_dollars is None
             else (Row(round(a.hourly_savings_dollars, 6), (), g),),
-            # A check whose evidence is missing (no PCIe link values) publishes nothing: unknown.
-            BALANCE: ()
-            if ev.pcie_link_generation is None or ev.pcie_link_generation_max is None
-            else (Row(1.0 if found else 0.0, (("finding", "pcie_link_degraded"),), g),),
+            # A check whose evidence is missing (no PCIe link values, no NUMA layout) publishes
+            # nothing: unknown.
+            BALANCE: tuple(
+                Row(1.0 if hit else 0.0, (("finding", name),), g) for name, hit in judged(ev).items()
+            ),
         }
         self._kept[g.identity.key] = (key, rows)
         return rows
@@ -76,6 +79,7 @@ class RowMaker:
         assessments: Mapping[str, Assessment],
         evidence: Mapping[str, Evidence],
         host_cpu: float | None,
+        pressure: Mapping[tuple[str, str], float] | None = None,
     ) -> dict[str, tuple[Row, ...]]:
         out: dict[str, list[Row]] = {name: [] for name in FAMILY_NAMES}
         samples = out[WINDOW_SAMPLES]
@@ -90,6 +94,8 @@ class RowMaker:
             samples.append(Row(float(ev.samples), (), g))
         if host_cpu is not None:
             out[HOST_CPU].append(Row(host_cpu))
+        for (resource, kind), ratio in sorted((pressure or {}).items()):
+            out[PRESSURE].append(Row(round(ratio, 6), (("resource", resource), ("kind", kind))))
         if len(self._kept) > 2 * len(gpus) + 64:  # GPUs come and go: never grow without bound
             present = {g.identity.key for g in gpus}
             self._kept = {k: v for k, v in self._kept.items() if k in present}
@@ -161,10 +167,12 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
             "dram_active_p95_ratio": _r(ev.dram_active_p95),
             "pcie_link_high_ratio": _r(ev.pcie_link_high),
             "host_cpu_high_ratio": _r(ev.host_cpu_high),
+            "host_stall_high_ratio": _r(ev.host_stall_high),
             "starved_share": _r(ev.starved_share),
             "memory_copy_p95_ratio": _r(ev.memory_copy_p95),
             "nvlink_high_ratio": _r(ev.nvlink_high),
             "findings": [{"finding": f.name, "evidence": f.evidence} for f in findings(ev)],
+            "numa": None if ev.numa is None else numa_json(ev.numa),
             "queues": [
                 {
                     "name": q.name,
@@ -187,6 +195,16 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
                 "window_seconds": ev.window_seconds,
             },
         }
+    }
+
+
+def numa_json(n: NumaPlacement) -> dict[str, Any]:
+    return {
+        "gpu_node": n.gpu_node,
+        "node_cpus": None if n.node_cpus is None else format_cpulist(n.node_cpus),
+        "container": n.container or None,
+        "container_cpus": None if n.container_cpus is None else format_cpulist(n.container_cpus),
+        "mismatch": n.mismatch,
     }
 
 

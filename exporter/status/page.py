@@ -72,6 +72,10 @@ def _gpu_rows(row: GpuRow) -> str:
     else:
         reason = f'<div class="reason">{_e(row.reason)}</div>'
     bottlenecks = "".join(f'<span class="tag">{_e(b.replace("_", " "))}</span>' for b in row.bottlenecks)
+    bottlenecks += "".join(
+        f'<span class="tag finding" title="{_e(evidence)}">{_e(name.replace("_", " "))}</span>'
+        for name, evidence in row.findings
+    )
     recommended = row.recommended if row.recommended not in (None, "none") else None
     main = (
         f'<tr class="gpu" data-uuid="{_e(uuid)}" data-verdict="{_e(row.verdict or "unknown")}">'

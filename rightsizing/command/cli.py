@@ -59,7 +59,7 @@ _PLAN_EPILOG = epilog(
     [],
     [
         ("0", "the plan is printed and at least one GPU option holds the workload"),
-        ("2", "no catalog GPU holds it (the reason on stderr), or bad flags or input"),
+        ("2", "no catalog GPU holds it (the reason on stderr), bad flags or input, or no measurement"),
         _EXIT_INTERRUPTED,
     ],
 )

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import time
 from typing import Any
 
 from ..catalog import Catalog
 from ..models import Architecture, PlanError, builtin, estimate, from_config, parse_params
 from ..planner import HEADROOM_RULE, OPTIMIZER_BYTES, PRECISION_BYTES, Plan, Workload, frontier, plan
 from .output import gib, money, pct, rate, table, to_csv, to_json
+from .plan_measured import Measured, measure, measured_dict, projected, render_measured
 
 ESTIMATE_MARK = "*"
 
@@ -41,6 +43,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="list every viable option, not only those no other beats on price and speed",
     )
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument(
+        "--measured-from",
+        metavar="URL",
+        help="Prometheus holding the exporter's series: show the workload's measured throughput and "
+        "cost, projected on each option (needs --workload)",
+    )
+    p.add_argument(
+        "--workload",
+        metavar="NS/NAME",
+        help="the measured workload: namespace/workload of its queues and pods, or a queue name",
+    )
 
 
 def _int(flag: str) -> Any:
@@ -85,7 +98,12 @@ def run(args: argparse.Namespace, catalog: Catalog) -> tuple[str, Plan]:
         args.gpus,
         args.checkpointing,
     )
+    if bool(args.measured_from) != bool(args.workload):
+        raise PlanError("--measured-from and --workload go together")
     result = plan(arch, w, catalog)
+    measured = None
+    if args.measured_from:
+        measured = measure(args.measured_from, args.workload, catalog, time.time())
     if not args.all:
         best = frontier(result.options)
         hidden = len(result.options) - len(best)
@@ -97,14 +115,15 @@ def run(args: argparse.Namespace, catalog: Catalog) -> tuple[str, Plan]:
             result, options=best, notes=(*result.notes, note) if hidden else result.notes
         )
     if args.format == "json":
-        return to_json(as_dict(result)), result
+        return to_json(as_dict(result, measured)), result
     if args.format == "csv":
-        return to_csv(*option_rows(result, raw=True)), result
-    return render(result), result
+        return to_csv(*option_rows(result, raw=True, measured=measured)), result
+    return render(result) + render_measured(result, measured), result
 
 
-def as_dict(r: Plan) -> dict[str, Any]:
+def as_dict(r: Plan, measured: Measured | None = None) -> dict[str, Any]:
     a, w = r.model, r.workload
+    headers, rows = option_rows(r, raw=True, measured=measured)
     return {
         "model": {
             "name": a.name,
@@ -130,14 +149,13 @@ def as_dict(r: Plan) -> dict[str, Any]:
         "memory_per_gpu_bytes": {**{k: v for k, v in r.memory.items()}, "total": r.memory.total},
         "headroom_rule": HEADROOM_RULE,
         "fits_with_gpus": r.fits_with_gpus,
-        "options": [
-            dict(zip(option_rows(r, raw=True)[0], row, strict=True)) for row in option_rows(r, raw=True)[1]
-        ],
+        "options": [dict(zip(headers, row, strict=True)) for row in rows],
         "notes": list(r.notes),
+        "measured": None if measured is None else measured_dict(measured),
     }
 
 
-def option_rows(r: Plan, raw: bool) -> tuple[list[str], list[list[Any]]]:
+def option_rows(r: Plan, raw: bool, measured: Measured | None = None) -> tuple[list[str], list[list[Any]]]:
     unit = "decode" if r.workload.mode == "inference" else "training"
     headers = [
         "gpu",
@@ -168,6 +186,12 @@ def option_rows(r: Plan, raw: bool) -> tuple[list[str], list[list[Any]]]:
         ]
         for o in r.options
     ]
+    if measured is not None:
+        per = "million_tokens" if measured.unit == "tokens" else "thousand_requests"
+        headers += [f"measured_projected_{measured.unit}_per_second", f"measured_projected_dollars_per_{per}"]
+        for o, row in zip(r.options, rows, strict=True):
+            rate, dollars = projected(measured, o)
+            row += [None if rate is None else round(rate, 2), None if dollars is None else round(dollars, 4)]
     return headers, rows
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..balance import findings
+from ..balance import FLAGGED_BY_EXPORTER, findings
 from ..catalog import PCIE_LANE_BYTES_PER_SECOND, Catalog, nvlink_bytes_per_second
 from ..cost import WorkloadCost, unit_cost, workload_costs
 from ..evidence import Evidence
@@ -104,7 +104,7 @@ def collect(
     progress: Callable[[int, int, str], None],
 ) -> Fleet:
     c = Collector(client, at, window, resolution, progress)
-    c.total = 44
+    c.total = 46
     w, high = c.w, s.bottlenecks.percentile
     ident = c.run("GPUs", f"max by ({', '.join(IDENTITY)}) (last_over_time(DCGM_FI_DEV_FB_USED[{w}]))")
     if not ident:
@@ -154,11 +154,21 @@ def collect(
     # The best link the GPU trained at over the window (idle GPUs lower the generation to save power).
     gen_now = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_generation[{w}])")
     width_now = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_width[{w}])")
+    numa_flag = 'rightsizer_gpu_balance_finding{finding="numa_mismatch"}'
+    numa = c.per_unit("NUMA", f"max_over_time({numa_flag}[{w}])")
     cpu = {
         x.labels.get("instance", ""): x.value
         for x in c.run(
             "host CPU",
             f"max by (instance) (quantile_over_time({high}, rightsizer_host_cpu_busy_ratio{c.sub}))",
+        )
+    }
+    stall = {
+        x.labels.get("instance", ""): x.value
+        for x in c.run(
+            "host pressure",
+            f"max by (instance) (quantile_over_time({high}, max by (instance) "
+            f'(rightsizer_host_pressure_stalled_ratio{{kind="full"}})[{w}:{step}]))',
         )
     }
     queues = report_queues.queues(c, step)
@@ -222,6 +232,7 @@ def collect(
             dram_active_high=dram_high.get(k),
             pcie_link_high=pcie,
             host_cpu_high=cpu.get(labels.get("instance", "")),
+            host_stall_high=stall.get(labels.get("instance", "")),
             starved_share=starved.get(k),
             queues=tuple(queues[(node, n)][1] for n in names if (node, n) in queues),
             memory_copy_p95=copy95.get(k),
@@ -231,6 +242,7 @@ def collect(
             pcie_link_generation_max=gen.get(k),
             pcie_link_width=width_now.get(k),
             pcie_link_width_max=width.get(k),
+            numa=FLAGGED_BY_EXPORTER if numa.get(k) == 1 else None,
         )
     units = []
     judged = []
@@ -251,7 +263,11 @@ def starved_expr(s: RightsizingSettings, w: str, step: str) -> str:
         "((DCGM_FI_PROF_SM_ACTIVE * 1) or (DCGM_FI_PROF_GR_ENGINE_ACTIVE * 1) "
         "or (DCGM_FI_DEV_GPU_UTIL / 100))"
     )
-    busy = f"(max by (instance) (rightsizer_host_cpu_busy_ratio) >= bool {b.host_cpu_busy_ratio})"
+    # The host is loaded when its CPU is busy or (PSI) its tasks are all stalled on memory or I/O.
+    busy = (
+        f"max by (instance) ((rightsizer_host_cpu_busy_ratio >= bool {b.host_cpu_busy_ratio}) or "
+        f'(rightsizer_host_pressure_stalled_ratio{{kind="full"}} >= bool {b.starved_host_stall_ratio}))'
+    )
     starved = f"({activity} < bool {b.starved_activity_ratio}) * on (instance) group_left () {busy}"
     return f"avg_over_time(({starved})[{w}:{step}])"
 

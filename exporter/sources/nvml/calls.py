@@ -253,6 +253,7 @@ READS: tuple[Read, ...] = (
     _static(
         _one("nvmlDeviceGetMaxPcieLinkWidth", "pcie_link_width_max", pynvml.nvmlDeviceGetMaxPcieLinkWidth)
     ),
+    _static(_one("nvmlDeviceGetNumaNodeId", "numa_node", pynvml.nvmlDeviceGetNumaNodeId)),  # -1: none
     _slow(
         _one(
             "nvmlDeviceGetEnforcedPowerLimit",

@@ -77,8 +77,8 @@ def sample_device(
 
 def _failed(result: DeviceResult, call: str, exc: pynvml.NVMLError) -> bool:
     """Note an NVML error of ``call``; True when it is a lifecycle error (the job stops)."""
-    if exc.value == pynvml.NVML_ERROR_NOT_SUPPORTED:
-        result.not_supported.add(call)
+    if exc.value in (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND):
+        result.not_supported.add(call)  # an older driver without the function: the same answer
     elif exc.value in LIFECYCLE_ERRORS:
         result.lifecycle = f"{call}: {describe(exc)}"
         return True

@@ -42,6 +42,13 @@ class PodSettings:
     procfs_root: str = setting(
         "/proc", "Where the host's /proc is (e.g. /host/proc when the exporter does not run with hostPID)."
     )
+    sysfs_root: str = setting(
+        "/sys",
+        "Where the host's /sys is: the GPUs' NUMA node (when NVML does not say) and each node's CPUs.",
+    )
+    cgroup_root: str = setting(
+        "/sys/fs/cgroup", "Where the host's cgroup tree is: the GPU containers' cpusets (NUMA check)."
+    )
     checkpoint: str = setting(
         DEFAULT_CHECKPOINT,
         "The kubelet's device-manager checkpoint, read to map pod UIDs to pods for per-process "

@@ -17,6 +17,7 @@ from rightsizer_core.settings import ConfigError, build, read_yaml
 from rightsizing.catalog import Catalog, GpuSpec, load_catalog
 
 from . import workloads as wl
+from .numa import check_numa
 from .schema import (
     MAX_DEVICE_SECONDS_PER_CYCLE,
     MAX_DEVICES,
@@ -106,9 +107,13 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
             if value in seen:
                 raise ConfigError(f"gpus: {attr} {value!r} is used by both {seen[value]} and {g.name}")
             seen[value] = g.name
+    check_numa(top.numa_nodes, gpus)
     return Scenario(
         spec, top.description, top.seed, top.speed, start, top.frozen, top.history_seconds,
-        top.driver_version, top.host_cpu_busy_ratio, tuple(gpus),
+        top.driver_version, top.host_cpu_busy_ratio, tuple(gpus), tuple(top.numa_nodes),
+        None if top.host_pressure is None else {
+            (r, k): getattr(top.host_pressure, f"{r}_{k}") for r in ("memory", "io") for k in ("some", "full")
+        },
     )  # fmt: skip
 
 
@@ -245,7 +250,7 @@ def _expand(e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Ca
         queue = dataclasses.replace(e.queue, name=e.queue.name + suffix) if e.queue else None
         out.append(SimGpu(
             index, (e.name or spec.key) + suffix, spec, uuid, e.pci_bus_id or _bus_id(index), work,
-            history, pod, queue, expect, instances, xids, link,
+            history, pod, queue, expect, instances, xids, link, e.numa_node,
         ))  # fmt: skip
     return out
 

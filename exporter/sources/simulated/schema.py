@@ -73,6 +73,9 @@ class PodEntry:
     pod: str = setting("", "Pod name (required).")
     namespace: str = setting("default", "Namespace.")
     container: str = setting("main", "Container.")
+    cpuset: str | None = setting(
+        None, "CPUs the container may run on (its cgroup's effective cpuset), e.g. '32-47' (NUMA check)."
+    )
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,14 @@ class PcieLinkEntry:
 
 
 @dataclass(frozen=True)
+class HostPressureEntry:
+    memory_some: float = setting(0.0, "Share of time some task stalls on memory.", minimum=0, maximum=1)
+    memory_full: float = setting(0.0, "Share of time all busy tasks stall on memory.", minimum=0, maximum=1)
+    io_some: float = setting(0.0, "Share of time some task stalls on I/O.", minimum=0, maximum=1)
+    io_full: float = setting(0.0, "Share of time all non-idle tasks stall on I/O.", minimum=0, maximum=1)
+
+
+@dataclass(frozen=True)
 class GpuEntry:
     model: str = setting("", "Catalog key or NVML name of the GPU (required).")
     count: int = setting(1, "Replicate this GPU this many times.", minimum=1, maximum=MAX_DEVICES)
@@ -143,6 +154,9 @@ class GpuEntry:
     pcie_link: PcieLinkEntry | None = setting(
         None, "The PCIe link it trained at, when below its maximum: {generation, width}."
     )
+    numa_node: int | None = setting(
+        None, "NUMA node the GPU sits on (an index of numa_nodes; -1: no NUMA information).", minimum=-1
+    )
 
 
 @dataclass(frozen=True)
@@ -156,6 +170,12 @@ class ScenarioEntry:
     driver_version: str = setting("550.54.15", "Driver version every GPU reports.")
     host_cpu_busy_ratio: float = setting(
         0.15, "Node CPU busy before workloads add theirs.", minimum=0, maximum=1
+    )
+    host_pressure: HostPressureEntry | None = setting(
+        None, "The host's PSI stall shares {memory_some, memory_full, io_some, io_full}; none: no PSI."
+    )
+    numa_nodes: list[str] = setting(
+        [], "The host's NUMA nodes, each one's CPU list in order, e.g. ['0-31', '32-63'] (NUMA check)."
     )
     gpus: list[dict[str, Any]] = setting([], "The GPUs (at least one).")
 
@@ -198,6 +218,7 @@ class SimGpu:
     mig: tuple[SimMig, ...] = ()
     xids: tuple[tuple[float, int], ...] = ()  # (seconds after start, XID), in time order
     pcie_link: tuple[int, int] | None = None  # (generation, width) trained at, when below the max
+    numa_node: int | None = None  # NUMA node of the GPU (an index of Scenario.numa_nodes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,3 +233,5 @@ class Scenario:
     driver_version: str
     host_cpu_busy_ratio: float
     gpus: tuple[SimGpu, ...]
+    numa_nodes: tuple[str, ...] = ()  # CPU list of each NUMA node
+    host_pressure: dict[tuple[str, str], float] | None = None  # (resource, kind) -> stalled share

@@ -19,8 +19,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+from rightsizing.numa import NumaPlacement
 
 from .mig import INSTANCE_FIELDS, PARENT_UNSUPPORTED, Instance, combined
+from .numa import placements
 from .physics import Board, fields_of, nvlink_bytes_per_second, power_watts
 from .scenario import Scenario, SimGpu, builtin_names, load_scenario
 from .schema import QueueEntry
@@ -152,7 +154,16 @@ class SimulatedSource:
         self._wall0 = monotonic()
         self.start_time = scenario.start if scenario.start is not None else wall()
         self.devices = [_Device(g, scenario, self.start_time) for g in scenario.gpus]
+        self._numa = placements(scenario.numa_nodes, scenario.gpus)
         self._host_noise = Noise(scenario.seed, -1)
+
+    def host_pressure(self, t: float | None = None) -> dict[tuple[str, str], float] | None:
+        """The host's PSI stall shares, (resource, kind) -> ratio; None: a host without PSI."""
+        return self.scenario.host_pressure
+
+    def numa_placements(self) -> dict[str, NumaPlacement]:
+        """Device UUID -> NUMA placement of the GPU and its pod's container (static)."""
+        return self._numa
 
     # -- GpuSource ------------------------------------------------------------------------------
     async def start(self) -> None:
