@@ -12,15 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from query_recorder import Recorder, recording
 from report_history import ENGINES, Fleet, engines_with_history
 
 from exporter.rightsizing.report import QUERIES
@@ -39,46 +37,6 @@ HOUR = 3600.0
 STEP = 30.0
 
 
-@dataclass
-class Answer:
-    query: str
-    series: int
-
-
-@dataclass
-class Recorder:
-    """An HTTP proxy in front of the engine that keeps each query and how many series it answered."""
-
-    upstream: str
-    answers: list[Answer] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def _proxy(rec: Recorder) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            request = urllib.request.Request(
-                rec.upstream + self.path, data=body, headers={"Content-Type": self.headers["Content-Type"]}
-            )
-            with urllib.request.urlopen(request, timeout=120) as response:
-                status, raw = response.status, response.read()
-            data = json.loads(raw)
-            query = urllib.parse.parse_qs(body.decode())["query"][0]
-            with rec.lock:
-                rec.answers.append(Answer(query, len(data["data"]["result"])))
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-
-
 @pytest.fixture(scope="module")
 def fleets() -> Iterator[tuple[dict[str, str], list[Fleet]]]:
     with engines_with_history(SCENARIOS, HOUR, STEP) as h:
@@ -90,15 +48,8 @@ def engine(
     request: pytest.FixtureRequest, fleets: tuple[dict[str, str], list[Fleet]]
 ) -> Iterator[tuple[str, Recorder, float]]:
     urls, history = fleets
-    rec = Recorder(urls[request.param])
-    server = _proxy(rec)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", rec, max(f.last for f in history) + 1
-    finally:
-        server.shutdown()
-        server.server_close()
+    with recording(urls[request.param]) as rec:
+        yield rec.url, rec, max(f.last for f in history) + 1
 
 
 def report(url: str, at: float, *args: str) -> dict[str, object]:
