@@ -10,6 +10,7 @@ a shard boundary in the wrong place would change a verdict, a link or a cost.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.parse
@@ -98,6 +99,24 @@ def test_split_report_equals_whole_report_and_no_answer_exceeds_the_bound(engine
     assert len(queries) == QUERIES * len(groups)
     # Each shard holds at most ``bound`` GPU series: the sizing the engine itself reports.
     assert all(sum(per_exporter[n] for n in g) <= bound for g in groups)
+
+
+def test_split_html_report_with_charts_equals_whole(engine) -> None:
+    """The charts' range queries are split by the same shards: the same HTML, charts included."""
+    url, rec, at = engine
+    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+           "--window", "1h", "--at", f"{at:.3f}", "--format", "html"]  # fmt: skip
+    whole = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    rec.answers.clear()
+    split = subprocess.run([*cmd, "--max-series-per-query", "8"], capture_output=True, text=True, timeout=600)
+    assert whole.returncode == 0 and split.returncode == 0, whole.stderr + split.stderr
+    assert whole.stderr == split.stderr == ""  # no "written without charts"
+    def content(html: str) -> str:  # less the footer's "written <time>"
+        return re.sub(r"written \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "", html)
+
+    assert "<polyline" in whole.stdout and content(split.stdout) == content(whole.stdout)
+    charts = [a for a in rec.answers if "avg_over_time" in a.query]
+    assert charts and all('instance=~"' in a.query and a.series <= 8 for a in charts)
 
 
 def test_progress_lines_when_asked_off_a_terminal(engine) -> None:

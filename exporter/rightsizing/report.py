@@ -58,6 +58,7 @@ class Fleet:
     at: float
     units: tuple[Unit, ...]
     costs: tuple[WorkloadCost, ...] = ()  # cost per inference of each inference server's GPUs
+    shards: tuple[tuple[str, ...], ...] = ()  # the exporters (instance) of each shard queried
 
 
 def key_of(labels: dict[str, str]) -> Key:
@@ -87,6 +88,7 @@ class Collector:
         self.done = 0
         self.total = 0
         self.what = ""
+        self.shards: tuple[tuple[str, ...], ...] = ()
 
     def split(self, max_series: int, concurrency: int) -> dict[str, float]:
         """Plans the shards (two queries); returns the series per exporter found."""
@@ -96,9 +98,9 @@ class Collector:
             self.tick("shards")
             for name, n in series_per_exporter(self.plain, self.at, self.w, metric).items():
                 counts[name] = max(n, counts.get(name, 0.0))
-        shards = plan(counts, max_series)
+        self.shards = tuple(plan(counts, max_series))
         self.client.close()
-        self.client = ShardedClient(self.plain, shards, concurrency, self.answered)
+        self.client = ShardedClient(self.plain, self.shards, concurrency, self.answered)
         self.total = self.done + QUERIES * self.client.shards
         return counts
 
@@ -144,7 +146,7 @@ def collect(
     c = Collector(client, at, window, resolution, progress)
     try:
         c.split(max_series, concurrency)
-        return _collect(c, idle_after, s, catalog)
+        return dataclasses.replace(_collect(c, idle_after, s, catalog), shards=c.shards)
     finally:
         c.client.close()
 

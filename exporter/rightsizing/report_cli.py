@@ -20,7 +20,7 @@ from .output import money, table, to_csv, to_json
 from .promapi import PrometheusClient, ReportError, parse_duration
 from .report import as_rows, collect
 from .report_assumptions import assumptions
-from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES
+from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
 from .verdicts import duration
 
 if TYPE_CHECKING:
@@ -195,7 +195,13 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: ExporterConfig) -> int:
         elif args.format in ("html", "markdown"):
             from .report_documents import document_text
 
-            text = document_text(args.format, document, client, resolution, Progress())
+            # The charts' range queries are split like the judgement's, by the same shards.
+            charts_client = ShardedClient(client, fleet.shards, args.concurrency)
+            try:
+                shown = Progress(args.progress)
+                text = document_text(args.format, document, charts_client, resolution, shown)
+            finally:
+                charts_client.close()
         else:
             text = render(args.window, at, totals, gpus, workloads, window, costs)
         write_output(text, args.output)
