@@ -48,12 +48,12 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-def run_report(url: str, at: float, days: float, args: argparse.Namespace) -> dict[str, float]:
+def run_report(url: str, at: float, days: float, args: argparse.Namespace, bound: int) -> dict[str, float]:
     """The report through a recording proxy: wall time, peak RSS, queries, series per answer."""
     with recording(url) as rec:
         cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", rec.url,
                "--window", f"{days:g}d", "--at", f"{at:.3f}", "--format", "json",
-               "--max-series-per-query", str(args.max_series_per_query),
+               "--max-series-per-query", str(bound),
                "--concurrency", str(args.concurrency), "--timeout", "1800"]  # fmt: skip
         out_path = Path(tempfile.mkstemp(prefix="fleet-report-", suffix=".json")[1])
         started = time.monotonic()
@@ -162,7 +162,7 @@ def main() -> None:
     rep.add_argument("--days", type=float, default=1.0)
     rep.add_argument("--step", type=float, default=30.0)
     rep.add_argument("--engines", default="prometheus,victoria-metrics")
-    rep.add_argument("--max-series-per-query", type=int, default=2000)
+    rep.add_argument("--max-series-per-query", default="2000", help="bounds to run the report with, e.g. 2000,250")
     rep.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
     seconds = args.days * 86400
@@ -176,8 +176,9 @@ def main() -> None:
         gpus = fh.fleet(n_gpus)
         for engine in args.engines.split(","):
             with engine_holding(engine, gpus, start, seconds, args.step) as (url, samples, took, pid):
-                r = run_report(url, end + 1, args.days, args)
-                print(f"{engine:17} {n_gpus:6d} GPUs {samples / 1e6:8.1f} M samples written in "
+                for bound in (int(b) for b in args.max_series_per_query.split(",")):
+                    r = run_report(url, end + 1, args.days, args, bound)
+                    print(f"{engine:17} {n_gpus:6d} GPUs {samples / 1e6:8.1f} M samples written in "
                       f"{took:7.1f} s | report {r['wall_s']:7.1f} s, peak RSS {r['rss_mib']:6.0f} MiB, "
                       f"{r['queries']} queries "
                       f"({r['shards']} shard(s)), at most {r['max_series']} series per answer "
