@@ -162,7 +162,7 @@ def main() -> None:
     rep.add_argument("--days", type=float, default=1.0)
     rep.add_argument("--step", type=float, default=30.0)
     rep.add_argument("--engines", default="prometheus,victoria-metrics")
-    rep.add_argument("--max-series-per-query", default="2000", help="bounds to run the report with, e.g. 2000,250")
+    rep.add_argument("--max-series-per-query", default="2000", help="bounds to run the report with: 2000,250")
     rep.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
     seconds = args.days * 86400
