@@ -28,6 +28,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,7 +42,7 @@ sys.path.append(str(BENCH))
 
 import fleet_history as fh  # noqa: E402
 from adapter_support import adapter, get  # noqa: E402
-from servers import prom_query, prometheus, wait_for  # noqa: E402
+from servers import prometheus, wait_for  # noqa: E402
 from victoria_metrics import victoria_metrics  # noqa: E402
 
 from exporter.sources import sim_workloads as wl  # noqa: E402
@@ -124,6 +126,14 @@ def engine(name: str, scrape: str) -> Iterator[tuple[str, int]]:
             yield vm.url, vm.proc.pid
 
 
+def scalar(url: str, expr: str) -> float:
+    """One instant query's single value (0 when empty), with a deadline fit for 450,000 series."""
+    body = urllib.parse.urlencode({"query": expr}).encode()
+    with urllib.request.urlopen(url + "/api/v1/query", data=body, timeout=300) as r:
+        result = json.loads(r.read())["data"]["result"]
+    return float(result[0]["value"][1]) if result else 0.0
+
+
 def selectors(workloads: list[str]) -> list[str]:
     step = max(1, len(workloads) // 1000)
     chosen = workloads[::step][:1000]
@@ -170,10 +180,9 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
                  auth: list[str]) -> None:  # fmt: skip
     with engine(name, scrape) as (url, pid):
         started = time.monotonic()
-        wait_for(lambda: len(prom_query(url, "count(rightsizer_gpu_fit_score)")) and
-                 float(prom_query(url, "count(up == 1)")[0]["value"][1]) >= args.targets,
-                 600, interval=2.0, what="every target scraped")  # fmt: skip
-        held = float(prom_query(url, "count({job='rightsizer-exporter'})")[0]["value"][1])
+        wait_for(lambda: scalar(url, "count(up == 1)") >= args.targets, 600, interval=2.0,
+                 what="every target scraped")  # fmt: skip
+        held = scalar(url, "count({job='rightsizer-exporter'})")
         print(f"{name}: {held:,.0f} series held of {series:,} written; first full scrape after "
               f"{time.monotonic() - started:.0f} s; engine RSS {rss_mib(pid):,.0f} MiB", flush=True)
         flags = ["--prometheus-url", url, "--refresh-interval", "5", *auth]
