@@ -81,17 +81,33 @@ def run_report(url: str, at: float, days: float, args: argparse.Namespace, bound
     }  # type: ignore[return-value]
 
 
+BLOCK = 7200.0  # promtool writes 2-hour blocks, reading its whole input once per block
+
+
 def write_prometheus(gpus: list[fh.Gpu], start: float, seconds: float, step: float, tsdb: Path) -> int:
-    """OpenMetrics, one family after the other (as the format wants), turned into TSDB blocks."""
+    """OpenMetrics, one family after the other (as the format wants), turned into TSDB blocks one
+    2-hour slice at a time (aligned as promtool aligns its blocks): promtool reads its whole input
+    once per block it writes, so one file for the week would be read 84 times."""
+    n = 0
+    t = start
+    while t <= start + seconds:
+        edge = min((t // BLOCK + 1) * BLOCK, start + seconds + step)  # the next block boundary
+        slice_seconds = (edge - t - 1e-6) // step * step
+        n += _slice(gpus, t, slice_seconds, step, start, tsdb)
+        t += slice_seconds + step
+    return n
+
+
+def _slice(gpus: list[fh.Gpu], t: float, seconds: float, step: float, origin: float, tsdb: Path) -> int:
     parts = [tsdb / f"family-{i}.om" for i in range(len(fh.FAMILIES))]
     handles = [p.open("w") for p in parts]
     n = 0
-    for i, line in fh.lines(gpus, start, seconds, step, ms=False):
+    for i, line in fh.lines(gpus, t, seconds, step, ms=False, origin=origin):
         handles[i].write(line + "\n")
         n += 1
     for h in handles:
         h.close()
-    om = tsdb / "history.om"
+    om = tsdb / "slice.om"
     with om.open("w") as out:
         for name, part in zip(fh.FAMILIES, parts, strict=True):
             out.write(f"# TYPE {name} gauge\n")
@@ -100,7 +116,7 @@ def write_prometheus(gpus: list[fh.Gpu], start: float, seconds: float, step: flo
             part.unlink()
         out.write("# EOF\n")
     promtool = require_binary("promtool")
-    create = [promtool, "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb / "data")]
+    create = [promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(om), str(tsdb / "data")]
     done = subprocess.run(create, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"promtool failed: {done.stderr[-2000:]}")

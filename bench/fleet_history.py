@@ -111,16 +111,21 @@ def _host_cpu(node: int) -> str:
     return f'{HOST_CPU}{{instance="gpu-node-{node:05d}:9430",job="rightsizer-exporter"}}'
 
 
-def lines(gpus: list[Gpu], start: float, seconds: float, step: float, ms: bool) -> Iterator[tuple[int, str]]:
-    """(family index in FAMILIES, sample line with its timestamp) for every sample, one timestamp
-    at a time; timestamps in milliseconds (Prometheus text, for import APIs) or seconds (OpenMetrics)."""
+def lines(
+    gpus: list[Gpu], start: float, seconds: float, step: float, ms: bool, origin: float | None = None
+) -> Iterator[tuple[int, str]]:
+    """(family index in FAMILIES, sample line with its timestamp) for every sample from ``start`` to
+    ``start + seconds`` (both included), one timestamp at a time; timestamps in milliseconds
+    (Prometheus text, for import APIs) or seconds (OpenMetrics). ``origin``: when the history
+    begins (default ``start``; a later slice of one history passes the first slice's start)."""
     nodes = sorted({g.node for g in gpus})
     steps = int(seconds // step)
     host_idx, queue_idx = FAMILIES.index(HOST_CPU), FAMILIES.index(QUEUE)
+    began = start if origin is None else origin
     for k in range(steps + 1):
         t = start + k * step
         stamp = f"{round(t * 1000)}" if ms else f"{t:.3f}"
-        elapsed = t - start + 86400.0  # every workload began a day before the history
+        elapsed = t - began + 86400.0  # every workload began a day before the history
         cpu: dict[int, float] = {}
         for g in gpus:
             a = wl.evaluate(g.workload, g.noise, t, elapsed)
