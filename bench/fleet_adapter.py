@@ -41,8 +41,8 @@ sys.path.insert(1, str(BENCH.parent / "tests"))
 sys.path.append(str(BENCH))
 
 import fleet_history as fh  # noqa: E402
-from adapter_support import adapter, get  # noqa: E402
-from servers import prometheus, wait_for  # noqa: E402
+from adapter_support import get, start_adapter  # noqa: E402
+from servers import Process, prometheus, wait_for  # noqa: E402
 from victoria_metrics import victoria_metrics  # noqa: E402
 
 from exporter.sources import sim_workloads as wl  # noqa: E402
@@ -176,6 +176,26 @@ def rss_mib(pid: int, field: str = "VmRSS") -> float:
     return 0.0
 
 
+@contextmanager
+def replicas(flags: list[str]) -> Iterator[tuple[Process, Process]]:
+    """Two adapters on ``flags``, each given 5 minutes for its first refresh."""
+    started: list[Process] = []
+    try:
+        for _ in range(2):
+            started.append(start_adapter(flags, ready=False))
+        for p in started:
+            try:
+                wait_for(lambda p=p: get(p.url + "/readyz")[0] == 200, 300, interval=1.0, what="readyz")
+            except AssertionError:
+                warnings = [line for line in p.log().splitlines() if "level=warn" in line or "error" in line]
+                why = "\n".join(warnings[-8:])
+                raise SystemExit(f"an adapter did not get ready in 300 s:\n{why}") from None
+        yield started[0], started[1]
+    finally:
+        for p in started:
+            p.stop()
+
+
 def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: argparse.Namespace,
                  auth: list[str]) -> None:  # fmt: skip
     with engine(name, scrape) as (url, pid):
@@ -186,7 +206,7 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
         print(f"{name}: {held:,.0f} series held of {series:,} written; first full scrape after "
               f"{time.monotonic() - started:.0f} s; engine RSS {rss_mib(pid):,.0f} MiB", flush=True)
         flags = ["--prometheus-url", url, "--refresh-interval", "5", *auth]
-        with adapter(flags) as one, adapter(flags) as two:
+        with replicas(flags) as (one, two):
             wait_for(lambda: refreshes_of(one.url) >= 2, 120, what="two refreshes")
             before = get(one.url + "/metrics", adapter_bench.AUTH)[2].decode()
             script = ROTATE % ", ".join(json.dumps(p) for p in paths)
@@ -229,6 +249,7 @@ def main() -> None:
     ap.add_argument("--engines", default="prometheus,victoria-metrics")
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--query-timeout", type=float, help="prometheus.timeout_seconds (default 5)")
     args = ap.parse_args()
     gpus = fh.fleet(args.gpus)
     bodies, workloads, series = expositions(gpus)
@@ -238,6 +259,9 @@ def main() -> None:
           f"workloads, the exporter's labels), {len(bodies)} scrape targets, {len(paths)} selectors; "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
     api, auth = adapter_bench.delegated_auth(Path(tempfile.mkdtemp(prefix="fleet-adapter-")))
+    if args.query_timeout:
+        with open(auth[1], "a") as config:
+            config.write(f"prometheus: {{timeout_seconds: {args.query_timeout}}}\n")
     try:
         with serving(bodies) as scrape:
             for name in args.engines.split(","):
