@@ -158,7 +158,8 @@ def engine_holding(
         try:
             n = write_prometheus(gpus, start, seconds, step, tsdb)
             took = time.monotonic() - began
-            args = ["--storage.tsdb.retention.time=3650d", "--query.max-samples=500000000"]
+            args = ["--storage.tsdb.retention.time=3650d", "--query.max-samples=500000000",
+                    "--query.timeout=30m"]
             with prometheus({}, data_dir=tsdb / "data", args=args) as prom:
                 yield prom.url, n, took, prom.proc.pid
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -16,7 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 @dataclass
 class Answer:
     query: str
-    series: int
+    series: int  # -1 when the engine answered an error
+    status: int = 200
 
 
 @dataclass
@@ -38,12 +40,15 @@ def recording(upstream: str) -> Iterator[Recorder]:
             request = urllib.request.Request(
                 rec.upstream + self.path, data=body, headers={"Content-Type": self.headers["Content-Type"]}
             )
-            with urllib.request.urlopen(request, timeout=600) as response:
-                status, raw = response.status, response.read()
-            data = json.loads(raw)
+            try:
+                with urllib.request.urlopen(request, timeout=600) as response:
+                    status, raw = response.status, response.read()
+            except urllib.error.HTTPError as exc:  # the engine's error goes back as it is
+                status, raw = exc.code, exc.read()
             query = urllib.parse.parse_qs(body.decode())["query"][0]
+            result = json.loads(raw).get("data", {}).get("result") if status == 200 else None
             with rec.lock:
-                rec.answers.append(Answer(query, len(data["data"]["result"])))
+                rec.answers.append(Answer(query, len(result) if result is not None else -1, status))
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))
