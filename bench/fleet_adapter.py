@@ -7,7 +7,7 @@ per 100 nodes, the labels a scrape of each exporter would add kept with ``honor_
 scraped every 30 s by Prometheus, then by VictoriaMetrics (``-promscrape.config``, same jobs), one
 engine at a time. Against each engine, two adapter replicas (HTTPS, self-signed certificate,
 bearer tokens checked through TokenReview and SubjectAccessReview against tests/fake_apiserver.py,
-refresh every 5 s, the built-in rules) and 1,000 distinct HPA-style selectors (700 queue depths,
+refresh every 5 s unless told, the built-in rules) and 1,000 distinct HPA-style selectors (700 queue depths,
 300 pod GPU utilisations, each naming one workload) in rotation with Debian's wrk. Printed per
 engine: series held, mean and slowest upstream query per rule (the adapter's own histogram),
 upstream queries per refresh (the adapter's own counters), adapter RSS, requests/s and p50/p99
@@ -24,12 +24,14 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,6 +42,7 @@ sys.path[0] = str(BENCH.parent)  # the repository first: bench/adapter.py would 
 sys.path.insert(1, str(BENCH.parent / "tests"))
 sys.path.append(str(BENCH))
 
+import common  # noqa: E402
 import fleet_history as fh  # noqa: E402
 from adapter_support import get, start_adapter  # noqa: E402
 from servers import Process, prometheus, wait_for  # noqa: E402
@@ -205,12 +208,14 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
         held = scalar(url, "count({job='rightsizer-exporter'})")
         print(f"{name}: {held:,.0f} series held of {series:,} written; first full scrape after "
               f"{time.monotonic() - started:.0f} s; engine RSS {rss_mib(pid):,.0f} MiB", flush=True)
-        flags = ["--prometheus-url", url, "--refresh-interval", "5", *auth]
+        flags = ["--prometheus-url", url, "--refresh-interval", str(args.refresh_interval), *auth]
         with replicas(flags) as (one, two):
             wait_for(lambda: refreshes_of(one.url) >= 2, 120, what="two refreshes")
             before = get(one.url + "/metrics", adapter_bench.AUTH)[2].decode()
+            a, b = answers(one.url, paths), answers(two.url, paths)
+            codes = Counter(code for code, _ in a)
             script = ROTATE % ", ".join(json.dumps(p) for p in paths)
-            lat = adapter_bench.run_wrk(one.url + paths[0], args.connections, args.seconds, script)
+            lat, failed = wrk(one.url + paths[0], args.connections, args.seconds, script)
             time.sleep(1.1)  # the adapter renders its own /metrics at most once a second
             after = get(one.url + "/metrics", adapter_bench.AUTH)[2].decode()
             rules = len(re.findall(r"^rightsizer_adapter_rule_up\{", after, re.M))
@@ -221,17 +226,35 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
             total = metric(after, "rightsizer_adapter_upstream_query_duration_seconds_sum")
             count = metric(after, "rightsizer_adapter_upstream_query_duration_seconds_count")
             slowest = _slowest_bucket(after)
-            a, b = answers(one.url, paths), answers(two.url, paths)
             same = sum(x == y for x, y in zip(a, b, strict=True))
             ok = sum(code == 200 and bool(items) for code, items in a)
             print(f"  refresh: {rules} rules, upstream query per rule mean {1000 * total / count:.0f} ms "
                   f"(slowest under {slowest}); {queries:.0f} upstream queries over {refreshes:.0f} refreshes "
                   f"= {queries / max(1, refreshes):.2f} per refresh", flush=True)  # fmt: skip
             print(f"  1,000 selectors over HTTPS, {args.connections} connections, {args.seconds} s: "
-                  f"{lat.requests_per_second:,.0f} req/s, p50 {lat.p50_ms:.1f} ms, p99 {lat.p99_ms:.1f} ms; "
+                  f"{lat.requests_per_second:,.0f} req/s ({failed} not 2xx), p50 {lat.p50_ms:.1f} ms, "
+                  f"p99 {lat.p99_ms:.1f} ms; "
                   f"adapter RSS {rss_mib(one.proc.pid):.0f} MiB (peak {rss_mib(one.proc.pid, 'VmHWM'):.0f})",
                   flush=True)  # fmt: skip
-            print(f"  two replicas: {same} of {len(paths)} answers identical ({ok} with values)", flush=True)
+            print(f"  two replicas: {same} of {len(paths)} answers identical ({ok} with values; "
+                  f"codes before the load {dict(codes)})", flush=True)
+
+
+def wrk(url: str, connections: int, seconds: int, script: str) -> tuple[common.Latency, int]:
+    """Debian's wrk over TLS keep-alive with the bench's bearer token: latency, and non-2xx answers."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as lua:
+        lua.write(script)
+        lua.flush()
+        cmd = ["wrk", f"-c{connections}", "-t2", f"-d{seconds}s", "--latency", "-s", lua.name,
+               "-H", f"Authorization: Bearer {adapter_bench.TOKEN}", url]  # fmt: skip
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60).stdout
+    patterns = (r"^\s+50%\s+(\S+)", r"^\s+99%\s+(\S+)", r"Requests/sec:\s+([\d.]+)")
+    found = [re.search(p, out, re.M) for p in patterns]
+    if not all(found):
+        raise SystemExit(f"could not read wrk's output:\n{out}")
+    p50, p99, rps = (m.group(1) for m in found if m)
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return common.Latency(common._ms(p50), common._ms(p99), float(rps)), int(bad.group(1)) if bad else 0
 
 
 def _slowest_bucket(text: str) -> str:
@@ -249,6 +272,7 @@ def main() -> None:
     ap.add_argument("--engines", default="prometheus,victoria-metrics")
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--refresh-interval", type=float, default=5.0)
     ap.add_argument("--query-timeout", type=float, help="prometheus.timeout_seconds (default 5)")
     args = ap.parse_args()
     gpus = fh.fleet(args.gpus)
