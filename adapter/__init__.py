@@ -4,3 +4,5 @@ Reads its values from Prometheus (or Thanos, Mimir, VictoriaMetrics) or straight
 exporters, caches one vector per rule per refresh, and answers every HPA and KEDA request from
 that cache. Entry point: ``rightsizer-adapter`` (``adapter.cli:main``).
 """
+
+from rightsizer_core import __version__ as __version__

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.logs import event
+from rightsizer_core.logs import event
 
 from .rules import RuleConfig
 from .selfmetrics import AdapterMetrics

@@ -14,12 +14,12 @@ from typing import Any
 
 from aiohttp import web
 
-from exporter import __version__
-from exporter.config import parse_listen
-from exporter.logs import configure, event
-from exporter.settings import ConfigError
+from rightsizer_core import __version__
 from rightsizer_core.argparsing import Parser, epilog
+from rightsizer_core.listen import parse_listen
 from rightsizer_core.listener import ListenerStats, start_listener
+from rightsizer_core.logs import configure, event
+from rightsizer_core.settings import ConfigError
 from rightsizer_core.stopping import exiting_on_stop_signals, stop_event
 
 from .cache import Cache

@@ -1,6 +1,6 @@
 """The adapter's configuration schema (YAML, ``RIGHTSIZER_ADAPTER_*`` environment, flags).
 
-Built on the exporter's typed settings machinery (``exporter/settings.py``): unknown keys are
+Built on the shared typed settings machinery (``rightsizer_core/settings.py``): unknown keys are
 rejected and every error names the file, the key and the value.
 """
 
@@ -10,9 +10,9 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from exporter.config import parse_listen
-from exporter.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 from rightsizer_core.limits import ListenerLimits
+from rightsizer_core.listen import parse_listen
+from rightsizer_core.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 
 from .promadapter.settings import PromAdapterSettings
 from .rules import BUILTIN_RULES, RuleConfig

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from exporter.logs import event
 from rightsizer_core.files import MAX_TLS_BYTES, read_bytes
+from rightsizer_core.logs import event
 
 log = logging.getLogger("rightsizer.adapter.files")
 T = TypeVar("T")

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from exporter.settings import build, setting
+from rightsizer_core.settings import build, setting
 
 from .promql import Matcher, parse_matcher
 

@@ -12,7 +12,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from exporter.logs import event
+from rightsizer_core.logs import event
 
 from .config import AdapterConfig
 from .kubernetes.delegated import AccessReviewer, TokenReviewer

@@ -17,7 +17,7 @@ import socket
 import ssl
 from typing import Any
 
-from exporter.logs import event
+from rightsizer_core.logs import event
 
 from .config import TlsSettings
 from .filewatch import WatchedFiles

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from exporter.workloads import workload_of
+from rightsizer_core.workloads import workload_of
 
 from .kubernetes.selectors import Selector
 from .rules import Aggregation, NamespaceMode

@@ -11,9 +11,10 @@ Redis queue, Prometheus, and the adapter over HTTPS (its self-signed certificate
 3. Direct-mode freshness: a Redis queue changes → the adapter serves the new depth (and how much
    of that is the exporter's own polling).
 4. KEDA push latency: the queue goes from empty to non-empty → StreamIsActive says true.
-5. A prometheus-adapter configuration file (tests/fixtures/promadapter/gpu-and-queues.yaml) served
-   unchanged: upstream queries per refresh against the file's rules and the metrics they expose,
-   while 1,000 distinct selectors are asked.
+5. prometheus-adapter configuration files (tests/fixtures/promadapter/: gpu-and-queues.yaml, and
+   several-names.yaml whose rules expose several metrics each) served unchanged: Prometheus's own
+   count of query API requests per refresh against the file's rules and the metrics they expose,
+   while 1,000 distinct selectors are asked, with the per-request fallbacks counted apart.
 
     .venv/bin/python bench/adapter.py [--wrk-seconds 10] [--changes 20] [--window 20]
 """
@@ -233,29 +234,55 @@ def bench_queries_per_refresh(prom_url: str, adapter_url: str, connections: int,
     )
 
 
-PROMADAPTER_FILE = Path(__file__).resolve().parent.parent / "tests/fixtures/promadapter/gpu-and-queues.yaml"
-PROMADAPTER_EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/rightsizer_queue_depth"
+PROMADAPTER_FILES = Path(__file__).resolve().parent.parent / "tests/fixtures/promadapter"
+PROMADAPTER_REQUESTS = {  # an external metric each file serves, and the namespace it is asked in
+    "gpu-and-queues.yaml": "namespaces/prod/rightsizer_queue_depth",
+    "several-names.yaml": "namespaces/llm/queue_requests_per_second",
+}
+# 1,000 distinct selectors naming only `queue`, which the files' external rules keep (by (queue)):
+# all answered from the refresh's vector, none needs a query of its own.
+ROTATE_KEPT = """
+local paths = {}
+for i = 0, 999 do
+  paths[i + 1] = "%s?labelSelector=queue%%20notin%%20(q" .. i .. ")"
+end
+local n = 0
+request = function()
+  n = n %% 1000 + 1
+  return wrk.format("GET", paths[n])
+end
+"""
+PER_REQUEST = r'^rightsizer_adapter_upstream_queries_total\{outcome="success",source="prometheus_per_request"'
 
 
-def bench_promadapter(prom_url: str, window: int, connections: int, auth_flags: list[str]) -> None:
+def bench_promadapter(prom_url: str, window: int, connections: int, auth_flags: list[str], name: str) -> None:
     import yaml
 
-    data = yaml.safe_load(PROMADAPTER_FILE.read_text())
+    file = PROMADAPTER_FILES / name
+    data = yaml.safe_load(file.read_text())
     rules = len(data.get("rules") or []) + len(data.get("externalRules") or [])
+    path = "/apis/external.metrics.k8s.io/v1beta1/" + PROMADAPTER_REQUESTS[name]
     args = ["--prometheus-url", prom_url, "--refresh-interval", "1", *auth_flags]
-    with adapter([*args, "--prometheus-adapter-config", str(PROMADAPTER_FILE)]) as served:
+    with adapter([*args, "--prometheus-adapter-config", str(file)]) as served:
         metrics = get(served.url + "/metrics", AUTH)[2].decode()
         exposed = len(re.findall(r"^rightsizer_adapter_rule_up\{", metrics, re.M))
         per_request = len(re.findall(r"^rightsizer_adapter_promadapter_per_request\{", metrics, re.M))
-        q0, r0 = counter(prom_url + "/metrics", QUERIES), counter(served.url + "/metrics", REFRESHES)
-        lat = run_wrk(served.url + PROMADAPTER_EXT, connections, window, ROTATE % PROMADAPTER_EXT)
+
+        def counts() -> tuple[float, float, float]:
+            own = served.url + "/metrics"
+            return counter(prom_url + "/metrics", QUERIES), counter(own, REFRESHES), counter(own, PER_REQUEST)
+
+        q0, r0, p0 = counts()
+        lat = run_wrk(served.url + path, connections, window, ROTATE_KEPT % path)
         time.sleep(1.1)
-        q1, r1 = counter(prom_url + "/metrics", QUERIES), counter(served.url + "/metrics", REFRESHES)
+        q1, r1, p1 = counts()
+    refreshes, own = max(1.0, r1 - r0), p1 - p0
     print(
-        f"prometheus-adapter file ({PROMADAPTER_FILE.name}: {rules} rules -> {exposed} metrics served, "
-        f"{per_request} of them per request), 1,000 distinct selectors for {window} s "
-        f"({lat.requests_per_second:.0f} req/s): {q1 - q0:.0f} queries over {r1 - r0:.0f} refreshes = "
-        f"{(q1 - q0) / max(1, r1 - r0):.2f} per refresh"
+        f"prometheus-adapter file {name} ({rules} rules -> {exposed} metrics served, {per_request} of them "
+        f"per request), simulated fleet, 1,000 distinct selectors for {window} s "
+        f"({lat.requests_per_second:.0f} req/s): {q1 - q0:.0f} query API requests over {refreshes:.0f} "
+        f"refreshes, of which {own:.0f} per-request fallbacks; refreshes: {(q1 - q0 - own) / refreshes:.2f} "
+        f"queries per refresh"
     )
 
 
@@ -267,6 +294,12 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=20, help="seconds of the queries-per-refresh measurement")
     ap.add_argument(
         "--only-promadapter", action="store_true", help="run only the prometheus-adapter file step"
+    )
+    ap.add_argument(
+        "--promadapter-file",
+        choices=sorted(PROMADAPTER_REQUESTS),
+        default=None,
+        help="the file of tests/fixtures/promadapter to serve (default: every one)",
     )
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (other work shares them)")
@@ -313,7 +346,8 @@ def run_with(args: argparse.Namespace, api: FakeApiServer, auth_flags: list[str]
             prometheus({"rightsizer": [sim.url.removeprefix("http://")]}) as prom,
         ):
             wait_for(lambda: prom_query(prom.url, "rightsizer_queue_depth"), 30, what="the first scrape")
-            bench_promadapter(prom.url, args.window, args.connections, auth_flags)
+            for name in [args.promadapter_file] if args.promadapter_file else sorted(PROMADAPTER_REQUESTS):
+                bench_promadapter(prom.url, args.window, args.connections, auth_flags, name)
         return
     with redis_server() as server:
         queue = redis.Redis(port=server.extra["port"], socket_timeout=5)
@@ -334,7 +368,10 @@ def run_with(args: argparse.Namespace, api: FakeApiServer, auth_flags: list[str]
                     ["--prometheus-url", prom.url, "--refresh-interval", "1", *auth_flags]
                 ) as prom_mode:
                     bench_queries_per_refresh(prom.url, prom_mode.url, args.connections, args.window)
-                bench_promadapter(prom.url, args.window, args.connections, auth_flags)
+                for name in (
+                    [args.promadapter_file] if args.promadapter_file else sorted(PROMADAPTER_REQUESTS)
+                ):
+                    bench_promadapter(prom.url, args.window, args.connections, auth_flags, name)
 
 
 if __name__ == "__main__":

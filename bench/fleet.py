@@ -51,7 +51,7 @@ def peak_rss_mib(pid: int) -> float:
 def run_report(url: str, at: float, days: float, args: argparse.Namespace, bound: int) -> dict[str, float]:
     """The report through a recording proxy: wall time, peak RSS, queries, series per answer."""
     with recording(url) as rec:
-        cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", rec.url,
+        cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", rec.url,
                "--window", f"{days:g}d", "--at", f"{at:.3f}", "--format", "json",
                "--max-series-per-query", str(bound),
                "--concurrency", str(args.concurrency), "--timeout", "1800"]  # fmt: skip

@@ -48,7 +48,7 @@ from adapter_support import get, start_adapter  # noqa: E402
 from servers import Process, prometheus, wait_for  # noqa: E402
 from victoria_metrics import victoria_metrics  # noqa: E402
 
-from exporter.sources import sim_workloads as wl  # noqa: E402
+from exporter.sources.simulated import workloads as wl  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("adapter_bench", BENCH / "adapter.py")
 assert _spec and _spec.loader

@@ -1,7 +1,7 @@
 """A fleet's history without running an exporter for days: N GPUs x D days at a scrape step,
 streamed as sample lines with timestamps, one timestamp at a time (never all samples in memory).
 
-Each GPU runs one of the simulator's workload kinds (``exporter.sources.sim_workloads``: the same
+Each GPU runs one of the simulator's workload kinds (``exporter.sources.simulated.workloads``: the same
 ``evaluate`` the simulated exporter samples, so the same shapes, noise and bursts), on nodes of 8
 GPUs of one model: a quarter of the nodes train (one pod holding all 8 GPUs), the rest serve
 (one pod per GPU, a mix of inference kinds and idle GPUs, each serving pod with its queue). The
@@ -18,8 +18,8 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from exporter.rightsizing.catalog import load_catalog
-from exporter.sources import sim_workloads as wl
+from exporter.sources.simulated import workloads as wl
+from rightsizing.catalog import load_catalog
 
 GIB = 1 << 30
 MIB = 1 << 20

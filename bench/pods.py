@@ -33,8 +33,8 @@ from fakes import fields  # noqa: E402
 from pods_fake_kubelet import kubelet_process, short_socket_dir, write_answer  # noqa: E402
 from servers import ROOT, free_port, http_get, wait_for  # noqa: E402
 
-from exporter.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample  # noqa: E402
 from exporter.sources.pods.attribution import RunningProcess  # noqa: E402
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample  # noqa: E402
 
 GPUS, INSTANCES, GIB = 8, 7, 2**30
 
@@ -124,7 +124,7 @@ def serve(d: Path, on: bool, refresh: float, port: int) -> int:
 
     from exporter.cli import serve as serve_exporter
     from exporter.config import load_config
-    from exporter.logs import configure
+    from rightsizer_core.logs import configure
 
     path = d / f"exporter-{on}-{refresh}.yaml"
     path.write_text(yaml.safe_dump({"interval": 1, "listen": f"127.0.0.1:{port}", "log_level": "warning",

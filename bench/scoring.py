@@ -29,15 +29,16 @@ import yaml
 # bench/exporter.py would shadow the exporter package: import from the repository root instead.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from exporter.rightsizing.balance import findings  # noqa: E402
-from exporter.rightsizing.catalog import load_catalog  # noqa: E402
-from exporter.rightsizing.cost import cost_json, cost_rows, workload_costs  # noqa: E402
-from exporter.rightsizing.extension import RightsizingExtension  # noqa: E402
-from exporter.rightsizing.settings import RightsizingSettings  # noqa: E402
-from exporter.rightsizing.tracker import GpuTracker  # noqa: E402
-from exporter.snapshot import GpuReading  # noqa: E402
-from exporter.sources.sim_scenario import scenario_path  # noqa: E402
-from exporter.sources.simulated import SimulatedSource, load_scenario  # noqa: E402
+from exporter.rightsizing_live.extension import RightsizingExtension  # noqa: E402
+from exporter.sources.simulated.scenario import scenario_path  # noqa: E402
+from exporter.sources.simulated.source import SimulatedSource, load_scenario  # noqa: E402
+from rightsizer_core.snapshot import GpuReading  # noqa: E402
+from rightsizing.balance import findings  # noqa: E402
+from rightsizing.catalog import load_catalog  # noqa: E402
+from rightsizing.cost import cost_json, cost_rows, workload_costs  # noqa: E402
+from rightsizing.hostpsi import PsiReader  # noqa: E402
+from rightsizing.settings import RightsizingSettings  # noqa: E402
+from rightsizing.tracker import GpuTracker  # noqa: E402
 
 WINDOW = 3600
 DISTINCT = 120  # distinct simulated readings, replayed with fresh timestamps
@@ -48,9 +49,16 @@ def fleet(gpus: int) -> SimulatedSource:
     data = yaml.safe_load(scenario_path("default").read_text())
     entries = data["gpus"]
     per = max(1, gpus // len(entries))
+    # A two-socket host with PSI; every other GPU model on node 1 while its pod runs on node 0's CPUs
+    # (flagged numa_mismatch), so the NUMA check and the pressure series cost what they cost.
+    data["numa_nodes"] = ["0-31", "32-63"]
+    data["host_pressure"] = {"memory_some": 0.01, "io_some": 0.05, "io_full": 0.02}
     for i, e in enumerate(entries):
         e["count"] = per + (1 if i < gpus - per * len(entries) else 0)
         e.pop("history_seconds", None)
+        e["numa_node"] = i % 2
+        if e.get("pod"):
+            e["pod"]["cpuset"] = "0-15"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.yaml"
         path.write_text(yaml.safe_dump(data))
@@ -70,6 +78,8 @@ class Replayed:
         self.t0 = t0
         self.cpu = [src.host_cpu_busy_ratio(r.timestamp) for r in pool]
         self.queues = [src.queue_samples(r.timestamp) for r in pool]
+        self.pressure = src.host_pressure()
+        self.numa = src.numa_placements()
 
     def _k(self, t: float | None) -> int:
         return int((t or 0.0) - self.t0) % DISTINCT
@@ -79,6 +89,12 @@ class Replayed:
 
     def queue_samples(self, t: float | None = None) -> list[Any]:
         return self.queues[self._k(t)]
+
+    def host_pressure(self, t: float | None = None) -> Any:
+        return self.pressure
+
+    def numa_placements(self) -> Any:
+        return self.numa
 
 
 def main() -> None:
@@ -144,13 +160,35 @@ def main() -> None:
         for ev in ext._evidence.values():
             findings(ev)
     balance = (time.thread_time() - c0) / args.cycles * 1000
+    # Host pressure (PSI): the stall each sample carries and the node's pressure rows, per cycle; the
+    # kernel's files are read by the host CPU poller (timed apart, on this machine's /proc).
+    c0 = time.thread_time()
+    for k in range(args.cycles):
+        t = t0 + WINDOW + k
+        pressure = ext._host_pressure(t)
+        stalls = [v for (_, kind), v in pressure.items() if kind == "full"]
+        max(stalls) if stalls else None
+        ext.row_maker.rows((), {}, {}, None, pressure)
+    psi_cycle = (time.thread_time() - c0) / args.cycles * 1000
+    psi = PsiReader("/proc")
+    c0 = time.thread_time()
+    for k in range(args.cycles):
+        psi.poll(float(k))
+    psi_read = (time.thread_time() - c0) / args.cycles * 1000
+    flagged = sum(1 for ev in ext._evidence.values() for f in findings(ev) if f.name == "numa_mismatch")
     print(
         f"CPU per scoring cycle ({args.cycles} cycles): mean {statistics.fmean(ms):.2f} ms, "
         f"min {ms[0]:.2f} ms, p50 {ms[len(ms) // 2]:.2f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms, "
         f"max {ms[-1]:.2f} ms (wall mean {statistics.fmean(wall) * 1000:.2f} ms)"
     )
     print(f"of which cost per inference: {share:.3f} ms CPU per cycle for {len(costs)} inference servers")
-    print(f"of which system balance (PCIe link): {balance:.3f} ms CPU per cycle for {gpus} GPUs")
+    print(f"of which system balance (PCIe link, NUMA): {balance:.3f} ms CPU per cycle for {gpus} GPUs "
+          f"({flagged} flagged numa_mismatch)")  # fmt: skip
+    print(f"of which host pressure (PSI stall and rows): {psi_cycle:.3f} ms CPU per cycle")
+    print(
+        f"PSI read by the host CPU poller (not in the cycle): {psi_read:.3f} ms CPU per poll "
+        f"({'available' if psi.available else 'not available'} on this kernel)"
+    )
     # CPU time per cycle grows when other processes share the cores: say how busy the machine was.
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end of the run")
     print(f"memory per GPU window (full, {WINDOW} samples): {per_window / 1024:.0f} KiB")

@@ -17,7 +17,7 @@ from pathlib import Path
 # bench/exporter.py would shadow the exporter package: import it from the repository root instead.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from exporter.sources.simulated import Scenario, SimulatedSource, load_scenario  # noqa: E402
+from exporter.sources.simulated.source import Scenario, SimulatedSource, load_scenario  # noqa: E402
 
 
 class Ticker:

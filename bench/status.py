@@ -21,14 +21,14 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from exporter.render import Renderer  # noqa: E402
-from exporter.rightsizing.catalog import load_catalog  # noqa: E402
-from exporter.rightsizing.extension import RightsizingExtension  # noqa: E402
-from exporter.rightsizing.settings import RightsizingSettings  # noqa: E402
+from exporter.rightsizing_live.extension import RightsizingExtension  # noqa: E402
 from exporter.sampler import Sampler  # noqa: E402
-from exporter.sources.simulated import SimulatedSource, load_scenario  # noqa: E402
+from exporter.sources.simulated.source import SimulatedSource, load_scenario  # noqa: E402
 from exporter.status import StatusPage  # noqa: E402
 from exporter.status.model import ChartMemo, build  # noqa: E402
 from exporter.status.page import render  # noqa: E402
+from rightsizing.catalog import load_catalog  # noqa: E402
+from rightsizing.settings import RightsizingSettings  # noqa: E402
 
 
 async def main() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .snapshot import GpuSample, Snapshot
+from rightsizer_core.snapshot import GpuSample, Snapshot
 
 
 def _clean(value: float) -> float | None:

@@ -14,18 +14,19 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from rightsizer_core.argparsing import Parser, epilog
+from rightsizer_core.listen import parse_listen
 from rightsizer_core.listener import ListenerStats, start_listener
+from rightsizer_core.logs import configure, event
+from rightsizer_core.settings import ConfigError
 from rightsizer_core.stopping import Stopped, exiting_on_stop_signals, stop_event, unless_stopped
 
 from . import __version__
-from .config import ExporterConfig, load_config, parse_listen
+from .config import ExporterConfig, load_config
 from .families import resolve as resolve_families
 from .listener_metrics import ListenerMetrics
-from .logs import configure, event
 from .render import Renderer
 from .sampler import Extension, Sampler
 from .server import create_app
-from .settings import ConfigError
 from .sources.base import GpuSource, SourceUnavailable
 
 log = logging.getLogger("rightsizer.exporter")
@@ -35,7 +36,7 @@ def _builtin_scenarios() -> str:
     """The built-in scenarios and what each shows (their files' ``description``), for --help."""
     import yaml
 
-    from .sources.sim_scenario import SCENARIO_DIR, builtin_names
+    from .sources.simulated.scenario import SCENARIO_DIR, builtin_names
 
     lines = ["built-in scenarios (--simulate NAME):"]
     for name in builtin_names():
@@ -111,13 +112,13 @@ def parser() -> argparse.ArgumentParser:
 
 def make_source(cfg: ExporterConfig) -> GpuSource:
     if cfg.simulate is not None:
-        from .sources.sim_scenario import check_pace
-        from .sources.simulated import SimulatedSource, load_scenario
+        from .sources.simulated.scenario import check_pace
+        from .sources.simulated.source import SimulatedSource, load_scenario
 
         scenario = load_scenario(cfg.simulate)
         check_pace(scenario, cfg.interval)
         return SimulatedSource(scenario)
-    from .sources.nvml import NvmlSource
+    from .sources.nvml.source import NvmlSource
 
     return NvmlSource(cfg.nvml)
 
@@ -130,7 +131,7 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
 
         # Per-process attribution needs the source's running processes (see sources/pods/attribution.py).
         extensions.append(PodAttribution(cfg.pods, getattr(source, "running_processes", None)))
-    from .sources.nvml_events import XidExtension, xid_reporter
+    from .sources.nvml.events import XidExtension, xid_reporter
 
     xid_report = xid_reporter(source)
     if xid_report is not None:  # after pod attribution, so XID rows carry the pod labels
@@ -141,14 +142,16 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
 
         extensions.append(QueueExtension(cfg.queues, cfg.interval))
     if hasattr(source, "queue_samples"):  # the simulated fleet's own queues
-        from .sources.sim_queues import SimulatedQueues
+        from .sources.simulated.queues import SimulatedQueues
 
         extensions.append(SimulatedQueues(source))  # type: ignore[arg-type]
     if cfg.rightsizing.enabled:
-        from .rightsizing.catalog import load_catalog
-        from .rightsizing.extension import QueueExtensionFeed, RightsizingExtension
+        from rightsizing.catalog import load_catalog
+
+        from .rightsizing_live.extension import QueueExtensionFeed, RightsizingExtension
 
         queues = next((e for e in extensions if e.name == "queues"), None)
+        pods = next((e for e in extensions if e.name == "pods"), None)
         extensions.append(
             RightsizingExtension(
                 cfg.rightsizing,
@@ -156,6 +159,7 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
                 cfg.interval,
                 source,
                 QueueExtensionFeed(queues) if queues is not None else None,
+                getattr(pods, "numa_placements", None),
             )
         )
     return extensions

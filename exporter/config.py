@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rightsizer_core.limits import ListenerLimits
+from rightsizer_core.listen import parse_listen
+from rightsizer_core.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
+from rightsizing.catalog import CatalogSettings
+from rightsizing.settings import RightsizingSettings
 
-from .rightsizing.settings import RightsizingSettings
-from .settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 from .sources.pods.settings import PodSettings
 from .sources.queues.settings import QueueSettings, check_queue_names
 
@@ -68,26 +70,6 @@ class NvmlSettings:
 
 
 @dataclass(frozen=True)
-class CatalogSettings:
-    prices: dict[str, float] = setting(
-        {},
-        "Hourly price in dollars per catalog GPU (key or NVML name), replacing the catalog's indicative "
-        "list price; MIG profiles follow their parent (price x compute fraction).",
-    )
-    extra_gpus: list[dict[str, Any]] = setting(
-        [], "GPUs added to the catalog (an entry with a built-in key replaces it), in catalog.yaml's format."
-    )
-    extra_gpus_file: str | None = setting(
-        None, "Path to a YAML file with a top-level 'gpus:' list in catalog.yaml's format, added likewise."
-    )
-
-    def validate(self) -> None:
-        from .rightsizing.catalog import load_catalog
-
-        load_catalog(self)  # raises ConfigError naming the entry and key
-
-
-@dataclass(frozen=True)
 class ExporterConfig:
     listen: str = setting(f":{DEFAULT_PORT}", "HOST:PORT to serve on; an empty host means all interfaces.")
     interval: float = setting(1.0, "Sampling interval in seconds.", minimum=0.05, maximum=300)
@@ -139,21 +121,6 @@ class ExporterConfig:
     @property
     def effective_hostname(self) -> str:
         return self.hostname or os.environ.get("NODE_NAME") or socket.gethostname()
-
-
-def parse_listen(listen: str) -> tuple[str | None, int]:
-    """Split HOST:PORT (``[::1]:9430``, ``:9430``, ``127.0.0.1:0``). Raises ValueError."""
-    host, sep, port_text = listen.rpartition(":")
-    if not sep:
-        raise ValueError(f"listen must be HOST:PORT; got {listen!r}")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"listen port must be a number; got {listen!r}") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"listen port must be 0-65535; got {port}")
-    host = host.strip("[]")
-    return (host or None), port
 
 
 def load_config(

@@ -11,9 +11,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from rightsizer_core.settings import describe_settings
+
 from .config import ExporterConfig
 from .metrics import FAMILIES
-from .settings import describe_settings
 
 
 def cell(value: object) -> str:

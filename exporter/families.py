@@ -24,7 +24,8 @@ HEADLESS: frozenset[str] = frozenset({
     "rightsizer_queue_depth", "rightsizer_queue_in_flight", "rightsizer_queue_kv_cache_usage_ratio",
     "rightsizer_queue_preemptions_total", "rightsizer_queue_source_up", "rightsizer_xid_errors_total",
     "rightsizer_queue_generated_tokens_total", "rightsizer_queue_prompt_tokens_total",
-    "rightsizer_queue_requests_total",
+    "rightsizer_queue_requests_total", "rightsizer_host_pressure_stalled_ratio",
+    "rightsizer_gpu_balance_finding",
 })
 
 SHIPPED: frozenset[str] = HEADLESS | frozenset({
@@ -33,7 +34,7 @@ SHIPPED: frozenset[str] = HEADLESS | frozenset({
     "DCGM_FI_DEV_XID_ERRORS", "rightsizer_build_info", "rightsizer_collector_duration_seconds",
     "rightsizer_collector_success", "rightsizer_gpu_bottleneck", "rightsizer_gpu_clock_event_active",
     "rightsizer_gpu_power_limit_watts", "rightsizer_gpu_recommendation_info",
-    "rightsizer_gpu_balance_finding", "rightsizer_workload_cost_dollars",
+    "rightsizer_workload_cost_dollars",
     "rightsizer_workload_throughput_per_second",
     "rightsizer_gpu_sm_clock_max_hertz", "rightsizer_last_sample_timestamp_seconds",
     "rightsizer_queue_last_success_timestamp_seconds",

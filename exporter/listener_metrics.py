@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from rightsizer_core.listener import ListenerStats
+from rightsizer_core.snapshot import GpuReading, GpuSample, Row
 
 from .metrics import FAMILIES_BY_NAME
 from .sampler import Contribution
-from .snapshot import GpuReading, GpuSample, Row
 
 MALFORMED, DROPPED, ACCEPT_ERRORS, OPEN = (
     FAMILIES_BY_NAME[name].name

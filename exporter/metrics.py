@@ -279,7 +279,7 @@ FAMILIES: tuple[Family, ...] = (
         "NVLink transmit rate over all links (NVML GPM, Hopper and newer), averaged over the cycle.",
         "nvlink_tx_bytes_per_second",
     ),
-    # --- XID errors (exporter/sources/nvml_events); rows come from the XID extension ---
+    # --- XID errors (exporter/sources/nvml/events.py); rows come from the XID extension ---
     Family(
         "rightsizer_xid_errors_total",
         "counter",
@@ -456,7 +456,7 @@ FAMILIES: tuple[Family, ...] = (
         "extension",
         extra_labels=("queue",),
     ),
-    # --- right-sizing (exporter/rightsizing); rows come from the right-sizing extension ---
+    # --- right-sizing (rightsizing/); rows come from its extension (exporter/rightsizing_live) ---
     Family(
         "rightsizer_gpu_verdict",
         "gauge",
@@ -534,12 +534,23 @@ FAMILIES: tuple[Family, ...] = (
         "extension",
     ),
     Family(
+        "rightsizer_host_pressure_stalled_ratio",
+        "gauge",
+        "ratio",
+        "Share of the last poll interval the node's tasks stalled on a resource (PSI, /proc/pressure): "
+        "resource=memory|io, kind=some (at least one task) or full (all non-idle tasks at once); "
+        "absent on kernels without PSI.",
+        "extension",
+        extra_labels=("resource", "kind"),
+    ),
+    Family(
         "rightsizer_gpu_balance_finding",
         "gauge",
         "bool",
         "1 when a system-balance check finds a problem with how the GPU sits in its host, 0 when it "
         "finds none; absent while its evidence is missing. finding=pcie_link_degraded: the best PCIe "
-        "link generation or width over the window is below the maximum (the reason is in /api/v1/gpus).",
+        "link generation or width over the window is below the maximum (the reason is in /api/v1/gpus); "
+        "finding=numa_mismatch: none of the CPUs the GPU's container may run on is on the GPU's NUMA node.",
         "extension",
         extra_labels=("gpu", "finding"),
     ),

@@ -19,9 +19,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
+from rightsizer_core.snapshot import GpuIdentity, GpuSample, PodRef, Snapshot
+
 from . import __version__
 from .metrics import CLOCK_EVENT_REASONS, FAMILIES, Family
-from .snapshot import GpuIdentity, GpuSample, PodRef, Snapshot
 
 # prometheus-client's OpenMetrics CONTENT_TYPE_LATEST (a test keeps them equal), written out because
 # importing its exposition modules (registry, WSGI server, ...) costs every exporter ~1 MiB.

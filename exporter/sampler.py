@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .logs import event
+from rightsizer_core.logs import event
+from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, Row, Snapshot
+
 from .render import Exposition, Renderer
-from .snapshot import CollectorStatus, GpuReading, GpuSample, Row, Snapshot
 from .sources.base import GpuSource
 
 log = logging.getLogger("rightsizer.sampler")

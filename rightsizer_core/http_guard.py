@@ -21,18 +21,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Callable
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
 
-if TYPE_CHECKING:
-    from .listener import Guard
+from .limits import ListenerLimits
 
 log = logging.getLogger("rightsizer.http")
 _REQUEST_LINE = re.compile(rb"[!-~]+ [!-~]+ HTTP/(\d)\.(\d)")
 _NO_VERSION = re.compile(rb"[!-~]+ [!-~]+")
+
+
+class RefusalCounts(Protocol):
+    header_timeouts: int
+    malformed_requests: int
+
+
+class Guard(Protocol):
+    """What a handler needs of its listener's ``listener.Guard`` (described here rather than
+    imported: ``listener`` imports this module)."""
+
+    evicting: int
+
+    @property
+    def limits(self) -> ListenerLimits: ...
+    @property
+    def stats(self) -> RefusalCounts: ...
+    @property
+    def evictable(self) -> dict[GuardedRequestHandler, None]: ...
+    @property
+    def error_body(self) -> Callable[[int, str], tuple[bytes, str]]: ...
 
 
 class GuardedRequestHandler(web.RequestHandler):

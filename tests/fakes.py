@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exporter.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample
 
 H100 = "NVIDIA H100 80GB HBM3"
 

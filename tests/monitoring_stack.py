@@ -86,6 +86,12 @@ def scenario_with_an_xid(workdir: Path) -> Path:
     """The built-in default fleet, with one XID on one GPU, so the XID panels have data."""
     scenario = yaml.safe_load((ROOT / "exporter" / "scenarios" / "default.yaml").read_text())
     scenario["gpus"][2]["xids"] = [{"after_seconds": 1, "xid": 13}]
+    # A two-socket host with PSI, one GPU's container pinned to the other socket: the balance and
+    # pressure panels have data (stalls under the data_loading mark: no verdict changes).
+    scenario["host_pressure"] = {"memory_some": 0.01, "io_some": 0.04, "io_full": 0.02}
+    scenario["numa_nodes"] = ["0-31", "32-63"]
+    scenario["gpus"][0]["numa_node"] = 1
+    scenario["gpus"][0]["pod"]["cpuset"] = "0-7"
     path = workdir / "default-with-xid.yaml"
     path.write_text(yaml.safe_dump(scenario, sort_keys=False))
     return path

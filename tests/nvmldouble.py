@@ -172,6 +172,7 @@ def gpu_values(slot: int, **overrides: ControlValue) -> dict[str, ControlValue]:
         "pcie.width_max": 16,
         "pcie.tx_kbps": 1000 + slot,
         "pcie.rx_kbps": 2000 + slot,
+        "numa_node": slot % 2,
         "clock_event_reasons": 0x4 | 0x40,
         "ecc.mode": 1,
         "ecc.corrected": 11 + slot,

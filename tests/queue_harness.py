@@ -34,8 +34,8 @@ class QueueHarness:
         from exporter.config import ExporterConfig
         from exporter.render import Renderer
         from exporter.sampler import Sampler
-        from exporter.settings import build
         from exporter.sources.queues.manager import QueueExtension
+        from rightsizer_core.settings import build
 
         cfg = build(ExporterConfig, {"interval": interval, "queues": entries}, "")
         self.extension = QueueExtension(cfg.queues, cfg.interval)

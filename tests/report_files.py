@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import report_history
 
-from exporter.sources.sim_scenario import SCENARIO_DIR
+from exporter.sources.simulated.scenario import SCENARIO_DIR
 
 HERE = Path(__file__).parent
 FLEETS = (HERE / "scenarios" / "mixed_inference_fleet.yaml", SCENARIO_DIR / "mig.yaml")
@@ -53,7 +53,7 @@ class Written:
 
 
 def report(url: str, at: float, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
            "--window", "1h", "--at", f"{at:.3f}", *args]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 

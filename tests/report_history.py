@@ -26,12 +26,12 @@ from servers import prometheus, require_binary
 from victoria_metrics import import_text, victoria_metrics
 
 from exporter.render import Renderer
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.extension import RightsizingExtension
-from exporter.rightsizing.settings import RightsizingSettings
-from exporter.snapshot import Snapshot
-from exporter.sources.sim_queues import SimulatedQueues
-from exporter.sources.simulated import SimulatedSource, load_scenario
+from exporter.rightsizing_live.extension import RightsizingExtension
+from exporter.sources.simulated.queues import SimulatedQueues
+from exporter.sources.simulated.source import SimulatedSource, load_scenario
+from rightsizer_core.snapshot import Snapshot
+from rightsizing.catalog import load_catalog
+from rightsizing.settings import RightsizingSettings
 
 _NAME = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{?)")
 

@@ -14,7 +14,7 @@ from adapter.cli import main
 from adapter.config import load_config
 from adapter.rules import BUILTIN_RULES
 from exporter.metrics import FAMILIES_BY_NAME
-from exporter.settings import ConfigError
+from rightsizer_core.settings import ConfigError
 
 DIRECT = {"direct": {"exporters": ["http://127.0.0.1:9430"]}}
 

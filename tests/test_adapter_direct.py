@@ -21,7 +21,7 @@ from adapter.sources.exposition import SampleReader
 from adapter.sources.pace import MARGIN, Pace
 from adapter.sources.scrape import ScrapeSource, evaluate
 from adapter.vectors import Series
-from exporter.settings import build
+from rightsizer_core.settings import build
 
 NODE_A = exposition(
     {

@@ -7,7 +7,7 @@ from adapter_support import EXT, Make, assert_status, client_get, exposition, ma
 
 from adapter.config import load_config
 from adapter.rules import RuleConfig
-from exporter.settings import ConfigError
+from rightsizer_core.settings import ConfigError
 
 __all__ = ["make"]
 CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/prod"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from adapter.kubernetes.quantities import format_quantity, parse_quantity
 from adapter.kubernetes.selectors import EVERYTHING, SelectorError, parse
 from adapter.promql import parse_matcher, render
-from exporter.workloads import workload_of
+from rightsizer_core.workloads import workload_of
 
 LABELS = {"queue": "jobs", "namespace": "prod", "tier": "3", "app_kubernetes_io_name": "chat"}
 

@@ -10,7 +10,7 @@ from fakes import FakeSource
 from exporter.render import Renderer
 from exporter.sampler import Sampler
 from exporter.server import create_app
-from exporter.sources.simulated import SimulatedSource, load_scenario
+from exporter.sources.simulated.source import SimulatedSource, load_scenario
 
 
 async def _pods(aiohttp_client: Any, sampler: Sampler) -> tuple[int, Any]:

@@ -10,7 +10,7 @@ from nvmldouble import NvmlDouble, api_gpus, exporter_args, gpu_values, scrape_u
 from report_history import exporter_history
 from servers import exporter
 
-from exporter.rightsizing.balance import LinkSeen
+from rightsizing.balance import LinkSeen
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from exporter.config import CatalogSettings, load_config
-from exporter.rightsizing.catalog import DATA_FILE, load_catalog, read_catalog_file
-from exporter.settings import ConfigError, build
+from rightsizer_core.settings import ConfigError, build
+from rightsizing.catalog import DATA_FILE, load_catalog, read_catalog_file
 
 GIB = 2**30
 

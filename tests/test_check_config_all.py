@@ -9,7 +9,7 @@ import pytest
 
 from adapter.cli import main as adapter_main
 from exporter.cli import main as exporter_main
-from exporter.settings import ConfigError, build
+from rightsizer_core.settings import ConfigError, build
 
 
 def test_exporter_reports_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

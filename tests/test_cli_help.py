@@ -16,10 +16,10 @@ from servers import exporter
 from adapter.cli import parser as adapter_parser
 from exporter.cli import page_url
 from exporter.cli import parser as exporter_parser
-from exporter.rightsizing.cli import parser as rightsizer_parser
-from exporter.sources.sim_scenario import builtin_names
+from exporter.sources.simulated.scenario import builtin_names
+from rightsizing.command.cli import parser as rightsizer_parser
 
-RIGHTSIZER = [sys.executable, "-m", "exporter.rightsizing.cli"]
+RIGHTSIZER = [sys.executable, "-m", "rightsizing.command.cli"]
 COMMANDS: dict[str, tuple[list[str], Callable[[], object], list[str]]] = {
     # name: (how to run it, its parser, the words before its own flags)
     "rightsizer-exporter": ([sys.executable, "-m", "exporter"], exporter_parser, []),

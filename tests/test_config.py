@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import ExporterConfig, load_config, parse_listen
-from exporter.settings import ConfigError, describe_settings
+from exporter.config import ExporterConfig, load_config
+from rightsizer_core.listen import parse_listen
+from rightsizer_core.settings import ConfigError, describe_settings
 
 
 def write(tmp_path: Path, text: str) -> str:

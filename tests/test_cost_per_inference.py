@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from report_history import exporter_history
 
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.cost import cost_json, cost_rows, workload_costs
-from exporter.rightsizing.evidence import Evidence, QueueEvidence
-from exporter.rightsizing.report_cli import cost_table
-from exporter.rightsizing.settings import RightsizingSettings
-from exporter.rightsizing.verdicts import Assessment
+from rightsizing.catalog import load_catalog
+from rightsizing.command.report_cli import cost_table
+from rightsizing.cost import cost_json, cost_rows, workload_costs
+from rightsizing.evidence import Evidence, QueueEvidence
+from rightsizing.settings import RightsizingSettings
+from rightsizing.verdicts import Assessment
 
 GIB = 2**30
 CATALOG = load_catalog()

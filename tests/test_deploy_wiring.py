@@ -80,6 +80,9 @@ def test_exporter_sees_the_kubelet_paths_it_is_configured_with(tmp_path: Path) -
         assert mounts[directory]["readOnly"] is True, path
         assert volumes[mounts[directory]["name"]]["hostPath"]["path"] == directory, path
     assert cfg.pods.procfs_root == "/proc" and pod["hostPID"] is True
+    # The NUMA check reads the containers' cpusets from the host's cgroup tree, not the exporter's own.
+    assert mounts[cfg.pods.cgroup_root]["readOnly"] is True
+    assert volumes[mounts[cfg.pods.cgroup_root]["name"]]["hostPath"]["path"] == "/sys/fs/cgroup"
 
 
 def test_adapter_accepts_its_arguments_and_config(tmp_path: Path) -> None:

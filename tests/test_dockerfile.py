@@ -95,7 +95,7 @@ def test_oci_labels_and_license_match_the_project() -> None:
 
 def test_one_image_for_both_commands_and_their_ports() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    for command in ("rightsizer-exporter", "rightsizer-adapter"):
+    for command in ("rightsizer-exporter", "rightsizer-adapter", "rightsizer"):
         assert command in scripts, f"{command} is not a console script in pyproject.toml"
     exposed = {int(p) for k, a in instructions(DOCKERFILE.read_text()) if k == "EXPOSE" for p in a.split()}
     from exporter.config import ExporterConfig
@@ -155,7 +155,7 @@ def test_dockerignore_matcher_follows_docker_semantics() -> None:
     assert excluded(".venv/bin/python", rules)
     assert excluded("tests/test_x.py", rules)
     assert not excluded("exporter/cli.py", rules)
-    assert not excluded("exporter/sources/nvml.py", rules)
+    assert not excluded("exporter/sources/nvml/source.py", rules)
     assert excluded("exporter/__pycache__/cli.cpython-311.pyc", rules)
     assert excluded("exporter/sources/x.pyc", rules)
 
@@ -198,9 +198,9 @@ def test_image_install_from_the_context_alone_works(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         entry_points = next(zf.read(n).decode() for n in names if n.endswith("entry_points.txt"))
-    for command in ("rightsizer-exporter", "rightsizer-adapter"):
+    for command in ("rightsizer-exporter", "rightsizer-adapter", "rightsizer"):
         assert re.search(rf"^{command}\s*=", entry_points, re.M), command
-    data = [p.relative_to(ROOT).as_posix() for pkg in ("exporter", "adapter")
+    data = [p.relative_to(ROOT).as_posix() for pkg in ("exporter", "adapter", "rightsizing")
             for p in (ROOT / pkg).rglob("*") if p.suffix in (".yaml", ".json", ".proto") and p.is_file()]
     assert set(data) <= names, f"package data missing from the wheel: {sorted(set(data) - names)}"
 
@@ -209,9 +209,13 @@ def test_image_install_from_the_context_alone_works(tmp_path: Path) -> None:
                     "--target", str(target), str(wheel)], check=True, capture_output=True, timeout=240)
     probe = subprocess.run(
         [sys.executable, "-c", "import exporter, sys; print(exporter.__file__); "
-         "from exporter.cli import main; sys.exit(main(['--version']))"],
+         "from exporter.cli import main; import rightsizing, rightsizer_core, adapter.cli; "
+         "print(rightsizing.__file__, rightsizer_core.__file__, adapter.__file__, file=sys.stderr); "
+         "sys.exit(main(['--version']))"],
         cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.splitlines()[0].startswith(str(target))
+    # the other packages from the wheel too, not from the repository this test runs in
+    assert all(f.startswith(str(target)) for f in probe.stderr.split()), probe.stderr
     assert "rightsizer-exporter" in probe.stdout

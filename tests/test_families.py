@@ -28,7 +28,7 @@ from exporter.metrics import FAMILIES_BY_NAME
 
 OURS = re.compile(r"(?<![\w:])(rightsizer_[a-z0-9_]+|DCGM_FI_[A-Z0-9_]+)(?![\w:])")
 REPORT_SOURCES = [
-    ROOT / "exporter" / "rightsizing" / name for name in ("report.py", "report_queues.py", "report_charts.py")
+    ROOT / "rightsizing" / "command" / name for name in ("report.py", "report_queues.py", "report_charts.py")
 ]
 SERVICE_MONITOR = ROOT / "deploy" / "examples" / "servicemonitor-headless.yaml"
 
@@ -130,7 +130,7 @@ def report_conclusions(published: frozenset[str] | None) -> dict[tuple[str, str]
     exporter with ``published`` families would have published it."""
     scenario = ROOT / "tests" / "scenarios" / "mixed_inference_fleet.yaml"
     with prometheus_with_history([scenario], 3600, 15, published=published) as (url, fleets):
-        cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+        cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
                "--window", "1h", "--at", f"{fleets[0].last + 1:.3f}", "--format", "json"]  # fmt: skip
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

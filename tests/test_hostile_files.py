@@ -3,7 +3,7 @@
 A FIFO, a device, a directory, a 10 MB file, binary content, nesting 10,000 deep, an alias bomb
 under a known key, absurd numbers: each is one line on stderr naming the file, exit code 2, no
 traceback, and a peak RSS under the manifest's memory limit. Every program is run as a subprocess
-(``python -m exporter`` / ``adapter`` / ``exporter.rightsizing.cli``) as a user would run it.
+(``python -m exporter`` / ``adapter`` / ``rightsizing.command.cli``) as a user would run it.
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ def test_adapter_file_refused_in_one_line(tmp_path: Path, case: str) -> None:
 def test_report_bearer_token_file_fifo_is_one_line(tmp_path: Path) -> None:
     token = fifo(tmp_path)
     outcome = run_program(
-        "exporter.rightsizing.cli",
+        "rightsizing.command.cli",
         ["report", "--prometheus-url", "http://127.0.0.1:1", "--bearer-token-file", str(token)],
         tmp_path,
     )
@@ -254,7 +254,7 @@ def test_report_bearer_token_file_fifo_is_one_line(tmp_path: Path) -> None:
 
 def test_plan_config_json_nested_deep_is_one_line(tmp_path: Path) -> None:
     path = write(tmp_path, "[" * 100_000 + "]" * 100_000, "config.json")
-    outcome = run_program("exporter.rightsizing.cli", ["plan", "--config", str(path)], tmp_path)
+    outcome = run_program("rightsizing.command.cli", ["plan", "--config", str(path)], tmp_path)
     assert outcome.returncode == 2, outcome.stderr
     assert "Traceback" not in outcome.stderr, outcome.stderr
     assert outcome.stderr.strip() == f"rightsizer: --config {path}: not valid JSON: nested too deep"
@@ -313,7 +313,7 @@ READERS = {
         "not a regular file (a FIFO)",
     ),
     "/proc/stat": (
-        "import os\nfrom exporter.rightsizing.hostcpu import read_cpu_times\n"
+        "import os\nfrom rightsizing.hostcpu import read_cpu_times\n"
         "os.makedirs(PATH + '.proc')\nos.mkfifo(PATH + '.proc/stat')\nread_cpu_times(PATH + '.proc')",
         "ProcStatError: cannot read {path}.proc/stat: not a regular file (a FIFO)",
     ),

@@ -9,10 +9,11 @@ from pathlib import Path
 from nvmldouble import NvmlDouble, exporter_args, gpu_values, scrape, scrape_until, value
 from servers import exporter, wait_for
 
-STATIC_CALLS = {  # per GPU and initialisation: SM and memory maximum clocks, maximum PCIe link
+STATIC_CALLS = {  # per GPU and initialisation: SM and memory maximum clocks, maximum PCIe link, NUMA node
     "nvmlDeviceGetMaxClockInfo": 2,
     "nvmlDeviceGetMaxPcieLinkGeneration": 1,
     "nvmlDeviceGetMaxPcieLinkWidth": 1,
+    "nvmlDeviceGetNumaNodeId": 1,
 }
 # What one cycle reads of a GPU without GPM or MIG (GPM and MIG add their own calls).
 PER_CYCLE = {

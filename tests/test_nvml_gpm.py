@@ -21,7 +21,7 @@ from nvmldouble import (
 )
 from servers import exporter, wait_for
 
-from exporter.sources.nvml_gpm import GPM_FIELDS
+from exporter.sources.nvml.gpm import GPM_FIELDS
 
 MIB = 1_048_576
 # GPM metric id -> (value in GPM's unit, published family, divisor or multiplier to DCGM's unit).

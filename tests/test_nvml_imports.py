@@ -15,7 +15,7 @@ from nvmldouble import NvmlDouble, exporter_args, gpu_values, scrape
 from servers import exporter, wait_for
 
 OPTIONAL = ("grpc", "redis", "cryptography", "google.protobuf", "prometheus_client")
-NOT_ON_NVML = ("importlib.metadata", "exporter.sources.simulated", "exporter.sources.sim_scenario")
+NOT_ON_NVML = ("importlib.metadata", "exporter.sources.simulated", "exporter.sources.simulated.scenario")
 
 
 def imported(log: str) -> set[str]:
@@ -29,6 +29,6 @@ def test_exporter_on_nvml_imports_no_optional_subsystem(nvml_double: NvmlDouble,
         wait_for(lambda: nvml_double.call_count("nvmlDeviceGetPowerUsage", 1) >= 5, 20, what="5 cycles")
         scrape(proc.url)
         modules = imported(proc.log())
-    assert {"pynvml", "aiohttp", "exporter.sources.nvml"} <= modules  # the report works
+    assert {"pynvml", "aiohttp", "exporter.sources.nvml.source"} <= modules  # the report works
     loaded = sorted(m for m in modules if m.split(".")[0] in OPTIONAL or m in OPTIONAL or m in NOT_ON_NVML)
     assert loaded == [], f"imported without being configured: {loaded}"

@@ -191,7 +191,7 @@ def test_profile_names_without_a_privileged_user(nvml_double: NvmlDouble, tmp_pa
 SCRIPT = """
 import asyncio, json
 from exporter.config import NvmlSettings
-from exporter.sources.nvml import NvmlSource
+from exporter.sources.nvml.source import NvmlSource
 
 async def main():
     source = NvmlSource(NvmlSettings())

@@ -14,7 +14,7 @@ from servers import ROOT
 SCRIPT = """
 import asyncio, json
 from exporter.config import NvmlSettings
-from exporter.sources.nvml import NvmlSource
+from exporter.sources.nvml.source import NvmlSource
 
 async def main():
     source = NvmlSource(NvmlSettings())

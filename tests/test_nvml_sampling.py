@@ -8,7 +8,7 @@ import asyncio
 import threading
 from typing import Any
 
-from exporter.sources.nvml_sampling import CallState, Job, SamplingPool
+from exporter.sources.nvml.sampling import CallState, Job, SamplingPool
 
 
 def read(

@@ -22,7 +22,7 @@ from nvmldouble import (
 )
 from servers import exporter, wait_for
 
-from exporter.sources.nvml_gpm import GPM_FIELDS
+from exporter.sources.nvml.gpm import GPM_FIELDS
 
 MIB = 2**20
 # Fields a GPU without GPM lacks (GPM is off in the double unless a test turns it on); PCIe rates

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.models import BUILTIN, PlanError, builtin, estimate, from_config, parse_params
-from exporter.rightsizing.planner import Workload, frontier, memory, plan
+from rightsizing.catalog import load_catalog
+from rightsizing.models import BUILTIN, PlanError, builtin, estimate, from_config, parse_params
+from rightsizing.planner import Workload, frontier, memory, plan
 
 CATALOG = load_catalog()
 
@@ -181,7 +181,7 @@ def test_every_builtin_model_plans() -> None:
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "exporter.rightsizing.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "rightsizing.command.cli", *args], capture_output=True,
                           text=True, timeout=60)  # fmt: skip
 
 

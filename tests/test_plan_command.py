@@ -21,7 +21,7 @@ LLAMA3_8B_CONFIG = {
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "exporter.rightsizing.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "rightsizing.command.cli", *args], capture_output=True,
                           text=True, timeout=60, cwd=cwd or ROOT)  # fmt: skip
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.models import builtin
-from exporter.rightsizing.planner import Workload, memory, plan
+from rightsizing.catalog import load_catalog
+from rightsizing.models import builtin
+from rightsizing.planner import Workload, memory, plan
 
 CATALOG = load_catalog()
 MIB, GIB = 2**20, 2**30

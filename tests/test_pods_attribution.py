@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from fakes import fields, identity
 
-from exporter.snapshot import GpuIdentity, GpuSample, PodRef
 from exporter.sources.pods.attribution import (
     RunningProcess,
     attribute_processes,
@@ -24,6 +23,7 @@ from exporter.sources.pods.attribution import (
 from exporter.sources.pods.cgroup import read_cgroup
 from exporter.sources.pods.checkpoint import CheckpointError, parse_checkpoint, read_checkpoint, uid_index
 from exporter.sources.pods.client import ContainerDevices, KubeletAnswer
+from rightsizer_core.snapshot import GpuIdentity, GpuSample, PodRef
 
 PROC = Path(__file__).parent / "fixtures" / "proc"
 UID_A = "4e074085-62be-4b8b-a0ce-05c1decfe3ad"  # fixture pid 1003 (containerd, v2)

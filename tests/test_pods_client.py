@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from pods_fake_kubelet import FakeKubelet, set_mode, short_socket_dir, write_answer
 
-from exporter.snapshot import PodRef
 from exporter.sources.pods.client import (
     ContainerDevices,
     KubeletAnswer,
     PodResourcesClient,
     PodResourcesError,
 )
+from rightsizer_core.snapshot import PodRef
 
 GPUS = frozenset({"nvidia.com/gpu", "nvidia.com/gpu.shared"})
 

@@ -17,8 +17,8 @@ from pods_rig import Rig, pods_of, pods_success, series, start
 from exporter.cli import make_extensions
 from exporter.config import load_config
 from exporter.server import create_app
-from exporter.settings import ConfigError
 from exporter.sources.pods.extension import PodAttribution
+from rightsizer_core.settings import ConfigError
 
 rig, kubelet = pods_rig.rig, pods_rig.kubelet
 

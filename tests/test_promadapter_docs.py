@@ -119,9 +119,16 @@ async def test_the_documented_name_and_resources(served: Any) -> None:
     assert list(cache.rules) == [METRIC]
     code, body = await client_get(client, "/apis/custom.metrics.k8s.io/v1beta2")
     assert code == 200
-    names = {r["name"] for r in body["resources"]}
-    assert {f"pods/{METRIC}", f"services/{METRIC}", f"ingresses/{METRIC}", f"namespaces/{METRIC}"} <= names
-    assert f"verbs/{METRIC}" not in names
+    # Every label the template maps to a resource the cluster knows (Prometheus adds `job`, a batch
+    # Job under <<.Resource>>; `verb` and `instance` name none), with its API group, namespaced but
+    # for the namespace itself: what prometheus-adapter lists (Kubernetes' GroupResource names).
+    assert {(r["name"], r["namespaced"]) for r in body["resources"]} == {
+        (f"pods/{METRIC}", True),
+        (f"services/{METRIC}", True),
+        (f"ingresses.networking.k8s.io/{METRIC}", True),
+        (f"jobs.batch/{METRIC}", True),
+        (f"namespaces/{METRIC}", False),
+    }
 
 
 async def test_pods_in_somens_as_the_documentation_renders_them(served: Any) -> None:
@@ -136,14 +143,23 @@ async def test_pods_in_somens_as_the_documentation_renders_them(served: Any) -> 
 
 
 @pytest.mark.parametrize(
-    ("resource", "label", "name"), [("services", "service", "web"), ("ingresses", "ingress", "back")]
+    ("resource", "label", "name", "kind"),
+    [
+        ("services", "service", "web", ("Service", "v1")),
+        ("ingresses", "ingress", "back", ("Ingress", "networking.k8s.io/v1")),
+        ("ingresses.networking.k8s.io", "ingress", "back", ("Ingress", "networking.k8s.io/v1")),
+    ],
 )
-async def test_other_resources_of_the_same_series(served: Any, resource: str, label: str, name: str) -> None:
+async def test_other_resources_of_the_same_series(
+    served: Any, resource: str, label: str, name: str, kind: tuple[str, str]
+) -> None:
     client, cache, prom = served
     expected = upstream(prom, cache, f'{label}="{name}",namespace="somens"', label)
     code, body = await client_get(client, f"{CUSTOM}/somens/{resource}/{name}/{METRIC}")
     assert code == 200, body
     assert [i["value"] for i in body["items"]] == [expected[name]]
+    described = body["items"][0]["describedObject"]
+    assert (described["kind"], described["apiVersion"]) == kind  # what the REST mapper says
 
 
 async def test_the_namespace_itself(served: Any) -> None:

@@ -1,6 +1,6 @@
 """Discovery on the relist interval, against a fake Prometheus speaking /api/v1/series and
 /api/v1/query: new series become metrics (and discovery entries) at the next relist, a failed
-relist keeps the metrics found before, and every refresh asks one query per metric."""
+relist keeps the metrics found before, and every refresh asks one query per rule."""
 
 from __future__ import annotations
 
@@ -59,6 +59,17 @@ class FakePrometheus:
     async def _query(self, request: web.Request) -> web.Response:
         query = str((await request.post())["query"])
         self.queries.append(query)
+        result = []
+        for branch in query.split(" or "):  # one rule's metrics: label_replace(...) or label_replace(...)
+            named = re.fullmatch(r'label_replace\((.*), "(\w+)", "(\w+)", "", ""\)', branch)
+            inner = named.group(1) if named else branch
+            extra = {named.group(2): named.group(3)} if named else {}
+            result += [{**item, "metric": {**item["metric"], **extra}} for item in self._evaluate(inner)]
+        body = {"status": "success", "data": {"resultType": "vector", "result": result}}
+        return web.Response(text=json.dumps(body), content_type="application/json")
+
+    def _evaluate(self, query: str) -> list[dict[str, Any]]:
+        """``sum by (labels) (name{k="v"})`` over the series, each sample worth 3."""
         name = re.search(r"(queue_\w+)\{", query).group(1)  # type: ignore[union-attr]
         wanted = dict(re.findall(r'(\w+)="([^"]*)"', query.split("{", 1)[1].split("}")[0]))
         by = re.search(r"by \(([^)]*)\)", query)
@@ -68,9 +79,7 @@ class FakePrometheus:
             if s["__name__"] == name and all(s.get(k) == v for k, v in wanted.items()):
                 key = tuple((k, s[k]) for k in keep if k in s)
                 sums[key] = sums.get(key, 0.0) + 3
-        result = [{"metric": dict(key), "value": [1700000000, str(v)]} for key, v in sums.items()]
-        body = {"status": "success", "data": {"resultType": "vector", "result": result}}
-        return web.Response(text=json.dumps(body), content_type="application/json")
+        return [{"metric": dict(key), "value": [1700000000, str(v)]} for key, v in sums.items()]
 
 
 def relist_due(source: PromAdapterSource) -> None:
@@ -125,7 +134,11 @@ async def test_relist_finds_new_metrics_and_keeps_old_ones_when_it_fails(
     before = len(prom.queries)
     await cache.refresh_once()
     assert prom.series_asked == 3 and sorted(cache.rules) == ["queue_depth", "queue_lag"]
-    assert len(prom.queries) - before == 2  # one query per metric per refresh
+    assert prom.queries[before:] == [  # one query per rule per refresh, whatever the names it exposes
+        'label_replace(sum by (name, namespace) (queue_depth{}), "rightsizer_promadapter_metric", '
+        '"queue_depth", "", "") or label_replace(sum by (name, namespace) (queue_lag{}), '
+        '"rightsizer_promadapter_metric", "queue_lag", "", "")'
+    ]
     code, body = await client_get(client, f"{ext}/namespaces/prod/queue_depth")
     assert code == 200 and body["items"][0]["value"] == "3"
     await source.close()

@@ -110,7 +110,12 @@ async def test_discovery_names_follow_name_matches_and_as(served: Any) -> None:
     code, body = await client_get(client, CUSTOM)
     assert code == 200
     names = {r["name"] for r in body["resources"]}
-    assert {"pods/gpu_GPU_utilization", "jobs/DCGM_FI_DEV_FB_USED", "pods/TOTAL_ENERGY"} <= names
+    assert {"pods/gpu_GPU_utilization", "jobs.batch/DCGM_FI_DEV_FB_USED", "pods/TOTAL_ENERGY"} <= names
+    # overrides map namespace and pod only: the `job` label names no resource for these rules
+    assert {n for n in names if n.endswith("/gpu_GPU_utilization")} == {
+        "pods/gpu_GPU_utilization",
+        "namespaces/gpu_GPU_utilization",
+    }
     code, body = await client_get(client, EXTERNAL)
     assert code == 200
     assert sorted(r["name"] for r in body["resources"]) == [
@@ -243,7 +248,7 @@ async def test_unbatchable_external_metric_is_queried_per_request_like_upstream(
     assert "namespace" not in body["items"][0]["metricLabels"]
 
 
-async def test_one_query_per_metric_per_refresh_and_unbatchable_named(served: Any) -> None:
+async def test_one_query_per_rule_per_refresh_and_unbatchable_named(served: Any) -> None:
     client, cache, metrics = served
     before = generate_latest(metrics.registry).decode()
     for _ in range(20):
@@ -258,8 +263,9 @@ async def test_one_query_per_metric_per_refresh_and_unbatchable_named(served: An
         line = f'rightsizer_adapter_upstream_queries_total{{outcome="success",source="{source}"}}'
         return next((float(x.split()[-1]) for x in text.splitlines() if x.startswith(line)), 0.0)
 
-    batched = [n for n in cache.rules if n not in ("DCGM_FI_DEV_GPU_TEMP", "queue_in_flight_per_request")]
-    assert count(text, "prometheus") - count(before, "prometheus") == len(batched) == 6
+    # rules[0] exposes two metrics from one query; rules[3] and externalRules[2] are per request
+    batched_rules = ["rules[0]", "rules[1]", "rules[2]", "externalRules[0]", "externalRules[1]"]
+    assert count(text, "prometheus") - count(before, "prometheus") == len(batched_rules)
     assert count(text, "prometheus_per_request") - count(before, "prometheus_per_request") == 3
     assert count(text, "prometheus_series") == 6  # one per distinct seriesQuery, relist not yet due
     for rule, metric in (
@@ -293,6 +299,9 @@ def test_check_config_prints_each_rules_metric_names(prom: Process) -> None:
     assert "rules[3] (custom.metrics.k8s.io): DCGM_FI_DEV_GPU_TEMP" in lines
     assert any(line.startswith("  DCGM_FI_DEV_GPU_TEMP: queried per request: uses topk") for line in lines)
     assert "externalRules[1] (external.metrics.k8s.io): any_namespace_queue_in_flight" in lines
+    assert lines[-1] == (
+        "upstream queries per refresh: 5 (one per rule with batched metrics); 2 metrics queried per request"
+    )
 
 
 def test_check_config_says_when_prometheus_is_unreachable() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.settings import build
 from exporter.sources.queues.poller import Poller
 from exporter.sources.queues.schedule import BurstLead, Lead, RenderClock, next_fire
 from exporter.sources.queues.settings import QueueSettings
+from rightsizer_core.settings import build
 
 
 def test_render_clock_projects_the_earliest_recent_render() -> None:

@@ -13,14 +13,14 @@ from queue_fakes import SglangMetrics, VllmMetrics, tgi_metrics, triton_metrics
 from queue_servers import FakeHttpServer
 from servers import exporter, http_get, wait_for
 
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.extension import RightsizingExtension
-from exporter.rightsizing.links import QueueReading
-from exporter.rightsizing.settings import RightsizingSettings
-from exporter.rightsizing.trend import WindowCounter
-from exporter.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+from exporter.rightsizing_live.extension import RightsizingExtension
 from exporter.sources.queues.scrape import PRESETS, ExpositionReader
-from exporter.sources.simulated import load_scenario
+from exporter.sources.simulated.source import load_scenario
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+from rightsizing.catalog import load_catalog
+from rightsizing.links import QueueReading
+from rightsizing.settings import RightsizingSettings
+from rightsizing.trend import WindowCounter
 
 GIB = 2**30
 

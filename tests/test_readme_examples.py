@@ -27,7 +27,7 @@ from servers import ROOT, free_port
 README = ROOT / "README.md"
 MARK = re.compile(r"<!-- example: (output|runs)(?:, prints (.+?))? -->\n```[a-z]*\n(.*?)```", re.S)
 BIN = Path(sys.executable).parent
-COMMANDS = {"rightsizer": [sys.executable, "-m", "exporter.rightsizing.cli"]}
+COMMANDS = {"rightsizer": [sys.executable, "-m", "rightsizing.command.cli"]}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from servers import require_binary
 from exporter import render
 from exporter.metrics import FAMILIES, MIB, PROMTOOL_EXCEPTIONS, Family
 from exporter.render import Renderer, format_value
-from exporter.snapshot import CollectorStatus, GpuSample, PodRef, Row, Snapshot
+from rightsizer_core.snapshot import CollectorStatus, GpuSample, PodRef, Row, Snapshot
 
 
 def snapshot(samples: list[GpuSample], **kw: object) -> Snapshot:

@@ -26,7 +26,7 @@ import pytest
 import report_history
 from servers import free_port
 
-from exporter.sources.simulated import SimulatedSource
+from exporter.sources.simulated.source import SimulatedSource
 
 SCENARIO = Path(__file__).parent / "scenarios" / "mixed_inference_fleet.yaml"
 STEP = 15.0
@@ -50,7 +50,7 @@ def report(url: str, at: float, *args: str) -> subprocess.CompletedProcess[str]:
     cmd = [
         sys.executable,
         "-m",
-        "exporter.rightsizing.cli",
+        "rightsizing.command.cli",
         "report",
         "--prometheus-url",
         url,
@@ -111,7 +111,7 @@ def test_progress_is_shown_on_a_terminal(history) -> None:
     url, at, _ = history
     controller, terminal = pty.openpty()
     try:
-        cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+        cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
                "--window", "1h", "--at", f"{at + 1:.3f}", "--format", "json"]  # fmt: skip
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=terminal, timeout=180)
         os.close(terminal)
@@ -132,7 +132,7 @@ def test_progress_is_shown_on_a_terminal(history) -> None:
 def test_unreachable_prometheus_is_one_clear_line() -> None:
     port = free_port()  # nothing listens there
     out = subprocess.run(
-        [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", f"http://127.0.0.1:{port}"],
+        [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", f"http://127.0.0.1:{port}"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 2
@@ -151,7 +151,7 @@ def test_unreachable_prometheus_is_one_clear_line() -> None:
     ],
 )
 def test_bad_arguments_are_one_clear_line(args: list[str], message: str) -> None:
-    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", "http://127.0.0.1:1"]
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", "http://127.0.0.1:1"]
     out = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
 

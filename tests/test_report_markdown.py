@@ -89,7 +89,7 @@ def test_label_values_stay_plain_text(hostile: Written) -> None:
 
 
 def test_a_pipe_or_markup_in_a_value_keeps_its_cell() -> None:
-    from exporter.rightsizing.report_markdown import md_table
+    from rightsizing.command.report_markdown import md_table
 
     values = ["a|b", "*bold* _it_ `code`", "[link](http://x)", "back\\slash", "two\nlines", "&lt;"]
     parsed = sections("## T\n\n" + md_table(["v"], [[v] for v in values]) + "\n")

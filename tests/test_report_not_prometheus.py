@@ -42,7 +42,7 @@ def website() -> Iterator[str]:
 
 
 def test_a_web_page_is_one_line(website: str) -> None:
-    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", website]
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", website]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1, out.stderr

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from report_history import ENGINES, Fleet, prometheus_with_history
 
-from exporter.rightsizing.balance import findings
-from exporter.rightsizing.cost import cost_json
-from exporter.sources.sim_scenario import SCENARIO_DIR
+from exporter.sources.simulated.scenario import SCENARIO_DIR
+from rightsizing.balance import findings
+from rightsizing.cost import cost_json
 
 SCENARIOS = [*sorted((Path(__file__).parent / "scenarios").glob("*.yaml")), SCENARIO_DIR / "default.yaml"]
 STEP = 15.0
@@ -69,7 +69,7 @@ def expected(fleet: Fleet) -> dict[Key, tuple[object, ...]]:
 def test_live_engine_and_report_judge_every_fleet_alike(history: tuple[str, list[Fleet]]) -> None:
     url, fleets = history
     at = max(f.last for f in fleets) + 1
-    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
            "--window", "1h", "--at", f"{at:.3f}", "--format", "json"]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -22,8 +22,8 @@ import pytest
 from query_recorder import Recorder, recording
 from report_history import ENGINES, Fleet, engines_with_history
 
-from exporter.rightsizing.report import QUERIES
-from exporter.sources.sim_scenario import SCENARIO_DIR
+from exporter.sources.simulated.scenario import SCENARIO_DIR
+from rightsizing.command.report import QUERIES
 
 HERE = Path(__file__).parent / "scenarios"
 SCENARIOS = [
@@ -54,7 +54,7 @@ def engine(
 
 
 def report(url: str, at: float, *args: str) -> dict[str, object]:
-    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
            "--window", "1h", "--at", f"{at:.3f}", "--format", "json", *args]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
@@ -104,7 +104,7 @@ def test_split_report_equals_whole_report_and_no_answer_exceeds_the_bound(engine
 def test_split_html_report_with_charts_equals_whole(engine) -> None:
     """The charts' range queries are split by the same shards: the same HTML, charts included."""
     url, rec, at = engine
-    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
            "--window", "1h", "--at", f"{at:.3f}", "--format", "html"]  # fmt: skip
     whole = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     rec.answers.clear()
@@ -121,7 +121,7 @@ def test_split_html_report_with_charts_equals_whole(engine) -> None:
 
 def test_progress_lines_when_asked_off_a_terminal(engine) -> None:
     url, _, at = engine
-    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
            "--window", "1h", "--at", f"{at:.3f}", "--format", "json", "--progress",
            "--max-series-per-query", "20"]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -133,7 +133,7 @@ def test_progress_lines_when_asked_off_a_terminal(engine) -> None:
 
 
 def test_bad_bounds_are_one_clear_line() -> None:
-    cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", "http://127.0.0.1:1"]
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", "http://127.0.0.1:1"]
     out = subprocess.run([*cmd, "--max-series-per-query", "0"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr == "rightsizer: --max-series-per-query and --concurrency must be at least 1\n"

@@ -13,9 +13,9 @@ from queue_fakes import VllmMetrics
 from queue_servers import FakeHttpServer
 from servers import exporter, http_get, require_binary, wait_for
 
-from exporter.rightsizing.bottlenecks import BOTTLENECKS
-from exporter.rightsizing.verdicts import VERDICTS
-from exporter.sources.simulated import load_scenario
+from exporter.sources.simulated.source import load_scenario
+from rightsizing.bottlenecks import BOTTLENECKS
+from rightsizing.verdicts import VERDICTS
 
 OWN = tuple(
     f"rightsizer_{name}"

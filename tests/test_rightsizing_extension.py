@@ -10,14 +10,14 @@ import pytest
 
 from exporter.api import gpus_json
 from exporter.config import load_config
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.extension import RightsizingExtension
-from exporter.rightsizing.hostcpu import HostCpuMonitor, ProcStatError, busy_ratio, read_cpu_times
-from exporter.rightsizing.links import QueueReading, linked
-from exporter.rightsizing.settings import QueueLink, RightsizingSettings
-from exporter.settings import ConfigError
-from exporter.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef, Snapshot
-from exporter.workloads import workload_of
+from exporter.rightsizing_live.extension import RightsizingExtension
+from rightsizer_core.settings import ConfigError
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef, Snapshot
+from rightsizer_core.workloads import workload_of
+from rightsizing.catalog import load_catalog
+from rightsizing.hostcpu import HostCpuMonitor, ProcStatError, busy_ratio, read_cpu_times
+from rightsizing.links import QueueReading, linked
+from rightsizing.settings import QueueLink, RightsizingSettings
 
 GIB = 2**30
 IDENT = GpuIdentity(0, "GPU-aaaa", "00000000:18:00.0", "NVIDIA H100 80GB HBM3", 0, "550", 80 * GIB)

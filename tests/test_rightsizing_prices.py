@@ -21,7 +21,7 @@ from report_history import prometheus_with_history
 from test_rightsizing_scenarios import conclusions
 
 from exporter.config import CatalogSettings
-from exporter.rightsizing.catalog import load_catalog
+from rightsizing.catalog import load_catalog
 
 PRICED = Path(__file__).parent / "scenarios" / "priced" / "independent_configured_prices.yaml"
 PRICES = {"H100-SXM-80GB": 2.50, "L4-24GB": 0.45, "NVIDIA A100-SXM4-40GB": 1.10}
@@ -51,7 +51,7 @@ def test_report_judges_with_the_configured_prices(tmp_path: Path) -> None:
     config.write_text(yaml.safe_dump({"catalog": {"prices": PRICES}}))
     with prometheus_with_history([PRICED], 3600.0, 15.0, instances=True) as (url, fleets):
         at = fleets[0].last + 1
-        cmd = [sys.executable, "-m", "exporter.rightsizing.cli", "report", "--prometheus-url", url,
+        cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
                "--window", "1h", "--at", f"{at:.3f}", "--format", "json",
                "--exporter-config", str(config)]  # fmt: skip
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

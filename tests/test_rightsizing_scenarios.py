@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from exporter.api import gpus_json
-from exporter.rightsizing.bottlenecks import BOTTLENECKS
-from exporter.rightsizing.catalog import Catalog, load_catalog
-from exporter.rightsizing.extension import RightsizingExtension
-from exporter.rightsizing.settings import RightsizingSettings
-from exporter.rightsizing.verdicts import VERDICTS
-from exporter.snapshot import Snapshot
-from exporter.sources.sim_scenario import SCENARIO_DIR
-from exporter.sources.simulated import SimulatedSource, load_scenario
+from exporter.rightsizing_live.extension import RightsizingExtension
+from exporter.sources.simulated.scenario import SCENARIO_DIR
+from exporter.sources.simulated.source import SimulatedSource, load_scenario
+from rightsizer_core.snapshot import Snapshot
+from rightsizing.bottlenecks import BOTTLENECKS
+from rightsizing.catalog import Catalog, load_catalog
+from rightsizing.settings import RightsizingSettings
+from rightsizing.verdicts import VERDICTS
 
 SUITE = sorted((Path(__file__).parent / "scenarios").glob("*.yaml"))
 BUILTIN = [SCENARIO_DIR / "default.yaml", SCENARIO_DIR / "golden.yaml", SCENARIO_DIR / "mig.yaml"]

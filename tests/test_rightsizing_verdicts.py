@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporter.config import CatalogSettings
-from exporter.rightsizing.bottlenecks import find_bottlenecks
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.evidence import Evidence, QueueEvidence
-from exporter.rightsizing.settings import RightsizingSettings
-from exporter.rightsizing.verdicts import assess, decision_inputs
+from rightsizing.bottlenecks import find_bottlenecks
+from rightsizing.catalog import load_catalog
+from rightsizing.evidence import Evidence, QueueEvidence
+from rightsizing.settings import RightsizingSettings
+from rightsizing.verdicts import assess, decision_inputs
 
 GIB = 2**30
 CATALOG = load_catalog()

@@ -7,8 +7,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.rightsizing.trend import QueueTrend
-from exporter.rightsizing.windows import BINS, Window
+from rightsizing.trend import QueueTrend
+from rightsizing.windows import BINS, Window
 
 ratio = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 gap = st.floats(min_value=0.0, max_value=400.0, allow_nan=False)

@@ -112,8 +112,8 @@ def test_alerts_carry_severity_and_text() -> None:
 ])
 def test_workload_label_matches_the_adapters(tmp_path: Path, record: str) -> None:
     """Dashboards and HPA must agree on what a workload is: the recording rules derive it from
-    the pod name exactly as ``exporter.workloads.workload_of`` does, checked through promtool."""
-    from exporter.workloads import workload_of
+    the pod name exactly as ``rightsizer_core.workloads.workload_of`` does, checked through promtool."""
+    from rightsizer_core.workloads import workload_of
 
     pods = ["chat-7d9f8b6c4-x2k9q", "chat-7d9f8b6c4-m5wzt", "vllm-llama-3-8b-5c8d7f9b4d-2xq7z", "trainer-0",
             "db-12", "embed-x2k9q", "node-probe-b7vzc", "notebook", "my-model", "a-b-c", "gpu-burn-7"]

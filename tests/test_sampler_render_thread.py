@@ -13,7 +13,7 @@ from fakes import FakeSource
 from exporter import sampler as sampler_module
 from exporter.render import Exposition, Renderer
 from exporter.sampler import Sampler
-from exporter.snapshot import Snapshot
+from rightsizer_core.snapshot import Snapshot
 
 
 class RecordingRenderer(Renderer):

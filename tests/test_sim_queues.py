@@ -8,7 +8,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 from servers import exporter, http_get, wait_for
 
-from exporter.sources.simulated import load_scenario
+from exporter.sources.simulated.source import load_scenario
 
 
 def depth_series(url: str) -> dict[str, dict[str, str]]:

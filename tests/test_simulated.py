@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from servers import exporter, http_get
 
-from exporter.rightsizing.catalog import load_catalog
-from exporter.sources.sim_physics import GPM_FIELDS
-from exporter.sources.sim_scenario import Scenario, build_scenario
-from exporter.sources.sim_workloads import KINDS
-from exporter.sources.simulated import SimulatedSource, load_scenario
+from exporter.sources.simulated.physics import GPM_FIELDS
+from exporter.sources.simulated.scenario import Scenario, build_scenario
+from exporter.sources.simulated.source import SimulatedSource, load_scenario
+from exporter.sources.simulated.workloads import KINDS
+from rightsizing.catalog import load_catalog
 
 START = "2025-06-01T12:00:00Z"
 T0 = 1748779200.0  # START as Unix time

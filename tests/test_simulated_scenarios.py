@@ -12,8 +12,8 @@ import pytest
 import yaml
 from servers import ROOT
 
-from exporter.settings import ConfigError
-from exporter.sources.simulated import SimulatedSource, builtin_names, load_scenario
+from exporter.sources.simulated.source import SimulatedSource, builtin_names, load_scenario
+from rightsizer_core.settings import ConfigError
 
 START = "2025-06-01T12:00:00Z"
 T0 = 1748779200.0  # START as Unix time
@@ -192,8 +192,8 @@ def test_cli_reports_a_bad_scenario_in_one_line(tmp_path: Path) -> None:
 
 
 def test_docs_describe_every_kind_parameter_and_builtin() -> None:
-    from exporter.sources.sim_scenario import WorkloadEntry
-    from exporter.sources.sim_workloads import COMMON, KINDS, parameters_of
+    from exporter.sources.simulated.scenario import WorkloadEntry
+    from exporter.sources.simulated.workloads import COMMON, KINDS, parameters_of
 
     text = (ROOT / "docs" / "scenarios.md").read_text()
     rows = {line.split("`")[1]: line for line in text.splitlines() if line.startswith("| `")}

@@ -18,8 +18,8 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from servers import ROOT, Process, exporter, wait_for
 
-from exporter.sources.sim_scenario import SCENARIO_DIR
-from exporter.sources.simulated import load_scenario
+from exporter.sources.simulated.scenario import SCENARIO_DIR
+from exporter.sources.simulated.source import load_scenario
 
 DEFAULT = SCENARIO_DIR / "default.yaml"
 HOSTILE = Path(__file__).parent / "scenarios" / "status_hostile_labels.yaml"

@@ -17,14 +17,14 @@ from aiohttp.test_utils import TestClient
 from fakes import FakeSource
 
 from exporter.render import Renderer
-from exporter.rightsizing.catalog import load_catalog
-from exporter.rightsizing.extension import RightsizingExtension
-from exporter.rightsizing.settings import RightsizingSettings
-from exporter.rightsizing.windows import Window
+from exporter.rightsizing_live.extension import RightsizingExtension
 from exporter.sampler import Sampler
 from exporter.server import STATUS_PAGE, create_app
-from exporter.sources.sim_scenario import SCENARIO_DIR
-from exporter.sources.simulated import SimulatedSource, load_scenario
+from exporter.sources.simulated.scenario import SCENARIO_DIR
+from exporter.sources.simulated.source import SimulatedSource, load_scenario
+from rightsizing.catalog import load_catalog
+from rightsizing.settings import RightsizingSettings
+from rightsizing.windows import Window
 
 HOSTILE = Path(__file__).parent / "scenarios" / "status_hostile_labels.yaml"
 

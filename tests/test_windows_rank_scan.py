@@ -9,7 +9,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.rightsizing.windows import BINS, Window
+from rightsizing.windows import BINS, Window
 
 values = st.lists(st.one_of(st.floats(-0.5, 1.5), st.sampled_from([0.0, 0.5, 1.0])), min_size=1, max_size=300)
 quantiles = st.lists(st.floats(0.001, 1.0), min_size=1, max_size=5)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import time
 
 from aiohttp import web
 
@@ -126,6 +127,14 @@ async def metric_value(request: web.Request) -> web.Response:
     metric = request.match_info["metric"]
     query = request.query
     namespace = query.get("namespace") or None
+    own = getattr(cache.source, "keda_series", None)  # prometheus-adapter files, per request
+    if own is not None:
+        try:
+            found = await own(metric, namespace, query.get("labelSelector", ""))
+        except Failure as exc:
+            return respond(status(exc.code, exc.message))
+        if found is not None:
+            return respond((200, dumps({"value": total(found), "timestamp": rfc3339(time.time())})))
     key = ("keda", metric, request.query_string)
     return respond(
         cache.memo(

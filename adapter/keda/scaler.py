@@ -10,6 +10,9 @@ active, checked after every cache refresh (every exporter scrape in direct mode)
 Unknown is never 0: a selector matching nothing is NOT_FOUND, a queue source down or stale (or the
 backend down) UNAVAILABLE, so KEDA counts a failure and applies its ``fallback`` instead of scaling
 to zero; StreamIsActive pushes nothing while there is no value.
+
+Metrics of a prometheus-adapter file that are queried per request (the source's ``keda_series``)
+are asked of Prometheus for each call, with the same semantics.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from typing import Any
 
 import grpc
 
-from exporter.config import parse_listen
 from rightsizer_core.limits import ListenerLimits
+from rightsizer_core.listen import parse_listen
 
 from ..cache import Cache
 from ..config import GrpcSettings
@@ -97,8 +100,13 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise  # not reached: abort raises
 
-    def value(self, trigger: Trigger) -> float:
+    async def value(self, trigger: Trigger) -> float:
         """The trigger's current value; raises Failure (503 when the backend is down)."""
+        own = getattr(self.cache.source, "keda_series", None)  # prometheus-adapter files, per request
+        if own is not None:
+            found = await own(trigger.metric, trigger.namespace or None, trigger.selector)
+            if found is not None:
+                return total(found)
 
         def compute() -> Any:
             try:
@@ -116,7 +124,7 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
 
     async def _value(self, trigger: Trigger, context: Any, method: str) -> float:
         try:
-            return self.value(trigger)
+            return await self.value(trigger)
         except Failure as exc:
             code = (
                 grpc.StatusCode.UNAVAILABLE
@@ -167,7 +175,7 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
             while True:
                 refreshed = self.cache.refreshed
                 try:
-                    active = self.value(trigger) > trigger.activation
+                    active = await self.value(trigger) > trigger.activation
                 except Failure:
                     active = was_active  # no values now: neither a rise nor a fall
                 if active and not was_active:

@@ -49,6 +49,12 @@ KINDS = {
     "replicasets": ("ReplicaSet", "apps/v1"),
     "daemonsets": ("DaemonSet", "apps/v1"),
     "jobs": ("Job", "batch/v1"),
+    "cronjobs": ("CronJob", "batch/v1"),
+    "ingresses": ("Ingress", "networking.k8s.io/v1"),
+    "persistentvolumeclaims": ("PersistentVolumeClaim", "v1"),
+    "persistentvolumes": ("PersistentVolume", "v1"),
+    "replicationcontrollers": ("ReplicationController", "v1"),
+    "horizontalpodautoscalers": ("HorizontalPodAutoscaler", "autoscaling/v2"),
 }
 
 

@@ -46,7 +46,8 @@ async def external(request: web.Request) -> web.Response:
 async def discovery(request: web.Request) -> web.Response:
     found, cache = request.app[DISCOVERY], request.app[CACHE]
     if found.generation != cache.rules_generation:
-        found.rebuild(list(cache.rules.values()), cache.rules_generation)
+        listed = getattr(cache.source, "discovery_resources", None)  # prometheus-adapter files
+        found.rebuild(list(cache.rules.values()), cache.rules_generation, listed() if listed else None)
     body = found.get(request.path)
     if body is None:
         return respond(status(404, f"the server could not find the requested resource {request.path[:200]}"))

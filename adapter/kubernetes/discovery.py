@@ -7,7 +7,7 @@ are fixed bytes made at start from the rules, answered 200 whatever the backend 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..rules import RuleConfig
@@ -25,12 +25,17 @@ def _resource(name: str, kind: str, namespaced: bool = True) -> dict[str, Any]:
     return {"name": name, "singularName": "", "namespaced": namespaced, "kind": kind, "verbs": ["get"]}
 
 
-def _resources(group: str, rules: Sequence[RuleConfig]) -> list[dict[str, Any]]:
+def _resources(
+    group: str, rules: Sequence[RuleConfig], listed: Mapping[str, Sequence[tuple[str, bool]]]
+) -> list[dict[str, Any]]:
     if group == EXTERNAL_GROUP:
         return [_resource(r.name, "ExternalMetricValueList") for r in rules if "external" in r.apis]
     out = []
     for r in rules:
         if "custom" not in r.apis:
+            continue
+        if r.name in listed:  # a discovering source said which resources this metric's series name
+            out += [_resource(f"{res}/{r.name}", "MetricValueList", ns) for res, ns in listed[r.name]]
             continue
         out.append(_resource(f"pods/{r.name}", "MetricValueList"))
         out += [_resource(f"{res}/{r.name}", "MetricValueList") for res in sorted(r.objects) if res != "pods"]
@@ -44,8 +49,14 @@ class Discovery:
     def __init__(self, rules: Sequence[RuleConfig], generation: int = 0) -> None:
         self.rebuild(rules, generation)
 
-    def rebuild(self, rules: Sequence[RuleConfig], generation: int) -> None:
-        """New bodies for a new rule set (a discovering source found other metrics)."""
+    def rebuild(
+        self,
+        rules: Sequence[RuleConfig],
+        generation: int,
+        listed: Mapping[str, Sequence[tuple[str, bool]]] | None = None,
+    ) -> None:
+        """New bodies for a new rule set (a discovering source found other metrics); ``listed``:
+        metric -> (resource, namespaced) for custom metrics whose resources the source knows."""
         self.generation = generation
         groups = [_group(EXTERNAL_GROUP), _group(CUSTOM_GROUP)]
         self.bodies: dict[str, bytes] = {
@@ -60,7 +71,7 @@ class Discovery:
                         "kind": "APIResourceList",
                         "apiVersion": "v1",
                         "groupVersion": f"{name}/{version}",
-                        "resources": _resources(name, rules),
+                        "resources": _resources(name, rules, listed or {}),
                     }
                 )
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from cryptography import x509
 
-from exporter.logs import event
+from rightsizer_core.logs import event
 
 from ..config import AuthenticationSettings, RequestHeaderSettings
 from ..filewatch import WatchedFiles

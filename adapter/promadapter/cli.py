@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from exporter.logs import event
+from rightsizer_core.logs import event
 
 from ..config import AdapterConfig
 from ..selfmetrics import AdapterMetrics
@@ -67,4 +67,13 @@ async def check_promadapter(cfg: AdapterConfig, file: PromAdapterConfig) -> int:
                 print(f"  {name}: queried per request: {found.unbatchable[key]}")
             if key in found.not_served:
                 print(f"  {name}: not served: {found.not_served[key]}")
+    batched = {
+        where
+        for where, names in found.by_rule.items()
+        if any(n not in found.per_request and f"{where}/{n}" not in found.not_served for n in names)
+    }
+    print(
+        f"upstream queries per refresh: {len(batched)} (one per rule with batched metrics); "
+        f"{len(found.per_request)} metrics queried per request"
+    )
     return 0

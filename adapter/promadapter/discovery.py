@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.settings import ConfigError, build
+from rightsizer_core.settings import ConfigError, build
 
 from ..rules import RuleConfig
 from .batching import REAGGREGATE, NotBatchable, plan
-from .naming import metric_name, namespace_label, resource_labels
+from .naming import listed_resources, metric_name, namespace_label, resource_labels
 from .per_request import PerRequest
 from .schema import PromAdapterRule
 
@@ -30,6 +30,8 @@ class Discovered:
     plans: dict[str, PerRequest] = field(default_factory=dict)  # every metric: its per-request query
     kept: dict[str, frozenset[str] | None] = field(default_factory=dict)  # batched external: Batch.kept
     by_rule: dict[str, list[str]] = field(default_factory=dict)  # "rules[i]" -> metric names
+    # custom metrics: (discovery name, namespaced) of each resource their series' labels map to
+    listed: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
 
 
 def _metrics_of(
@@ -149,6 +151,8 @@ def discover(
                 out.per_request.pop(exposed, None)
                 continue
             out.plans[exposed] = _plan(rule, series_name, labels)
+            if rule.kind == "custom":
+                out.listed[exposed] = listed_resources(resource_labels(rule.resources, labels))
             taken.add(exposed)
             out.rules.append(config)
             if renames:

@@ -29,8 +29,24 @@ KNOWN_RESOURCES = {
     "ingress": "ingresses",
     "persistentvolumeclaim": "persistentvolumeclaims",
     "horizontalpodautoscaler": "horizontalpodautoscalers",
+    "persistentvolume": "persistentvolumes",
+    "cronjob": "cronjobs",
+    "replicationcontroller": "replicationcontrollers",
 }
 PLURALS = set(KNOWN_RESOURCES.values())
+# API groups of the resources outside the core group, as a current cluster's REST mapper has them:
+# discovery names a resource with its group (``deployments.apps``), as Kubernetes' GroupResource does.
+GROUPS = {
+    "deployments": "apps",
+    "statefulsets": "apps",
+    "replicasets": "apps",
+    "daemonsets": "apps",
+    "jobs": "batch",
+    "cronjobs": "batch",
+    "ingresses": "networking.k8s.io",
+    "horizontalpodautoscalers": "autoscaling",
+}
+CLUSTER_SCOPED = {"namespaces", "nodes"}  # never listed as namespaced, whatever the series' labels
 
 
 def go_expand(template: str, match: re.Match[str]) -> str:
@@ -131,3 +147,14 @@ def resource_labels(resources: Resources, labels: Iterable[str]) -> dict[str, st
 
 def namespace_label(mapped: dict[str, str]) -> str | None:
     return next((label for label, res in sorted(mapped.items()) if res == "namespaces"), None)
+
+
+def listed_resources(mapped: dict[str, str]) -> list[tuple[str, bool]]:
+    """(discovery name, namespaced) of each resource the labels map to, as prometheus-adapter lists
+    them: a resource only when a label maps to it, namespaced when a label maps to namespaces
+    (except namespaces and nodes themselves), named with its API group."""
+    namespaced = "namespaces" in mapped.values()
+    return [
+        (f"{res}.{GROUPS[res]}" if res in GROUPS else res, namespaced and res not in CLUSTER_SCOPED)
+        for res in sorted(set(mapped.values()))
+    ]

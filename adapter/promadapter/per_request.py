@@ -69,13 +69,19 @@ def selector_matchers(selector: Selector) -> list[str]:
     return out
 
 
+async def external_series(
+    plan: PerRequest, query: Query, namespace: str | None, params: Mapping[str, str]
+) -> list[Series]:
+    """The series prometheus-adapter's query for this request gives (no namespace: none added)."""
+    matchers = selector_matchers(selector_from(params, "labelSelector"))
+    if plan.namespace_label and namespace is not None:
+        matchers.append(f"{plan.namespace_label}={_q(namespace)}")
+    return await query(plan.render(matchers, ""))
+
+
 async def external(
     plan: PerRequest, query: Query, metric: str, namespace: str, params: Mapping[str, str]
 ) -> Answer:
-    selector = selector_from(params, "labelSelector")
-    matchers = selector_matchers(selector)
-    if plan.namespace_label:
-        matchers.append(f"{plan.namespace_label}={_q(namespace)}")
     stamp = rfc3339(time.time())
     items = [
         {
@@ -84,10 +90,35 @@ async def external(
             "timestamp": stamp,
             "value": format_quantity(s.value),
         }
-        for s in await query(plan.render(matchers, ""))
+        for s in await external_series(plan, query, namespace, params)
     ]
     body = {"kind": "ExternalMetricValueList", "apiVersion": f"{EXTERNAL_GROUP}/v1beta1", "metadata": {}}
     return 200, dumps({**body, "items": items})
+
+
+async def keda_series(
+    plans: Mapping[str, PerRequest],
+    only: Collection[str],
+    kept: Mapping[str, frozenset[str] | None],
+    query: Query,
+    metric: str,
+    namespace: str | None,
+    selector: str,
+) -> list[Series] | None:
+    """KEDA's series for a trigger on a metric answered per request; None when the cached vector
+    answers it. Raises Failure: 404 when no series match (unknown is not 0), 400 for a bad selector."""
+    plan = plans.get(metric)
+    params = {"labelSelector": selector}
+    if plan is None or plan.kind != "external":
+        return None
+    if metric not in only and not _needs_own_query("external", params, kept.get(metric)):
+        return None
+    answers.check_namespace(namespace)
+    found = await external_series(plan, query, namespace, params)
+    if not found:
+        where = f" in namespace {namespace}" if namespace else ""
+        raise Failure(404, f"no series of {metric} match labelSelector {selector[:200]!r}{where}")
+    return found
 
 
 async def custom(

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from exporter.settings import ConfigError, read_yaml
+from rightsizer_core.settings import ConfigError, read_yaml
 
 TEMPLATE_FIELDS = {"Series", "LabelMatchers", "GroupBy"}  # the others only make sense with functions
 _TEMPLATE_ACTION = re.compile(r"<<-?\s*(.*?)\s*-?>>", re.S)

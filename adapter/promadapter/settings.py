@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporter.settings import setting
+from rightsizer_core.settings import setting
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,15 @@
 """The Prometheus source for a prometheus-adapter file: discovery on a relist interval, then one
-query per exposed metric per refresh.
+query per rule per refresh.
 
 Discovery asks ``/api/v1/series`` once per distinct ``seriesQuery`` (as prometheus-adapter does),
 over the last relist interval; a failed discovery keeps the metrics found before. Values come from
-the ordinary ``PrometheusSource`` with each metric's batched query.
+one query per rule per refresh: the batched queries of all the metrics a rule exposes, combined
+(``combined``); the adapter's own rules, if any, are asked as ``PrometheusSource`` asks them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -17,23 +19,25 @@ from typing import Any
 import aiohttp
 from prometheus_client.core import GaugeMetricFamily
 
-from exporter.logs import event
+from rightsizer_core.logs import event
 
 from ..config import PrometheusSettings
 from ..kubernetes.answers import status
+from ..kubernetes.availability import Failure
+from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..sources import RuleResult
-from ..sources.prometheus import PrometheusSource, QueryError
+from ..sources.prometheus import PrometheusSource, QueryError, SharedQueries
 from ..vectors import Series
 from . import per_request
+from .combined import combine, split
 from .discovery import Discovered, discover
 from .schema import PromAdapterConfig
 
 log = logging.getLogger("rightsizer.adapter.promadapter")
 PER_REQUEST_ONLY = (
-    "its metricsQuery cannot be batched, so it is queried per request on the Kubernetes metrics APIs "
-    "only (not for KEDA)"
+    "its metricsQuery cannot be batched, so it is queried once per request (Kubernetes metrics APIs and KEDA)"
 )
 
 
@@ -154,6 +158,11 @@ class PromAdapterSource(PrometheusSource):
         self.found = found
         return found
 
+    def discovery_resources(self) -> dict[str, list[tuple[str, bool]]]:
+        """Custom metric -> (resource, namespaced) of each resource its series' labels name, for the
+        discovery documents."""
+        return self.found.listed
+
     async def discover_rules(self) -> list[RuleConfig] | None:
         """The rules of the metrics discovered now, when a relist is due; None when it is not."""
         if self._listed_at is not None and time.monotonic() - self._listed_at < self.relist_seconds:
@@ -197,12 +206,57 @@ class PromAdapterSource(PrometheusSource):
         except QueryError as exc:
             return status(503, f"no current values for {parts[-1]}: {exc}")
 
+    async def keda_series(self, metric: str, namespace: str | None, selector: str) -> list[Series] | None:
+        """KEDA's series for a metric served per request (or a selector the batch cannot answer),
+        None for the others. Raises Failure: 503 when Prometheus gives no answer, 404 no series."""
+        found = self.found
+        try:
+            return await per_request.keda_series(
+                found.plans, found.per_request, found.kept, self._query_now, metric, namespace, selector
+            )
+        except QueryError as exc:
+            raise Failure(503, f"no current values for {metric}: {exc}") from None
+
+    async def _collect_group(
+        self, where: str, rules: Sequence[RuleConfig], at: float
+    ) -> dict[str, RuleResult]:
+        """The metrics one prometheus-adapter rule exposes, from one query."""
+        query = combine({r.name: render(r.query or "", r.matchers) for r in rules})
+        try:
+            series, stamp, dropped = await self._timed(query, at)
+        except QueryError as exc:
+            return {r.name: RuleResult(error=str(exc)) for r in rules}
+        if dropped and where not in self._dropped_logged:
+            self._dropped_logged.add(where)
+            event(log, logging.WARNING, "NaN or infinite samples left out", rule=where, count=dropped)
+        found = split(series, [r.name for r in rules])
+        return {name: RuleResult(tuple(found[name]), stamp) for name in found}
+
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
-        own = self.found.per_request
-        results = await super().collect([r for r in rules if r.name not in own], everything)
+        """One query per prometheus-adapter rule (all its batched metrics), one per other rule."""
+        found = self.found
+        own = found.per_request
+        wanted = {r.name: r for r in rules if r.name not in own}
+        discovered = {r.name: r for r in found.rules}
+        groups: dict[str, list[RuleConfig]] = {}
+        for where, names in found.by_rule.items():
+            members = [wanted.pop(n) for n in names if n in wanted and wanted[n] == discovered.get(n)]
+            if members:
+                groups[where] = members
+        at = time.time()
+        shared: SharedQueries = {}
+        singles = list(wanted.values())  # the adapter's own rules, next to the file's
+        grouped, alone = await asyncio.gather(
+            asyncio.gather(*(self._collect_group(where, members, at) for where, members in groups.items())),
+            asyncio.gather(*(self._collect_rule(r, at, shared) for r in singles)),
+        )
+        results: dict[str, RuleResult] = {}
+        for answer in grouped:
+            results.update(answer)
+        results.update({rule.name: answer for rule, answer in zip(singles, alone, strict=True)})
         for name in own:
             results[name] = RuleResult(error=PER_REQUEST_ONLY)
-        for name, renames in self.found.renames.items():
+        for name, renames in found.renames.items():
             result = results.get(name)
             if result is not None and result.error is None:
                 results[name] = RuleResult(

@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Sequence
 
 import aiohttp
 
-from exporter.logs import event
 from rightsizer_core.files import checked_path, read_secret
+from rightsizer_core.logs import event
 
 from ..config import PrometheusSettings
 from ..promql import render

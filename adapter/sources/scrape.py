@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from exporter.logs import event
+from rightsizer_core.logs import event
 
 from ..config import DirectSettings
 from ..rules import Aggregation, DirectRule, RuleConfig

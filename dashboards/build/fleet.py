@@ -33,6 +33,7 @@ WORKLOAD = sel(CLUSTER, NAMESPACE)
 COST = f'rightsizer_workload_cost_dollars{{{CLUSTER}, {INSTANCE}, per="million_tokens"'
 TOKENS_PER_SECOND = f'rightsizer_workload_throughput_per_second{{{CLUSTER}, {INSTANCE}, unit="tokens"'
 BALANCE = f"rightsizer_gpu_balance_finding{GPU}"
+PRESSURE = "rightsizer_host_pressure_stalled_ratio" + sel(CLUSTER, INSTANCE, 'kind="full"')
 BY_SERVER = "max by (cluster, instance, queue, kind)"  # one row per server: today's and projected merge
 
 
@@ -225,22 +226,42 @@ def build() -> db.Dashboard:
         .with_panel(
             stat_panel(
                 "GPUs with a balance finding",
-                "GPUs whose place in the host holds them back (a PCIe link trained below its maximum), "
-                "whatever their verdict.",
+                "GPUs whose place in the host holds them back (a PCIe link trained below its maximum, "
+                "a container on no CPU of the GPU's NUMA node), whatever their verdict; each GPU once.",
                 "none",
-                f"sum({BALANCE})",
+                f"sum(max by (cluster, instance, UUID, GPU_I_ID) ({BALANCE}))",
                 width=6,
             )
         )
         .with_panel(
             table_panel(
                 "Balance findings per GPU",
-                "1 where a check finds a problem (finding pcie_link_degraded: the best PCIe link over "
-                "the window is below the GPU's maximum; the evidence is in /api/v1/gpus), 0 where it "
-                "finds none.",
+                "1 where a check finds a problem, 0 where it finds none, absent where it cannot tell. "
+                "pcie_link_degraded: the best PCIe link over the window is below the GPU's maximum; "
+                "numa_mismatch: none of the CPUs the GPU's container may run on is on the GPU's NUMA "
+                "node. The evidence is in /api/v1/gpus.",
                 query(f"sort_desc({BALANCE})"),
                 rename={"Value": "Found"},
                 width=18,
+            )
+        )
+        .with_panel(
+            bar_panel(
+                "GPUs flagged per check",
+                "How many of the GPUs each balance check judged it flags.",
+                "none",
+                f"sum by (finding) ({BALANCE})",
+                "{{finding}}",
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Host stalled on memory or I/O (PSI)",
+                "Share of time all busy tasks of the node stall on memory or I/O (pressure stall "
+                "information, 'full'); at 10 % or more, a GPU's gaps count as starvation for "
+                "data_loading. Absent on kernels without PSI.",
+                "percentunit",
+                query(f"max by (cluster, instance, resource) ({PRESSURE})", "{{instance}} {{resource}}"),
             )
         )
         .with_row(db.Row("Idle GPUs"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..snapshot import GpuReading
+from rightsizer_core.snapshot import GpuReading
 
 
 class SourceUnavailable(Exception):

@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..html_parts.charts import Chart, Series
-from ..snapshot import GpuSample, Snapshot
-from ..workloads import workload_of
+from rightsizer_core.snapshot import GpuSample, Snapshot
+from rightsizer_core.workloads import workload_of
+from rightsizing.balance import findings
+from rightsizing.html_parts.charts import Chart, Series
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class GpuRow:
     why_unjudged: str = ""
     mig_parent: bool = False  # judged through its MIG instances, which have rows of their own
     charts: tuple[Chart, ...] = ()
+    findings: tuple[tuple[str, str], ...] = ()  # system-balance findings: (name, evidence)
 
     @property
     def workload(self) -> str | None:
@@ -117,6 +119,7 @@ def _row(g: GpuSample, entries: Any, judged_parents: set[str], memo: ChartMemo) 
         ev.history_seconds,
         ev.window_seconds,
         charts=() if tracker is None else charts_of(g.identity.uuid, tracker, ev.memory_total_bytes, memo),
+        findings=tuple((f.name, f.evidence) for f in findings(ev)),
     )
 
 

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import math
 
+from rightsizing.html_parts.cells import HOURS_PER_MONTH, NONE
+from rightsizing.html_parts.cells import VERDICT_ORDER as _VERDICT_ORDER
+from rightsizing.html_parts.cells import VERDICT_WORDS as _VERDICT_WORDS
+from rightsizing.html_parts.cells import duration as _duration
+from rightsizing.html_parts.cells import e as _e
+from rightsizing.html_parts.cells import money as _money
+from rightsizing.html_parts.cells import utc as _utc
+from rightsizing.html_parts.cells import verdict_chip as _verdict
+from rightsizing.html_parts.charts import svg
+from rightsizing.html_parts.style import STYLE
+
 from .. import __version__
-from ..html_parts.cells import HOURS_PER_MONTH, NONE
-from ..html_parts.cells import VERDICT_ORDER as _VERDICT_ORDER
-from ..html_parts.cells import VERDICT_WORDS as _VERDICT_WORDS
-from ..html_parts.cells import duration as _duration
-from ..html_parts.cells import e as _e
-from ..html_parts.cells import money as _money
-from ..html_parts.cells import utc as _utc
-from ..html_parts.cells import verdict_chip as _verdict
-from ..html_parts.charts import svg
-from ..html_parts.style import STYLE
 from .assets import SCRIPT
 from .model import GpuRow, PageModel
 
@@ -71,6 +72,10 @@ def _gpu_rows(row: GpuRow) -> str:
     else:
         reason = f'<div class="reason">{_e(row.reason)}</div>'
     bottlenecks = "".join(f'<span class="tag">{_e(b.replace("_", " "))}</span>' for b in row.bottlenecks)
+    bottlenecks += "".join(
+        f'<span class="tag finding" title="{_e(evidence)}">{_e(name.replace("_", " "))}</span>'
+        for name, evidence in row.findings
+    )
     recommended = row.recommended if row.recommended not in (None, "none") else None
     main = (
         f'<tr class="gpu" data-uuid="{_e(uuid)}" data-verdict="{_e(row.verdict or "unknown")}">'

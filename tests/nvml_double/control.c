@@ -20,6 +20,7 @@
  *   gpu.<slot>.mig.<k>.<key>=V  MIG device <k> (0..7): uuid (empty = none), gi_id, ci_id, profile_id
  *                               (see the profile table in mig.c), memory.total, memory.used,
  *                               memory.free (default total - used), gpm.<id>
+ *   gpu.<slot>.numa_node=N      nvmlDeviceGetNumaNodeId's node (-1: no NUMA info; unset: NOT_SUPPORTED)
  *   gpu.<slot>.fan.speed=P      nvmlDeviceGetFanSpeed's percent (unset: NOT_SUPPORTED, no fan)
  *   gpu.<slot>.xids=X[@GI],...  XID events that happened on the GPU, oldest first; each is
  *                               delivered once to the event sets registered for the GPU
@@ -84,6 +85,7 @@ static const struct {
     GPU_KEY("pcie.width_max", pcie_width_max, T_U32),
     GPU_KEY("pcie.tx_kbps", pcie_tx_kbps, T_U32),
     GPU_KEY("pcie.rx_kbps", pcie_rx_kbps, T_U32),
+    GPU_KEY("numa_node", numa_node, T_I32),
     GPU_KEY("clock_event_reasons", clock_event_reasons, T_U64),
     GPU_KEY("fan.speed", fan_speed, T_U32),
     GPU_KEY("ecc.mode", ecc_mode, T_U32),
@@ -125,6 +127,7 @@ static void set_defaults(void) {
         g->clock_mem = g->clock_mem_max = 1593;
         g->pcie_gen = g->pcie_gen_max = 4;
         g->pcie_width = g->pcie_width_max = 16;
+        g->numa_node = DBL_NUMA_UNSUPPORTED;
         g->ecc_mode = NVML_FEATURE_ENABLED;
         g->fan_speed = DBL_NO_FAN;
     }

@@ -39,6 +39,19 @@ ONE_VALUE(nvmlDeviceGetCurrPcieLinkWidth, unsigned int, g->pcie_width)
 ONE_VALUE(nvmlDeviceGetMaxPcieLinkWidth, unsigned int, g->pcie_width_max)
 ONE_VALUE(nvmlDeviceGetCurrentClocksEventReasons, unsigned long long, g->clock_event_reasons)
 
+/* nvml.h: nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node); a host
+ * without NUMA information answers (unsigned) -1, a platform that cannot tell NOT_SUPPORTED. */
+nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node) {
+    ENTER(device);
+    if (node == NULL)
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    else if (g->numa_node == DBL_NUMA_UNSUPPORTED)
+        ret = NVML_ERROR_NOT_SUPPORTED;
+    else
+        *node = (unsigned int)g->numa_node;
+    LEAVE();
+}
+
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
     ENTER(device);
     ret = dbl_copy_string(name, length, g->name);

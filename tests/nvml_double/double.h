@@ -62,6 +62,8 @@ typedef struct {
     unsigned int gi_id; /* 0xFFFFFFFF: not attributable to a GPU instance */
 } dbl_xid_t;
 
+#define DBL_NUMA_UNSUPPORTED (-2)
+
 typedef struct {
     int lost;    /* every call on it answers NVML_ERROR_GPU_IS_LOST */
     int present; /* enumerated at all (0: removed from the bus) */
@@ -80,6 +82,7 @@ typedef struct {
     unsigned int pcie_replay;
     unsigned int pcie_gen, pcie_gen_max, pcie_width, pcie_width_max;
     unsigned int pcie_tx_kbps, pcie_rx_kbps;     /* KB/s */
+    int numa_node;                               /* -1: no NUMA info; DBL_NUMA_UNSUPPORTED: NOT_SUPPORTED */
     unsigned long long clock_event_reasons;
     unsigned int fan_speed;                      /* percent; DBL_NO_FAN: not supported */
     unsigned int ecc_mode;                       /* nvmlEnableState_t */

@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ...snapshot import GpuIdentity, GpuSample, PodRef, Row
+from rightsizer_core.snapshot import GpuIdentity, GpuSample, PodRef, Row
+
 from .cgroup import CgroupRef
 from .checkpoint import AllocationKey
 from .client import KubeletAnswer

@@ -21,7 +21,7 @@ the exporter can read the host's ``/proc`` mounted elsewhere when it does not ru
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rightsizer_core.files import open_regular
@@ -41,6 +41,10 @@ class CgroupRef:
     pod_uid: str  # with dashes, as the Kubernetes API spells it
     container_id: str | None  # the runtime's 64-hex container id; None for the pod-level cgroup
     runtime: str | None  # "cri-containerd", "crio", "docker" (systemd driver only), else None
+    # The cgroup holding the container's cpuset (``numa.cgroup_cpus``): the v1 cpuset hierarchy's
+    # path when there is one (v1, hybrid), else the unified path; None when neither names the pod.
+    cpuset_path: str | None = field(default=None, compare=False)
+    unified: bool = field(default=False, compare=False)
 
 
 def _normalise_uid(raw: str) -> str:
@@ -72,19 +76,37 @@ def parse_cgroup(text: str) -> CgroupRef | None:
     preferred to one without (a pod-level cgroup, e.g. the pause container's parent).
     """
     best: CgroupRef | None = None
+    unified: CgroupRef | None = None
+    cpuset: str | None = None  # the v1 cpuset hierarchy's path
     for line in text.splitlines():
         hierarchy, sep1, rest = line.partition(":")
         controllers, sep2, path = rest.partition(":")
         if not (sep1 and sep2) or not hierarchy.strip().isdigit():
             continue
+        if "cpuset" in controllers.split(","):
+            cpuset = path.strip()
         ref = parse_cgroup_path(path.strip())
         if ref is None:
             continue
         if hierarchy.strip() == "0" and controllers == "" and ref.container_id is not None:
-            return ref
-        if best is None or (best.container_id is None and ref.container_id is not None):
+            unified = ref
+        elif best is None or (best.container_id is None and ref.container_id is not None):
             best = ref
-    return best
+    found = unified or best
+    if found is None:
+        return None
+    if cpuset is not None and parse_cgroup_path(cpuset) is not None:
+        return replace(found, cpuset_path=cpuset, unified=False)
+    if unified is not None:
+        return replace(found, cpuset_path=_unified_path(text), unified=True)
+    return found
+
+
+def _unified_path(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.startswith("0::"):
+            return line[3:].strip()
+    return None
 
 
 def read_cgroup(procfs_root: str | Path, pid: int) -> CgroupRef | None:

@@ -17,7 +17,8 @@ import grpc
 import grpc.aio
 from google.protobuf.message import DecodeError
 
-from ...snapshot import PodRef
+from rightsizer_core.snapshot import PodRef
+
 from . import podresources_pb2
 
 _SERVICE = podresources_pb2.DESCRIPTOR.services_by_name["PodResourcesLister"]

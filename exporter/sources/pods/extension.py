@@ -21,9 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...logs import event
+from rightsizer_core.logs import event
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+from rightsizing.numa import NumaPlacement
+
 from ...sampler import Contribution
-from ...snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
 from .attribution import (
     MEMORY_FAMILY,
     GpuProcess,
@@ -41,6 +43,7 @@ from .attribution import (
 from .cgroup import CgroupRef, read_cgroup
 from .checkpoint import CheckpointError, read_checkpoint, uid_index
 from .client import KubeletAnswer, PodResourcesClient, PodResourcesError
+from .placement import PlacementReader
 from .report import api_view
 from .settings import PodSettings
 
@@ -83,6 +86,7 @@ class PodAttribution:
         self._logged: tuple[str, str | None] | None = None
         self._logged_problem: str | None = None
         self.refreshes = 0
+        self.placement = PlacementReader(settings.sysfs_root, settings.cgroup_root)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -147,7 +151,24 @@ class PodAttribution:
         refs = {(v.device_uuid, v.pid): v.pod for v in verdicts if v.pod}
         self._state = _Attribution(answer, listed_at, holders, owners_from(refs, self._identities), refs)
         self._known = frozenset((v.device_uuid, v.pid) for v in verdicts)
+        await self._read_placement(holders, verdicts, host.cgroups)
         self._finish(started, error, (answer, holders, verdicts, host), "on" if error is None else "keeping")
+
+    async def _read_placement(
+        self, holders: Holders, verdicts: Sequence[ProcessVerdict], cgroups: Mapping[int, CgroupRef | None]
+    ) -> None:
+        """NUMA placement of each device held by one container (its cpuset through a process of
+        it); files already read are not read again, so this is cheap while attribution holds."""
+        targets = self.placement.targets(self._identities, holders, verdicts, cgroups)
+        timeout = self.settings.timeout_seconds
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self.placement.read, targets), timeout)
+        except TimeoutError:
+            self.placement.note_problem(f"reading the NUMA layout took longer than {timeout:g}s")
+
+    def numa_placements(self) -> Mapping[str, NumaPlacement]:
+        """Device UUID -> NUMA placement of the GPU and of the one container holding it."""
+        return self.placement.placements if self._state is not None else {}
 
     def _current_processes(self) -> tuple[Mapping[str, Sequence[GpuProcess]], str | None]:
         if self._processes is None:
@@ -246,6 +267,8 @@ class PodAttribution:
     def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
         identities = tuple(g.identity for g in gpus)
         state = self._state
+        if identities != self._identity_order or not self.placement.nodes_complete:
+            self.placement.note_nodes(gpus)  # static: read again only for new devices
         if identities != self._identity_order:  # devices came, went or changed (e.g. a new MIG layout)
             self._identity_order = identities
             self._identities = {i.uuid: i for i in identities}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ...snapshot import PodRef
+from rightsizer_core.snapshot import PodRef
+
 from .attribution import Holders, ProcessVerdict
 from .client import KubeletAnswer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ...settings import setting
+from rightsizer_core.settings import setting
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 DEFAULT_CHECKPOINT = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
@@ -41,6 +41,13 @@ class PodSettings:
     )
     procfs_root: str = setting(
         "/proc", "Where the host's /proc is (e.g. /host/proc when the exporter does not run with hostPID)."
+    )
+    sysfs_root: str = setting(
+        "/sys",
+        "Where the host's /sys is: the GPUs' NUMA node (when NVML does not say) and each node's CPUs.",
+    )
+    cgroup_root: str = setting(
+        "/sys/fs/cgroup", "Where the host's cgroup tree is: the GPU containers' cpusets (NUMA check)."
     )
     checkpoint: str = setting(
         DEFAULT_CHECKPOINT,

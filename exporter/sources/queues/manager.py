@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, Row
+
 from ...sampler import Contribution
-from ...snapshot import CollectorStatus, GpuReading, GpuSample, Row
 from .base import QueueSource
 from .http_json import HttpJsonSource
 from .poller import Poller

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import redis.exceptions
 
-from ...logs import event
+from rightsizer_core.logs import event
+
 from .base import QueueSource, QueueSourceError, QueueValue, redact, shorten
 from .schedule import BurstLead, Lead, RenderClock, next_fire
 from .settings import QueueSettings

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from rightsizer_core.files import checked_path
-
-from ...settings import setting
+from rightsizer_core.settings import setting
 
 SCRAPE_KINDS = ("vllm", "tgi", "triton", "sglang", "prometheus")
 KINDS = (*SCRAPE_KINDS, "redis", "http_json")

@@ -1,1 +1,0 @@
-"""Right-sizing: pure maths over measurements (windows, verdicts, recommendations) and the GPU catalog."""

@@ -1,0 +1,338 @@
+"""The right-sizing sampler extension: feeds each GPU's window every cycle, scores, publishes.
+
+Windows run on the samples' own timestamps, so a simulated fleet may run faster than wall time.
+A GPU's window restarts when another pod takes the GPU (the window belongs to the workload). At
+start, a source that can replay its recent past (``history(seconds, step, cancelled)``, the
+simulated fleet) fills the windows so verdicts are there within seconds; a stop signal ends the
+replay between two readings. ``contribute`` does no I/O: host CPU comes
+from a background reader of /proc/stat (or the simulated host), queue depth from the queue
+extension's latest values (or the simulated queues).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from rightsizer_core.logs import event
+from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, PodRef, Row
+from rightsizing.catalog import Catalog, nvlink_bytes_per_second
+from rightsizing.cost import WorkloadCost, cost_json, cost_rows, workload_costs
+from rightsizing.evidence import Evidence, QueueEvidence
+from rightsizing.group import merge, multi_gpu_groups
+from rightsizing.hostcpu import HostCpuMonitor
+from rightsizing.links import QueueReading, linked
+from rightsizing.numa import NumaPlacement
+from rightsizing.pressure import INFERENCE_SERVERS
+from rightsizing.settings import RightsizingSettings
+from rightsizing.tracker import GpuTracker
+from rightsizing.trend import QueueTrend, ServerCounters
+from rightsizing.verdicts import Assessment, assess, decision_inputs
+
+from ..sampler import Contribution
+from .publish import LazyApiEntries, RowMaker, summary
+
+log = logging.getLogger("rightsizer.rightsizing")
+REPLAY_POINTS = 720  # samples per GPU replayed at start (a 1 h window: one every 5 s)
+
+
+class QueueFeed(Protocol):
+    def queue_readings(self) -> list[QueueReading]: ...
+
+
+# Device UUID -> NUMA placement of the GPU and its container (pod attribution, or the simulated
+# fleet's scenario); cached by its owner, no I/O.
+PlacementFeed = Callable[[], Mapping[str, NumaPlacement]]
+
+
+class RightsizingExtension:
+    name = "rightsizing"
+
+    def __init__(
+        self,
+        settings: RightsizingSettings,
+        catalog: Catalog,
+        interval: float,
+        source: object | None = None,
+        queues: QueueFeed | None = None,
+        placements: PlacementFeed | None = None,
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.interval = interval
+        self.source = source
+        self.queue_feed = queues
+        self.placements = getattr(source, "numa_placements", None) or placements
+        self._sim_cpu = getattr(source, "host_cpu_busy_ratio", None)
+        self._sim_queues = getattr(source, "queue_samples", None)
+        self._sim_psi = getattr(source, "host_pressure", None)
+        self.host_cpu = None if self._sim_cpu else HostCpuMonitor(settings.procfs_root, interval)
+        self.trackers: dict[str, GpuTracker] = {}
+        self.pods: dict[str, PodRef | None] = {}
+        self.queues: dict[str, QueueTrend] = {}
+        self.servers: dict[str, ServerCounters] = {}  # memory pressure and throughput of server queues
+        self.assessments: dict[str, Assessment] = {}
+        self.costs: list[WorkloadCost] = []  # cost per inference of each inference server's GPUs
+        self._cost_rows: dict[str, tuple[Row, ...]] = {}
+        self._cost_json: list[dict[str, object]] = []
+        self._evidence: dict[str, Evidence] = {}
+        self._decided: dict[str, tuple[tuple[object, ...] | None, Assessment]] = {}
+        self._links: dict[str, tuple[tuple[PodRef | None, tuple[str, ...]], list[str]]] = {}
+        self._scored_at: float | None = None
+        self.row_maker = RowMaker()
+        self.queue_meta: dict[str, QueueReading] = {}  # latest reading of each queue (for links)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self.host_cpu is not None:
+            await self.host_cpu.start()
+        history = getattr(self.source, "history", None)
+        if history is not None:
+            started = time.perf_counter()
+            seconds = self.settings.window_seconds
+            step = max(self.interval, seconds / REPLAY_POINTS)
+            event(log, logging.INFO, "filling windows from history", seconds=seconds, step=step)
+            cancel = threading.Event()  # the thread cannot be cancelled: it stops when asked
+            try:
+                count = await asyncio.to_thread(self._replay, history(seconds, step, cancel.is_set), cancel)
+            except asyncio.CancelledError:  # a stop signal during start-up
+                cancel.set()
+                raise
+            event(
+                log,
+                logging.INFO,
+                "windows filled from history",
+                readings=count,
+                seconds=round(time.perf_counter() - started, 3),
+            )
+
+    async def stop(self) -> None:
+        if self.host_cpu is not None:
+            await self.host_cpu.stop()
+
+    def _replay(self, readings: Iterable[GpuReading], cancel: threading.Event) -> int:
+        count = 0
+        for reading in readings:
+            if cancel.is_set():
+                break
+            self.feed(reading.timestamp, reading.gpus, live=False)
+            count += 1
+        return count
+
+    # -- feeding ------------------------------------------------------------------------------
+    def _host_cpu(self, t: float) -> float | None:
+        if self._sim_cpu is not None:
+            return float(self._sim_cpu(t))
+        return None if self.host_cpu is None else self.host_cpu.latest
+
+    def _host_pressure(self, t: float) -> Mapping[tuple[str, str], float]:
+        """PSI stall shares, (resource, kind) -> ratio; empty when unknown (no PSI)."""
+        if self._sim_psi is not None:
+            return self._sim_psi(t) or {}
+        return {} if self.host_cpu is None else self.host_cpu.psi.latest
+
+    def _queue_readings(self, t: float, live: bool) -> list[QueueReading]:
+        """The configured queues' latest depths (live cycles only: they have no past), and the
+        simulated fleet's queues at ``t``."""
+        out = self.queue_feed.queue_readings() if self.queue_feed is not None and live else []
+        if self._sim_queues is not None:
+            out += [
+                QueueReading(
+                    q.name,
+                    q.depth,
+                    dict(q.labels),
+                    tuple(q.gpus),
+                    q.server,
+                    q.kv_cache_usage,
+                    q.preemptions_total,
+                    q.generated_tokens_total,
+                    q.prompt_tokens_total,
+                    q.requests_total,
+                )
+                for q in self._sim_queues(t)
+            ]
+        return out
+
+    def feed(self, t: float, gpus: Sequence[GpuSample], live: bool = True) -> None:
+        cpu = self._host_cpu(t)
+        stalls = [v for (_, kind), v in self._host_pressure(t).items() if kind == "full"]
+        stall = max(stalls) if stalls else None
+        for sample in gpus:
+            if not sample.up:
+                continue
+            key = sample.identity.key
+            tracker = self.trackers.get(key)
+            pod = sample.pod
+            if (
+                tracker is None
+                or tracker.identity != sample.identity
+                or (pod is not None and self.pods.get(key) not in (None, pod))
+            ):
+                spec = self.catalog.lookup(sample.identity.model)
+                tracker = self.trackers[key] = GpuTracker(
+                    sample,
+                    self.settings,
+                    spec.pcie_bytes_per_second if spec else None,
+                    nvlink_bytes_per_second(spec.interconnect) if spec else None,
+                )
+            if pod is not None:
+                self.pods[key] = pod
+            tracker.add(t, sample, cpu, stall)
+        for q in self._queue_readings(t, live):
+            trend = self.queues.get(q.name)
+            if trend is None:
+                trend = self.queues[q.name] = QueueTrend(
+                    self.settings.window_seconds, self.settings.window_buckets
+                )
+            last = trend.last_timestamp
+            if last is None or not last - self.settings.window_seconds <= t <= last:
+                trend.add(t, q.depth)
+                totals = [q.preemptions_total, q.generated_tokens_total, q.prompt_tokens_total]
+                totals.append(q.requests_total)
+                if q.server is not None or q.kv_cache_usage is not None or any(x is not None for x in totals):
+                    counters = self.servers.get(q.name)
+                    if counters is None:
+                        counters = self.servers[q.name] = ServerCounters(
+                            self.settings.window_seconds, self.settings.window_buckets
+                        )
+                    counters.add(t, q.kv_cache_usage, *totals)
+            self.queue_meta[q.name] = q
+
+    # -- scoring ------------------------------------------------------------------------------
+    def score(self, gpus: Sequence[GpuSample]) -> None:
+        s = self.settings
+        queues = {}
+        for name, trend in self.queues.items():
+            n, last, top, rise = trend.summary()
+            if n:
+                mean, span = trend.level()
+                meta = self.queue_meta.get(name)
+                counters = self.servers.get(name)
+                rates = counters.rates() if counters is not None else (None, None, None)
+                queues[name] = QueueEvidence(
+                    name, last or 0.0, top or 0.0, rise, mean, span,
+                    meta.server if meta is not None else None,
+                    counters.kv_cache_p95() if counters is not None else None,
+                    counters.preemptions() if counters is not None else None,
+                    *rates,
+                )  # fmt: skip
+        metas = tuple(self.queue_meta.values())
+        # A GPU in MIG mode is judged through its instances, each of which is a workload's device.
+        mig_parents = {g.identity.parent_uuid for g in gpus if g.identity.parent_uuid is not None}
+        evidence: dict[str, Evidence] = {}
+        placements = self.placements() if self.placements is not None else {}
+        members = []
+        for sample in gpus:
+            key = sample.identity.key
+            tracker = self.trackers.get(key)
+            # A GPU that is down gets no verdict until it answers again (its window is kept).
+            if tracker is None or not sample.up or sample.identity.uuid in mig_parents:
+                continue
+            link_key = (sample.pod, tuple(self.queue_meta))
+            cached = self._links.get(key)
+            if cached is None or cached[0] != link_key:
+                cached = self._links[key] = (link_key, linked(sample, metas, s.queue_links))
+            linked_queues = [queues[n] for n in cached[1] if n in queues]
+            evidence[key] = tracker.evidence(linked_queues, False, placements.get(sample.identity.uuid))
+            pod, mig = sample.pod, sample.identity.parent_uuid is not None
+            members.append((key, "", pod.namespace if pod else None, pod.pod if pod else None, mig))
+        judged = dict(evidence)  # what assess reads: a multi-GPU workload's members read its merged evidence
+        for keys in multi_gpu_groups(members, evidence, s).values():
+            merged = merge([evidence[k] for k in keys])
+            for k in keys:
+                judged[k] = merged
+        assessments: dict[str, Assessment] = {}
+        for key, ev in judged.items():
+            inputs = decision_inputs(ev, s)
+            previous = self._decided.get(key)
+            if inputs is not None and previous is not None and previous[0] == inputs:
+                assessments[key] = previous[1]
+            else:
+                assessments[key] = assess(ev, s, self.catalog)
+                self._decided[key] = (inputs, assessments[key])
+        self.assessments, self._evidence = assessments, evidence
+        units = ((k, "", judged[k], a) for k, a in assessments.items())
+        self.costs = workload_costs(units, self.catalog, s)
+        self._cost_rows = cost_rows(self.costs)
+        self._cost_json = [cost_json(c) for c in self.costs]
+
+    def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
+        started = time.perf_counter()
+        t = reading.timestamp
+        self.feed(t, gpus)
+        due = (
+            self._scored_at is None
+            or t - self._scored_at >= self.settings.score_interval_seconds
+            or t < self._scored_at
+        )
+        if due:
+            self.score(gpus)
+            self._scored_at = t
+        self._forget(gpus, t)
+        rows = self.row_maker.rows(
+            gpus, self.assessments, self._evidence, self._host_cpu(t), self._host_pressure(t)
+        )
+        rows.update(self._cost_rows)
+        entries = LazyApiEntries()
+        for g in gpus:
+            key = g.identity.key
+            if key in self.assessments:
+                entries[g.identity.uuid] = (
+                    self.assessments[key],
+                    self._evidence[key],
+                    self.trackers.get(key),
+                )
+        overview = summary(self.assessments.values(), self.settings)
+        overview["workloads"] = self._cost_json
+        api = {"gpus": entries, "rightsizing": overview}
+        status = CollectorStatus(self.name, True, time.perf_counter() - started)
+        return Contribution(rows=rows, api=api, collectors=(status,))
+
+    def _forget(self, gpus: Sequence[GpuSample], t: float) -> None:
+        """Drop windows of GPUs and queues not seen for a whole window (gone from the node)."""
+        present = {g.identity.key for g in gpus}
+        horizon = t - self.settings.window_seconds
+        for key in [k for k, tr in self.trackers.items() if k not in present]:
+            last = self.trackers[key].window.last_timestamp
+            if last is None or last < horizon:
+                del self.trackers[key]
+                self.pods.pop(key, None)
+                self._links.pop(key, None)
+                self._decided.pop(key, None)
+        for name in [n for n, q in self.queues.items() if (q.last_timestamp or 0.0) < horizon]:
+            del self.queues[name]
+            self.queue_meta.pop(name, None)
+            self.servers.pop(name, None)
+
+
+class QueueExtensionFeed:
+    """Latest depths of the configured queue sources (``queues:``), read from their pollers."""
+
+    def __init__(self, queue_extension: Any) -> None:
+        self.ext = queue_extension
+
+    def queue_readings(self) -> list[QueueReading]:
+        out = []
+        for p in getattr(self.ext, "pollers", ()):
+            outcome = p.outcome
+            if outcome is None or outcome.value is None:
+                continue  # not polled yet, or down: no fresh value
+            value = outcome.value
+            out.append(
+                QueueReading(
+                    p.name,
+                    float(value.depth),
+                    dict(p.cfg.labels),
+                    server=p.cfg.kind if p.cfg.kind in INFERENCE_SERVERS else None,
+                    kv_cache_usage=value.kv_cache_usage,
+                    preemptions_total=value.preemptions_total,
+                    generated_tokens_total=value.generated_tokens_total,
+                    prompt_tokens_total=value.prompt_tokens_total,
+                    requests_total=value.requests_total,
+                )
+            )
+        return out

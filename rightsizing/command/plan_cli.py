@@ -1,0 +1,264 @@
+"""``rightsizer plan``: arguments and output (the maths is in ``planner``)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from typing import Any
+
+from ..catalog import Catalog
+from ..models import Architecture, PlanError, builtin, estimate, from_config, parse_params
+from ..planner import HEADROOM_RULE, OPTIMIZER_BYTES, PRECISION_BYTES, Plan, Workload, frontier, plan
+from .output import gib, money, pct, rate, table, to_csv, to_json
+from .plan_measured import Measured, measure, measured_dict, projected, render_measured
+
+ESTIMATE_MARK = "*"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--params", metavar="N", help="parameter count: 7e9, 7B, 7000000000")
+    which.add_argument("--model", metavar="NAME", help="a built-in architecture, e.g. llama-3-8b")
+    which.add_argument(
+        "--config", metavar="PATH", help="a Hugging Face config.json, or the model directory holding it"
+    )
+    p.add_argument("--precision", default="bf16", help=f"{'|'.join(PRECISION_BYTES)} (default bf16)")
+    p.add_argument("--mode", default="inference", help="inference|training (default inference)")
+    p.add_argument(
+        "--optimizer",
+        default=None,
+        help=f"training optimizer: {'|'.join(OPTIMIZER_BYTES)} (default adamw, mixed precision)",
+    )
+    p.add_argument(
+        "--context", type=_int("--context"), default=4096, help="tokens per sequence (default 4096)"
+    )
+    p.add_argument("--batch", type=_int("--batch"), default=1, help="concurrent sequences (default 1)")
+    p.add_argument("--gpus", type=_int("--gpus"), default=1, help="tensor-parallel GPUs (default 1)")
+    p.add_argument("--checkpointing", action="store_true", help="training with activation checkpointing")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="list every viable option, not only those no other beats on price and speed",
+    )
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument(
+        "--measured-from",
+        metavar="URL",
+        help="Prometheus holding the exporter's series: show the workload's measured throughput and "
+        "cost, projected on each option (needs --workload)",
+    )
+    p.add_argument(
+        "--workload",
+        metavar="NS/NAME",
+        help="the measured workload: namespace/workload of its queues and pods, or a queue name",
+    )
+
+
+def _int(flag: str) -> Any:
+    def parse(text: str) -> int:
+        try:
+            return int(text.replace("_", "").replace(",", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a whole number; got {text!r}") from None
+
+    return parse
+
+
+def architecture(args: argparse.Namespace) -> Architecture:
+    if args.model:
+        return builtin(args.model)
+    if args.config:
+        return from_config(args.config)
+    return estimate(parse_params(args.params))
+
+
+def main(args: argparse.Namespace, catalog: Catalog) -> int:
+    """Print the plan; exit 2 (with the reason on stderr) when no GPU holds the workload."""
+    text, result = run(args, catalog)
+    sys.stdout.write(text)
+    if result.options:
+        return 0
+    reason = next(n for n in result.notes if n.startswith("no catalog GPU holds"))
+    print(f"rightsizer: {reason}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace, catalog: Catalog) -> tuple[str, Plan]:
+    arch = architecture(args)
+    if args.optimizer is not None and args.mode != "training":
+        raise PlanError("--optimizer only applies to --mode training")
+    w = Workload(
+        args.mode,
+        args.precision.lower(),
+        (args.optimizer or "adamw").lower(),
+        args.context,
+        args.batch,
+        args.gpus,
+        args.checkpointing,
+    )
+    if bool(args.measured_from) != bool(args.workload):
+        raise PlanError("--measured-from and --workload go together")
+    result = plan(arch, w, catalog)
+    measured = None
+    if args.measured_from:
+        measured = measure(args.measured_from, args.workload, catalog, time.time())
+    if not args.all:
+        best = frontier(result.options)
+        hidden = len(result.options) - len(best)
+        note = (
+            f"{hidden} more viable option{'s are' if hidden > 1 else ' is'} no cheaper and no faster "
+            "than one listed (--all lists them)"
+        )
+        result = dataclasses.replace(
+            result, options=best, notes=(*result.notes, note) if hidden else result.notes
+        )
+    if args.format == "json":
+        return to_json(as_dict(result, measured)), result
+    if args.format == "csv":
+        return to_csv(*option_rows(result, raw=True, measured=measured)), result
+    return render(result) + render_measured(result, measured), result
+
+
+def as_dict(r: Plan, measured: Measured | None = None) -> dict[str, Any]:
+    a, w = r.model, r.workload
+    headers, rows = option_rows(r, raw=True, measured=measured)
+    return {
+        "model": {
+            "name": a.name,
+            "params": a.params,
+            "active_params": a.active_params,
+            "layers": a.layers,
+            "hidden_size": a.hidden,
+            "attention_heads": a.heads,
+            "kv_heads": a.kv_heads,
+            "head_dim": a.head_dim,
+            "vocab_size": a.vocab,
+            "estimated": a.estimated,
+        },
+        "workload": {
+            "mode": w.mode,
+            "precision": w.precision,
+            "optimizer": w.optimizer if w.mode == "training" else None,
+            "context": w.context,
+            "batch": w.batch,
+            "gpus": w.gpus,
+            "checkpointing": w.checkpointing,
+        },
+        "memory_per_gpu_bytes": {**{k: v for k, v in r.memory.items()}, "total": r.memory.total},
+        "headroom_rule": HEADROOM_RULE,
+        "fits_with_gpus": r.fits_with_gpus,
+        "options": [dict(zip(headers, row, strict=True)) for row in rows],
+        "notes": list(r.notes),
+        "measured": None if measured is None else measured_dict(measured),
+    }
+
+
+def option_rows(r: Plan, raw: bool, measured: Measured | None = None) -> tuple[list[str], list[list[Any]]]:
+    unit = "decode" if r.workload.mode == "inference" else "training"
+    headers = [
+        "gpu",
+        "gpus",
+        "memory_bytes",
+        "usable_memory_bytes",
+        "need_bytes",
+        "headroom_ratio",
+        "hourly_price_dollars",
+        f"{unit}_tokens_per_second_ceiling",
+        "dollars_per_million_tokens",
+        "price_estimated",
+        "price_source",
+    ]
+    rows = [
+        [
+            o.candidate.key,
+            o.gpus,
+            o.candidate.memory_bytes,
+            o.candidate.usable_memory,
+            round(r.memory.total),
+            round(o.headroom_ratio, 4),
+            round(o.hourly_price_dollars, 4),
+            round(o.tokens_per_second, 2),
+            None if o.dollars_per_million_tokens is None else round(o.dollars_per_million_tokens, 4),
+            o.candidate.price_estimated,
+            o.candidate.gpu.price_source,
+        ]
+        for o in r.options
+    ]
+    if measured is not None:
+        per = "million_tokens" if measured.unit == "tokens" else "thousand_requests"
+        headers += [f"measured_projected_{measured.unit}_per_second", f"measured_projected_dollars_per_{per}"]
+        for o, row in zip(r.options, rows, strict=True):
+            rate, dollars = projected(measured, o)
+            row += [None if rate is None else round(rate, 2), None if dollars is None else round(dollars, 4)]
+    return headers, rows
+
+
+def render(r: Plan) -> str:
+    a, w = r.model, r.workload
+    shape = (
+        f"{a.params / 1e9:.2f} B parameters"
+        + (f" ({a.active_params / 1e9:.1f} B active)" if a.active_params else "")
+        + f"; {a.layers} layers, hidden {a.hidden}, {a.heads} heads, {a.kv_heads} KV heads, "
+        f"head dim {a.head_dim}"
+    )
+    what = f"{w.mode}, {w.precision}"
+    if w.mode == "training":
+        what += f", {w.optimizer}" + (", activation checkpointing" if w.checkpointing else "")
+    what += f", context {w.context:,}, batch {w.batch}, {w.gpus} GPU{'s' if w.gpus > 1 else ''}"
+    out = [f"Model     {a.name}: {shape}" + (" (estimated)" if a.estimated else ""), f"Workload  {what}", ""]
+    per = " per GPU" if w.gpus > 1 else ""
+    out.append(
+        table(
+            ["memory" + per, "size"],
+            [[k.replace("_", " "), gib(v, 2)] for k, v in r.memory.items() if v]
+            + [["total", gib(r.memory.total, 2)]],
+            [False, True],
+        )
+    )
+    out.append("")
+    if r.options:
+        kind = "decode" if w.mode == "inference" else "training"
+        out.append(
+            table(
+                ["viable GPU", "usable memory", "headroom", f"{kind} tok/s ceiling", "$/hour", "$/M tokens"],
+                [
+                    [
+                        (f"{w.gpus} x " if w.gpus > 1 else "") + o.candidate.key,
+                        gib(o.candidate.usable_memory, 1),
+                        pct(o.headroom_ratio),
+                        rate(o.tokens_per_second),
+                        _priced(o.hourly_price_dollars, 2, o.candidate.price_estimated),
+                        _priced(o.dollars_per_million_tokens, 3, o.candidate.price_estimated),
+                    ]
+                    for o in r.options
+                ],
+                [False, True, True, True, True, True],
+            )
+        )
+        if any(o.candidate.price_estimated for o in r.options):
+            out.append(
+                f"{ESTIMATE_MARK} estimated price: no public list price for that GPU (how it was derived: "
+                "price_source in --format json; set what you pay in catalog.prices)"
+            )
+        best = min(
+            (o for o in r.options if o.dollars_per_million_tokens),
+            default=None,
+            key=lambda o: o.dollars_per_million_tokens or 0.0,
+        )
+        if best is not None:
+            out.append(
+                f"\nLowest cost per token: {(f'{w.gpus} x ' if w.gpus > 1 else '') + best.candidate.key} at "
+                f"{money(best.dollars_per_million_tokens, 3)} per million tokens "
+                + ("(an estimated price; " if best.candidate.price_estimated else "(")
+                + "from the ceiling: real serving costs more)."
+            )
+    out.append(f"Headroom rule: {HEADROOM_RULE}.")
+    out += [f"Note: {n}" for n in r.notes]
+    return "\n".join(out) + "\n"
+
+
+def _priced(value: float | None, digits: int, estimated: bool) -> str:
+    text = money(value, digits)
+    return text + ESTIMATE_MARK if estimated and value is not None else text

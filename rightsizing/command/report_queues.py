@@ -1,0 +1,91 @@
+"""The report's queue evidence: the same figures the live engine keeps per queue, from PromQL.
+
+Depth (latest, maximum, mean, least-squares slope via ``deriv``, the time its samples span), the
+inference server behind it (the ``kind`` label: vllm, sglang, tgi, triton), its KV-cache usage at
+p95 and the preemptions counted over the window (``increase``), and its throughput: the increase of
+its token and request counters over the window divided by the time the queue's samples span (the
+live engine divides the counter's increase by the time its readings span).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from rightsizer_core.snapshot import GpuIdentity, GpuSample, PodRef
+
+from ..evidence import QueueEvidence
+from ..links import QueueReading
+from ..pressure import INFERENCE_SERVERS
+from .promapi import Sample
+
+
+class Collector(Protocol):
+    """What the queue queries need of ``report.Collector`` (named here, not imported, so
+    ``report`` and this module do not import each other)."""
+
+    w: str  # the window as a PromQL duration
+
+    def run(self, what: str, expr: str) -> list[Sample]: ...
+
+DEPTH = "rightsizer_queue_depth"
+KV_CACHE = "rightsizer_queue_kv_cache_usage_ratio"
+PREEMPTIONS = "rightsizer_queue_preemptions_total"
+THROUGHPUT = (
+    "rightsizer_queue_generated_tokens_total",
+    "rightsizer_queue_prompt_tokens_total",
+    "rightsizer_queue_requests_total",
+)
+
+
+def queues(c: Collector, step: str) -> dict[tuple[str, str], tuple[QueueReading, QueueEvidence]]:
+    """Each exporter's (instance's) queues: latest reading and evidence (``rise`` over the span its
+    samples cover), by (instance, queue)."""
+    w = c.w
+
+    def by_queue(what: str, expr: str) -> dict[tuple[str, str], float]:
+        return {(x.labels.get("instance", ""), x.labels.get("queue", "")): x.value for x in c.run(what, expr)}
+
+    lastv = c.run("queues", f"last_over_time({DEPTH}[{w}])")
+    maxv = by_queue("queues", f"max by (instance, queue) (max_over_time({DEPTH}[{w}]))")
+    mean = by_queue("queues", f"max by (instance, queue) (avg_over_time({DEPTH}[{w}]))")
+    slope = by_queue("queues", f"max by (instance, queue) (deriv({DEPTH}[{w}]))")
+    first = by_queue("queues", f"min by (instance, queue) (min_over_time(timestamp({DEPTH})[{w}:{step}]))")
+    last = by_queue("queues", f"max by (instance, queue) (max_over_time(timestamp({DEPTH})[{w}:{step}]))")
+    kv = by_queue("KV cache", f"max by (instance, queue) (quantile_over_time(0.95, {KV_CACHE}[{w}]))")
+    preempted = by_queue("preemptions", f"sum by (instance, queue) (increase({PREEMPTIONS}[{w}]))")
+    served = [by_queue("throughput", f"sum by (instance, queue) (increase({n}[{w}]))") for n in THROUGHPUT]
+    out: dict[tuple[str, str], tuple[QueueReading, QueueEvidence]] = {}
+    for x in lastv:
+        name = x.labels.get("queue", "")
+        key = (x.labels.get("instance", ""), name)
+        labels = {k: v for k, v in x.labels.items() if k not in ("__name__", "instance", "job")}
+        kind = x.labels.get("kind", "")
+        server = kind if kind in INFERENCE_SERVERS else None
+        span = max(0.0, last.get(key, 0.0) - first.get(key, 0.0))
+        rates = [c[key] / span if key in c and span > 0 else None for c in served]
+        evidence = QueueEvidence(
+            name, x.value, maxv.get(key, x.value), slope.get(key, 0.0) * span, mean.get(key), span,
+            server, kv.get(key), preempted.get(key), *rates,
+        )  # fmt: skip
+        out[key] = (QueueReading(name, x.value, labels, (), server), evidence)
+    return out
+
+
+def link_sample(labels: dict[str, str], capacity: float) -> GpuSample:
+    """Just enough of a GpuSample for queue links (UUID, index, pod)."""
+    gpu = labels.get("gpu", "")
+    ident = GpuIdentity(
+        int(gpu) if gpu.isdigit() else -1,
+        labels.get("UUID", ""),
+        "",
+        labels.get("modelName", ""),
+        0,
+        "",
+        int(capacity),
+    )
+    pod = (
+        PodRef(labels["pod"], labels.get("namespace", ""), labels.get("container", ""))
+        if labels.get("pod")
+        else None
+    )
+    return GpuSample(ident, True, pod=pod)

@@ -1,0 +1,100 @@
+"""``rightsizer plan --measured-from URL --workload NS/NAME``: a real Prometheus scraping the
+simulated exporter; the plan shows the workload's measured tokens/s and $/M tokens and projects
+them on each option by memory bandwidth (what binds decode), never faster on less bandwidth."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from servers import exporter, free_port, prom_query, prometheus, wait_for
+
+from rightsizing.catalog import load_catalog
+
+SCENARIO = Path(__file__).parent / "scenarios" / "balance" / "measured_plan.yaml"
+CATALOG = load_catalog()
+
+
+def candidate(key: str) -> Any:
+    c = CATALOG.candidate(key)
+    assert c is not None
+    return c
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with exporter(["--simulate", str(SCENARIO)]) as exp:
+        target = exp.url.removeprefix("http://")
+        with prometheus({"rightsizer": [target]}) as prom:
+            wait_for(
+                lambda: (
+                    len(prom_query(prom.url, 'rightsizer_workload_throughput_per_second{option="current"}'))
+                    == 2
+                    and prom_query(prom.url, 'rightsizer_gpu_verdict{verdict="underprovisioned"} == 1')
+                ),
+                60,
+                what="measured throughput and verdicts in Prometheus",
+            )
+            yield prom.url
+
+
+def plan(url: str, workload: str, fmt: str = "json") -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "plan", "--model", "llama-3-8b", "--all",
+           "--measured-from", url, "--workload", workload, "--format", fmt]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_demand_met_is_projected_at_most_at_its_rate_and_slower_by_bandwidth(source: str) -> None:
+    out = plan(source, "llm/chat")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    m = data["measured"]
+    # The scenario's server generates 900 tokens/s on average; the window's rate is that, within noise.
+    assert m["per_second"] == pytest.approx(900, rel=0.05)
+    assert (m["current"], m["gpus"], m["gpus_are_the_limit"]) == ("A100-SXM-80GB", 1, False)
+    a100 = candidate("A100-SXM-80GB")
+    assert m["dollars_per_million_tokens"] == pytest.approx(
+        a100.hourly_price_dollars / (m["per_second"] * 3600) * 1e6, rel=0.02
+    )
+    bw = a100.memory_bandwidth_bytes_per_second
+    for o in data["options"]:
+        c = candidate(o["gpu"])
+        share = c.memory_bandwidth_bytes_per_second * o["gpus"] / bw
+        want = m["per_second"] * min(1.0, share)  # demand met: never more than today, less bandwidth slower
+        assert o["measured_projected_tokens_per_second"] == pytest.approx(want, rel=1e-3), o["gpu"]
+        assert o["measured_projected_dollars_per_million_tokens"] == pytest.approx(
+            o["hourly_price_dollars"] / (want * 3600) * 1e6, rel=2e-3
+        )
+    assert any(candidate(o["gpu"]).memory_bandwidth_bytes_per_second < bw for o in data["options"])
+    text = plan(source, "llm/chat", "table").stdout
+    assert "Measured  llm/chat on 1 x A100-SXM-80GB:" in text and "demand is met today" in text
+
+
+def test_gpus_that_are_the_limit_scale_with_bandwidth_both_ways(source: str) -> None:
+    data = json.loads(plan(source, "llm/pressed").stdout)
+    m = data["measured"]
+    assert (m["current"], m["gpus_are_the_limit"]) == ("L40S-48GB", True)
+    assert m["per_second"] == pytest.approx(1200, rel=0.05)
+    bw = candidate("L40S-48GB").memory_bandwidth_bytes_per_second
+    faster = 0
+    for o in data["options"]:
+        share = candidate(o["gpu"]).memory_bandwidth_bytes_per_second * o["gpus"] / bw
+        assert o["measured_projected_tokens_per_second"] == pytest.approx(m["per_second"] * share, rel=1e-3)
+        faster += share > 1
+    assert faster  # an option with more bandwidth serves more of the waiting work
+
+
+def test_unknown_workload_and_a_source_that_is_down_exit_2_with_one_line(source: str) -> None:
+    for url, workload, says in (
+        (source, "llm/nothing", "no queue of workload llm/nothing"),
+        (f"http://127.0.0.1:{free_port()}", "llm/chat", "--measured-from"),
+    ):
+        out = plan(url, workload)
+        assert out.returncode == 2 and out.stdout == ""
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0] and "Traceback" not in out.stderr, out.stderr

@@ -1,0 +1,86 @@
+"""The prometheus-adapter file whose rules expose several metrics each (several-names.yaml) against
+VictoriaMetrics scraping the simulated exporter: discovery through its ``/api/v1/series``, one
+``/api/v1/query`` request per rule per refresh (the adapter's count of the queries it sent; its
+own request counter lags the requests by a few seconds), and every metric's answer
+equal to the per-name query prometheus-adapter would send, asked of the same engine at the same
+instant (``label_replace``/``or`` branches are evaluated by MetricsQL as by PromQL).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+from servers import Process, exporter, prom_query, wait_for
+from victoria_metrics import victoria_metrics
+
+from adapter.cache import Cache
+from adapter.config import load_config
+from adapter.kubernetes.quantities import format_quantity
+from adapter.promadapter import schema
+from adapter.promadapter.source import PromAdapterSource
+from adapter.selfmetrics import AdapterMetrics
+
+FILE = Path(__file__).parent / "fixtures" / "promadapter" / "several-names.yaml"
+SENT = r'^rightsizer_adapter_upstream_queries_total\{outcome="success",source="prometheus"\} (\S+)$'
+
+
+@pytest.fixture(scope="module")
+def vm() -> Iterator[Process]:
+    with exporter(["--simulate"]) as sim:
+        target = sim.url.removeprefix("http://")
+        scrape = "  - job_name: rightsizer\n    scrape_interval: 1s\n"
+        scrape += f"    static_configs:\n      - targets: ['{target}']\n"
+        with victoria_metrics(scrape) as engine:
+            wait_for(
+                lambda: len(prom_query(engine.url, "rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[1m])")) >= 4,
+                60,
+                what="rates",
+            )
+            yield engine
+
+
+def count(pattern: str, text: str) -> float:
+    found = re.search(pattern, text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+async def test_one_query_per_rule_and_answers_equal_the_per_name_queries(vm: Process) -> None:
+    cfg = load_config(
+        None, {"prometheus": {"url": vm.url}, "prometheus_adapter": {"config_file": str(FILE)}}, environ={}
+    )
+    metrics = AdapterMetrics()
+    source = PromAdapterSource(cfg.prometheus, schema.load(str(FILE)), 600, metrics)
+    await source.start()
+    try:
+        cache = Cache(cfg.effective_rules, source, metrics)
+        await cache.refresh_once()  # discovery, then the first refresh
+        sent = count(SENT, generate_latest(metrics.registry).decode())
+        await cache.refresh_once()
+        assert count(SENT, generate_latest(metrics.registry).decode()) - sent == 3
+        assert len(cache.rules) >= 25
+        assert {n: s.error for n, s in cache.states.items() if s.error is not None} == {}
+        for series in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"):
+            power = series.endswith("USAGE")
+            metric = "dcgm_POWER_USAGE" if power else "TOTAL_ENERGY_CONSUMPTION_per_second"
+            state = cache.states[metric]
+            assert state.vector is not None
+            query = (
+                f"avg({series}) by (namespace, pod)"
+                if power
+                else f"sum(rate({series}[1m])) by (namespace, pod)"
+            )
+            expected = {
+                (s["metric"]["namespace"], s["metric"]["pod"]): format_quantity(float(s["value"][1]))
+                for s in prom_query(vm.url, query, state.vector.timestamp)
+            }
+            got = {
+                (s.labels["namespace"], s.labels["pod"]): format_quantity(s.value)
+                for s in state.vector.series
+            }
+            assert got == expected and len(expected) >= 4, metric
+    finally:
+        await source.close()
