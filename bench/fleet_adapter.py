@@ -262,12 +262,14 @@ def wrk(url: str, connections: int, seconds: int, script: str) -> tuple[common.L
 
 
 def _slowest_bucket(text: str) -> str:
-    buckets = [(float(le), float(v)) for le, v in re.findall(
-        r'^rightsizer_adapter_upstream_query_duration_seconds_bucket\{[^}]*le="([0-9.e+-]+)"[^}]*\} (\S+)$',
-        text, re.M)]  # fmt: skip
+    """The smallest histogram bound holding every upstream query (+Inf: beyond the largest bucket)."""
+    found = re.findall(
+        r'^rightsizer_adapter_upstream_query_duration_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$', text, re.M
+    )
+    buckets = [(float(le), float(v)) for le, v in found]
     total = max((v for _, v in buckets), default=0.0)
     bound = min((le for le, v in buckets if v >= total), default=float("inf"))
-    return f"{bound * 1000:.0f} ms"
+    return "beyond the largest bucket" if bound == float("inf") else f"{bound * 1000:.0f} ms"
 
 
 def main() -> None:
