@@ -263,9 +263,8 @@ def wrk(url: str, connections: int, seconds: int, script: str) -> tuple[common.L
 
 def _slowest_bucket(text: str) -> str:
     """The smallest histogram bound holding every upstream query (+Inf: beyond the largest bucket)."""
-    found = re.findall(
-        r'^rightsizer_adapter_upstream_query_duration_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$', text, re.M
-    )
+    bucket = r'^rightsizer_adapter_upstream_query_duration_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$'
+    found = re.findall(bucket, text, re.M)
     buckets = [(float(le), float(v)) for le, v in found]
     total = max((v for _, v in buckets), default=0.0)
     bound = min((le for le, v in buckets if v >= total), default=float("inf"))
