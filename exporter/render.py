@@ -62,6 +62,9 @@ class Exposition:
         self._cache: dict[tuple[bool, bool], bytes] = {(False, False): text, (True, False): openmetrics}
         self._lock = threading.Lock()
 
+    def cached(self, openmetrics: bool, gzipped: bool) -> bytes | None:
+        return self._cache.get((openmetrics, gzipped))
+
     def body(self, openmetrics: bool, gzipped: bool) -> bytes:
         key = (openmetrics, gzipped)
         cached = self._cache.get(key)

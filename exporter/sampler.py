@@ -10,8 +10,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,9 +26,14 @@ log = logging.getLogger("rightsizer.sampler")
 
 # A render that took less than this runs the next one on the event loop: handing a small fleet's
 # exposition (8 GPUs: ~0.2 ms) to a worker thread costs more CPU (two thread wake-ups) than rendering
-# it. Slower renders (large fleets, and the first one) run in a worker thread, so scrapes keep being
-# answered from the previous bytes meanwhile.
+# it. Slower renders (large fleets, and the first one) run in a worker thread, so the event loop
+# keeps answering meanwhile.
 INLINE_RENDER_SECONDS = 0.002
+
+# A cycle's exposition is rendered only when it is wanted: by the cycle itself when the previous
+# cycle's exposition was scraped (scrapers at least as frequent as cycles find the bytes ready), else
+# by the first scrape that asks for it. With no scrapes, nothing is rendered; with Prometheus
+# scraping every 15 s and sampling at 1 s, 2 renders in 15 cycles instead of 15.
 
 
 @dataclass(frozen=True)
@@ -50,14 +56,31 @@ class Extension(Protocol):
 
 
 class Published:
-    """One cycle's output: the snapshot and its pre-rendered bytes."""
+    """One cycle's output: the snapshot, and its exposition, rendered on first use."""
 
-    __slots__ = ("_api_json", "exposition", "snapshot")
+    __slots__ = ("_api_json", "_exposition", "_lock", "_render", "scraped", "snapshot")
 
-    def __init__(self, snapshot: Snapshot, exposition: Exposition) -> None:
+    def __init__(self, snapshot: Snapshot, render: Callable[[Snapshot], Exposition]) -> None:
         self.snapshot = snapshot
-        self.exposition = exposition
+        self.scraped = False  # /metrics asked for this cycle's bytes
+        self._render = render
+        self._exposition: Exposition | None = None
+        self._lock = threading.Lock()  # one render, whether a worker thread or the loop asks first
         self._api_json: dict[str, bytes] = {}
+
+    @property
+    def exposition(self) -> Exposition:
+        found = self._exposition
+        if found is None:
+            with self._lock:
+                found = self._exposition
+                if found is None:
+                    found = self._exposition = self._render(self.snapshot)
+        return found
+
+    def ready(self, openmetrics: bool, gzipped: bool) -> bytes | None:
+        """The bytes in that format if they are made already (no render, no compression)."""
+        return None if self._exposition is None else self._exposition.cached(openmetrics, gzipped)
 
     def api_json(self, key: str, build: Any) -> bytes:
         cached = self._api_json.get(key)
@@ -82,9 +105,11 @@ class Sampler:
         self.extensions = list(extensions)
         self.current: Published | None = None
         self.ready = asyncio.Event()
-        # Formats scrapers asked for: (openmetrics, gzip). Pre-built each cycle so scrapes only copy bytes.
+        # Formats scrapers asked for: (openmetrics, gzip). Pre-built by a cycle whose previous cycle
+        # was scraped, so frequent scrapes only copy bytes.
         self.wanted_formats: set[tuple[bool, bool]] = set()
         self.cycles = 0
+        self.renders = 0  # expositions rendered (none for cycles nobody scraped)
         self.render_inline = False  # set by the last render's duration, see INLINE_RENDER_SECONDS
         self._task: asyncio.Task[None] | None = None
 
@@ -141,13 +166,11 @@ class Sampler:
                 api[section] = before + value if both_lists else value  # type: ignore[operator]
             collectors.extend(contrib.collectors)
         snapshot = Snapshot(reading.timestamp, self.hostname, gpus, tuple(collectors), rows, api)
-        formats = tuple(self.wanted_formats)
-        if self.render_inline:
-            published, took = _render(self.renderer, snapshot, formats)
-        else:
-            published, took = await asyncio.to_thread(_render, self.renderer, snapshot, formats)
-        self.render_inline = took < INLINE_RENDER_SECONDS
-        previous, self.current = self.current, published
+        published = Published(snapshot, self._render_counted)
+        previous = self.current
+        if previous is not None and previous.scraped:
+            await self._build(published, tuple(self.wanted_formats))
+        self.current = published
         self.cycles += 1
         if not self.ready.is_set():
             self.ready.set()
@@ -155,16 +178,36 @@ class Sampler:
         _log_changes(previous, published)
         return published
 
+    async def body(self, published: Published, openmetrics: bool, gzipped: bool) -> bytes:
+        """/metrics bytes of a cycle: rendered (and compressed) on the first scrape that asks, on the
+        event loop when the last render was quick, else in a worker thread."""
+        published.scraped = True
+        if (openmetrics, gzipped) not in self.wanted_formats:
+            self.wanted_formats.add((openmetrics, gzipped))
+        ready = published.ready(openmetrics, gzipped)
+        if ready is None:
+            await self._build(published, ((openmetrics, gzipped),))
+            ready = published.exposition.body(openmetrics, gzipped)
+        return ready
 
-def _render(
-    renderer: Renderer, snapshot: Snapshot, formats: tuple[tuple[bool, bool], ...]
-) -> tuple[Published, float]:
-    """The cycle's exposition in every format scrapers asked for, and the seconds it took."""
+    async def _build(self, published: Published, formats: tuple[tuple[bool, bool], ...]) -> None:
+        if self.render_inline:
+            took = _build(published, formats)
+        else:
+            took = await asyncio.to_thread(_build, published, formats)
+        self.render_inline = took < INLINE_RENDER_SECONDS
+
+    def _render_counted(self, snapshot: Snapshot) -> Exposition:
+        self.renders += 1
+        return self.renderer.render(snapshot)
+
+
+def _build(published: Published, formats: tuple[tuple[bool, bool], ...]) -> float:
+    """Render ``published`` in every format asked for; the seconds it took."""
     started = time.perf_counter()
-    published = Published(snapshot, renderer.render(snapshot))
-    for om, gz in formats:
+    for om, gz in formats or ((False, False),):
         published.exposition.body(om, gz)
-    return published, time.perf_counter() - started
+    return time.perf_counter() - started
 
 
 def _log_changes(previous: Published | None, current: Published) -> None:

@@ -87,12 +87,10 @@ async def metrics(request: web.Request) -> web.Response:
         return web.Response(status=503, text="no sample taken yet\n")
     om, content_type = negotiate(request.headers.get("Accept", ""))
     gz = _accepts_gzip(request.headers.get("Accept-Encoding", ""))
-    if (om, gz) not in sampler.wanted_formats:
-        sampler.wanted_formats.add((om, gz))
     headers = {"Content-Type": content_type, "Vary": "Accept, Accept-Encoding"}
     if gz:
         headers["Content-Encoding"] = "gzip"
-    return web.Response(body=published.exposition.body(om, gz), headers=headers)
+    return web.Response(body=await sampler.body(published, om, gz), headers=headers)
 
 
 async def api_gpus(request: web.Request) -> web.Response:

@@ -2,13 +2,13 @@
 
 busy = 1 - (idle + iowait) / total over the interval between two reads of the aggregate ``cpu`` line.
 ``guest`` and ``guest_nice`` are already counted in ``user`` and ``nice`` and are left out of the
-total. Read on the engine's own cadence, never in a sampling cycle.
+total. The right-sizing extension reads it (and the pressure stall figures, ``hostpsi``) once per
+sampling cycle, before making the cycle's rows (a line of a procfs file, tens of microseconds; no
+timer of its own, so the event loop wakes once less per cycle).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from pathlib import Path
@@ -55,15 +55,14 @@ def busy_ratio(before: tuple[float, float], after: tuple[float, float]) -> float
 
 
 class HostCpuMonitor:
-    """Keeps ``latest`` up to date from a background task reading /proc/stat every ``interval``."""
+    """Keeps ``latest``: the busy share between its last two ``poll`` calls (one per cycle)."""
 
     def __init__(self, procfs_root: str, interval: float) -> None:
         self.procfs_root = procfs_root
-        self.interval = max(0.1, interval)
+        self.interval = max(0.1, interval)  # the sampling interval the polls follow
         self.latest: float | None = None
         self.error: str | None = None
         self._previous: tuple[float, float] | None = None
-        self._task: asyncio.Task[None] | None = None
         self.psi = PsiReader(procfs_root)  # read on this cadence: no timer of its own
 
     def poll(self) -> None:
@@ -85,17 +84,7 @@ class HostCpuMonitor:
         self._previous = now
 
     async def start(self) -> None:
-        self.poll()
-        self._task = asyncio.create_task(self._run(), name="host cpu")
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            self.poll()
+        self.poll()  # the first cycle's poll then has an interval to compare with
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        pass

@@ -5,7 +5,8 @@ time may run faster than wall time) as ``bucket_count`` buckets of equal width. 
 per signal, a histogram of ``BINS`` equal bins over [0, 1], its exact maximum and its sample count;
 the window keeps running totals that are incremented on every sample and decremented when a bucket
 expires. Adding a sample is O(signals); a percentile scans the summed histogram down from the
-maximum's bin; memory is fixed whatever the sampling rate.
+maximum's bin; memory is bounded whatever the sampling rate (a bucket's bins take one byte
+each, widened to two or four when one outgrows it).
 
 Values are ratios in [0, 1] (memory is kept as a share of the device's capacity); values outside are
 clamped into the end bins. A percentile is the upper edge of the bin holding the nearest-rank sample,
@@ -25,6 +26,11 @@ from itertools import accumulate
 
 BINS = 100  # 1 % resolution for ratios
 _EMPTY = array("I", bytes(4 * (BINS + 1)))
+# A bucket's histograms start with one byte per bin (a minute's bucket at 1 s holds 60 samples) and
+# widen to two, then four, on the first count that does not fit: 1.2 KB per bucket and signal less
+# than four bytes per bin (about 200 KiB per GPU), the same counts.
+_EMPTY_BUCKET = array("B", bytes(BINS + 1))
+_WIDER = {"B": "H", "H": "I"}
 _MIDPOINTS = tuple((b + 0.5) / BINS for b in range(BINS + 1))
 
 
@@ -66,7 +72,7 @@ class Window:
         self.signals = tuple(signals)
         k = len(self.signals)
         self._bucket_of_slot: list[int | None] = [None] * bucket_count
-        self._slot_hist = [[array("I", _EMPTY) for _ in range(k)] for _ in range(bucket_count)]
+        self._slot_hist = [[array("B", _EMPTY_BUCKET) for _ in range(k)] for _ in range(bucket_count)]
         self._slot_max = [[-math.inf] * k for _ in range(bucket_count)]
         self._slot_count = [[0] * k for _ in range(bucket_count)]
         self._slot_samples = [0] * bucket_count
@@ -98,7 +104,11 @@ class Window:
             if v is None or v != v:
                 continue
             b = 0 if v <= 0.0 else (BINS if v >= 1.0 else int(v * BINS))
-            hists[i][b] += 1
+            try:
+                hists[i][b] += 1
+            except OverflowError:  # the bin outgrew its bucket's counter width: widen the bucket's
+                hists[i] = array(_WIDER[hists[i].typecode], hists[i])
+                hists[i][b] += 1
             totals[i][b] += 1
             counts[i] += 1
             total_count[i] += 1
@@ -132,14 +142,18 @@ class Window:
         if self._bucket_of_slot[slot] is None:
             return
         counts = self._slot_count[slot]
-        for i, hist in enumerate(self._slot_hist[slot]):
+        hists = self._slot_hist[slot]
+        for i, hist in enumerate(hists):
             if counts[i]:
                 total = self._total_hist[i]
                 for b, c in enumerate(hist):
                     if c:
                         total[b] -= c
                 self._total_count[i] -= counts[i]
-                hist[:] = _EMPTY
+                if hist.typecode == "B":
+                    hist[:] = _EMPTY_BUCKET
+                else:
+                    hists[i] = array("B", _EMPTY_BUCKET)
         k = len(self.signals)
         self._slot_max[slot] = [-math.inf] * k
         self._slot_count[slot] = [0] * k

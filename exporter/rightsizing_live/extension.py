@@ -263,6 +263,8 @@ class RightsizingExtension:
     def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
         started = time.perf_counter()
         t = reading.timestamp
+        if self.host_cpu is not None:
+            self.host_cpu.poll()
         self.feed(t, gpus)
         due = (
             self._scored_at is None

@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from typing import Any
 
 
@@ -52,11 +52,14 @@ _Entry = tuple[CallState, Callable[..., Any], tuple[Any, ...], "Future[Any]"]
 class _Batch:
     """Jobs a sampling thread takes one at a time; the rest can be taken away from it at once."""
 
-    def __init__(self, entries: list[_Entry]) -> None:
+    def __init__(self, entries: list[_Entry], loop: asyncio.AbstractEventLoop) -> None:
         self._entries = entries
         self._next = 0
         self._lock = threading.Lock()
-        self.finished: Future[None] = Future()
+        self.loop = loop
+        # Set to True on the loop by the thread's one hand-off when the batch is done, or to False by
+        # the deadline's timer; whichever comes first.
+        self.finished: asyncio.Future[bool] = loop.create_future()
 
     def take(self) -> _Entry | None:
         with self._lock:
@@ -87,8 +90,9 @@ class _SamplingThread:
                     except BaseException as exc:
                         fut.set_exception(exc)
                 state.mark("")
-            with contextlib.suppress(InvalidStateError):  # given up on (cancelled) after the deadline
-                batch.finished.set_result(None)
+            # One wake-up of the event loop per cycle; a loop that is closed (exit) needs none.
+            with contextlib.suppress(RuntimeError):
+                batch.loop.call_soon_threadsafe(_settle, batch.finished, True)
             if self.retired:
                 return
 
@@ -108,17 +112,18 @@ class SamplingPool:
             fut: Future[Any] = Future()
             state.pending = fut
             entries.append((state, fn, args, fut))
-        batch = _Batch(entries)
+        loop = asyncio.get_running_loop()
+        batch = _Batch(entries, loop)
         while entries:
             thread = self._thread or self._start()
             thread.batches.put(batch)
-            if await _wait(batch.finished, timeout):
+            if await _wait(batch, timeout):
                 break
             thread.retired, self._thread = True, None  # stuck: that GPU keeps this thread
             rest = batch.take_rest()
             if not rest:
                 break
-            batch = _Batch(rest)
+            batch = _Batch(rest, loop)
         return [e[3] for e in entries]
 
     def close(self) -> None:
@@ -133,9 +138,16 @@ class SamplingPool:
         return self._thread
 
 
-async def _wait(fut: Future[None], timeout: float) -> bool:
-    wrapped = asyncio.wrap_future(fut)
-    done, _ = await asyncio.wait([wrapped], timeout=timeout)
-    if not done:
-        wrapped.cancel()  # the concurrent future is finished later by its thread, unobserved
-    return bool(done)
+def _settle(fut: asyncio.Future[bool], finished: bool) -> None:
+    if not fut.done():
+        fut.set_result(finished)
+
+
+async def _wait(batch: _Batch, timeout: float) -> bool:
+    """True when the batch finished within ``timeout`` seconds (a timer, not a waiting task: the
+    thread's hand-off resumes the sampler directly)."""
+    timer = batch.loop.call_later(timeout, _settle, batch.finished, False)
+    try:
+        return await batch.finished
+    finally:
+        timer.cancel()
