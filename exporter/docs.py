@@ -1,7 +1,7 @@
-"""Generate the README's reference tables from the code, so they cannot drift.
+"""Generate the reference tables in ``docs/`` from the code, so they cannot drift.
 
-``python -m exporter.docs`` rewrites the marked sections of README.md; the test suite fails when
-README.md differs from what this module generates.
+``python -m exporter.docs`` rewrites the marked sections of the documents that hold them
+(``LOCATIONS``); the test suite fails when a document differs from what this module generates.
 """
 
 from __future__ import annotations
@@ -56,19 +56,38 @@ SECTIONS: dict[str, Callable[[], str]] = {
 }
 
 
-def render_readme(text: str) -> str:
-    for name, make in SECTIONS.items():
+# Which document holds each generated section, relative to the repository root.
+LOCATIONS: dict[str, str] = {
+    "metrics-table": "docs/metrics.md",
+    "config-table": "docs/configuration.md",
+    "queue-table": "docs/queues.md",
+}
+
+
+def render(text: str, names: list[str]) -> str:
+    """``text`` with the named generated sections rewritten; each must be marked in it."""
+    for name in names:
         pattern = re.compile(rf"(<!-- {name}:begin -->\n).*?(<!-- {name}:end -->)", re.S)
         if not pattern.search(text):
-            raise ValueError(f"README.md has no <!-- {name}:begin --> … <!-- {name}:end --> section")
-        replacement = r"\g<1>" + make().replace("\\", "\\\\") + "\n" + r"\g<2>"
+            raise ValueError(f"no <!-- {name}:begin --> … <!-- {name}:end --> section")
+        replacement = r"\g<1>" + SECTIONS[name]().replace("\\", "\\\\") + "\n" + r"\g<2>"
         text = pattern.sub(replacement, text)
     return text
 
 
+def documents() -> dict[str, list[str]]:
+    """Each document holding generated sections, with the names of its sections."""
+    found: dict[str, list[str]] = {}
+    for name, path in LOCATIONS.items():
+        found.setdefault(path, []).append(name)
+    return found
+
+
 def main() -> int:
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("README.md")
-    path.write_text(render_readme(path.read_text()))
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(".")
+    for relative, names in documents().items():
+        path = root / relative
+        path.write_text(render(path.read_text(), names))
     return 0
 
 

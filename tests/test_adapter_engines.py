@@ -1,9 +1,9 @@
 """The adapter in Prometheus mode answers alike from Prometheus and from VictoriaMetrics.
 
 Both engines hold the same ten minutes of the exporter's history for the scenario fleets (ending
-now, so instant queries see it) plus the queue the README's own rule reads. One adapter runs
-against each engine, with every built-in rule and the README's rules, and each (rule, namespace,
-selector) is asked through the external metrics API and KEDA's metrics-api JSON of both: the
+now, so instant queries see it) plus the queue the documented rule reads. One adapter runs
+against each engine, with every built-in rule and the rules docs/adapter.md shows, and each (rule,
+namespace, selector) is asked through the external metrics API and KEDA's metrics-api JSON of both: the
 answers must be identical, and every rule must have answered something non-zero somewhere.
 A second test feeds VictoriaMetrics by scraping a live exporter with deploy/prometheus's own
 scrape jobs, and the adapter on it follows a Redis queue as it grows and drains.
@@ -35,16 +35,16 @@ EXT = "/apis/external.metrics.k8s.io/v1beta1"
 
 
 def readme_rules() -> list[dict[str, Any]]:
-    """The rules of the README's configuration example."""
-    text = (ROOT / "README.md").read_text()
+    """The rules of the adapter's configuration example in docs/adapter.md."""
+    text = (ROOT / "docs" / "adapter.md").read_text()
     blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
     rules = [r for b in blocks if isinstance(b, dict) and "rules" in b for r in b["rules"]]
-    assert rules and all("query" in r for r in rules), "the README shows no adapter rule"
+    assert rules and all("query" in r for r in rules), "docs/adapter.md shows no adapter rule"
     return rules
 
 
 def extra_series(end: float) -> dict[str, list[str]]:
-    """The queue the README's rule reads (``queue="chat"``, 7 items), and a pod on an idle GPU with
+    """The queue the documented rule reads (``queue="chat"``, 7 items), and a pod on an idle GPU with
     the per-pod families the history does not render (pod memory, fit score)."""
     queue = 'queue="chat",kind="vllm",namespace="llm",workload="chat",instance="node-a:9400"'
     gpu = ('gpu="0",UUID="GPU-extra",Hostname="node-a",model_name="NVIDIA L4",namespace="batch",'

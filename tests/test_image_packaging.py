@@ -64,8 +64,8 @@ def test_build_stage_refuses_a_version_its_package_does_not_have() -> None:
     assert f'test "$({VENV}/bin/rightsizer-exporter --version)" = "rightsizer-exporter ${{VERSION}}"' in runs
 
 
-def test_readme_and_dockerfile_build_lines_pass_version_and_revision() -> None:
-    lines = build_lines((ROOT / "README.md").read_text()) + build_lines(DOCKERFILE.read_text())
+def test_documented_and_dockerfile_build_lines_pass_version_and_revision() -> None:
+    lines = build_lines((ROOT / "docs" / "deploy.md").read_text()) + build_lines(DOCKERFILE.read_text())
     assert len(lines) >= 2, lines
     for line in lines:
         args = build_args(line)

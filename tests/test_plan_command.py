@@ -1,4 +1,4 @@
-"""``rightsizer plan`` as a command: exit codes, --config directories, output wording, the README sample."""
+"""``rightsizer plan`` as a command: exit codes, --config directories, output wording, the sample in docs."""
 
 from __future__ import annotations
 
@@ -102,8 +102,9 @@ def test_estimated_prices_and_the_headroom_rule_are_printed() -> None:
         "H100-PCIe-80GB", "H200-SXM-141GB", "B200-SXM-180GB"}  # fmt: skip
 
 
-def test_the_readme_plan_sample_is_what_the_program_prints() -> None:
-    section = (ROOT / "README.md").read_text().split("### `rightsizer plan`", 1)[1].split("\n### ", 1)[0]
+def test_the_documented_plan_sample_is_what_the_program_prints() -> None:
+    text = (ROOT / "docs" / "rightsizing.md").read_text()
+    section = text.split("## `rightsizer plan`", 1)[1].split("\n## ", 1)[0]
     block = next(b for b in section.split("```")[1::2] if b.lstrip("\n").startswith("$ rightsizer plan"))
     command, expected = block.lstrip("\n").split("\n", 1)
     out = run(*shlex.split(command.removeprefix("$ rightsizer ")))

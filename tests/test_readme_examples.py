@@ -1,5 +1,5 @@
-"""The README's marked examples are executable documentation: each runs here and must print what the
-README says.
+"""The marked examples of the README and docs/*.md are executable documentation: each runs here and
+must print what the document says.
 
 A fenced block right after ``<!-- example: output -->`` starts with ``$ COMMAND``; the rest of the
 block is exactly what COMMAND prints. A block after ``<!-- example: runs[, prints TEXT] -->`` is a
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from servers import ROOT, free_port
 
-README = ROOT / "README.md"
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARK = re.compile(r"<!-- example: (output|runs)(?:, prints (.+?))? -->\n```[a-z]*\n(.*?)```", re.S)
 BIN = Path(sys.executable).parent
 COMMANDS = {"rightsizer": [sys.executable, "-m", "rightsizing.command.cli"]}
@@ -36,38 +36,42 @@ class Example:
     prints: str | None
     body: str
     line: int
+    document: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.document}:{self.line}"
 
 
 def examples() -> list[Example]:
-    text = README.read_text()
-    return [
-        Example(m.group(1), m.group(2), m.group(3), text.count("\n", 0, m.start()) + 1)
-        for m in MARK.finditer(text)
-    ]
+    found = []
+    for path in DOCUMENTS:
+        text = path.read_text()
+        found += [
+            Example(m[1], m[2], m[3], text.count("\n", 0, m.start()) + 1, path.relative_to(ROOT).as_posix())
+            for m in MARK.finditer(text)
+        ]
+    return found
 
 
-def test_the_readme_marks_examples() -> None:
+def test_the_documents_mark_examples() -> None:
     kinds = [e.kind for e in examples()]
     assert "output" in kinds and "runs" in kinds
 
 
-@pytest.mark.parametrize(
-    "example", [e for e in examples() if e.kind == "output"], ids=lambda e: f"line{e.line}"
-)
+@pytest.mark.parametrize("example", [e for e in examples() if e.kind == "output"], ids=lambda e: e.where)
 def test_output_example_prints_what_the_readme_shows(example: Example) -> None:
     first, _, expected = example.body.partition("\n")
-    assert first.startswith("$ "), f"README.md:{example.line}: an output example starts with '$ COMMAND'"
+    assert first.startswith("$ "), f"{example.where}: an output example starts with '$ COMMAND'"
     words = shlex.split(first[2:])
     out = subprocess.run(
         [*COMMANDS[words[0]], *words[1:]], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout == expected, f"README.md:{example.line} differs from what `{first[2:]}` prints"
+    assert out.stdout == expected, f"{example.where} differs from what `{first[2:]}` prints"
 
 
-@pytest.mark.parametrize(
-    "example", [e for e in examples() if e.kind == "runs"], ids=lambda e: f"line{e.line}"
-)
+@pytest.mark.parametrize("example", [e for e in examples() if e.kind == "runs"], ids=lambda e: e.where)
 def test_script_example_runs(example: Example) -> None:
     ports = {p: str(free_port()) for p in ("9430", "6443", "9443")}
     script = example.body.replace(".venv/bin/", f"{BIN}/")
@@ -89,8 +93,6 @@ def test_script_example_runs(example: Example) -> None:
         with contextlib.suppress(ProcessLookupError):  # whatever the script left running
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(10)
-    assert proc.returncode == 0, f"README.md:{example.line} failed:\n{stderr[-2000:]}"
+    assert proc.returncode == 0, f"{example.where} failed:\n{stderr[-2000:]}"
     if example.prints:
-        assert example.prints in stdout, (
-            f"README.md:{example.line} did not print {example.prints}:\n{stdout[-2000:]}"
-        )
+        assert example.prints in stdout, f"{example.where} did not print {example.prints}:\n{stdout[-2000:]}"

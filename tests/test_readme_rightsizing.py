@@ -1,4 +1,4 @@
-"""The README's worked right-sizing examples are what the program prints for their scenario GPUs
+"""The worked right-sizing examples of docs/rightsizing.md are what the program prints for their scenario GPUs
 (with the simulated clock pinned, so the figures in the reasons do not move with the day)."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ EXAMPLE = re.compile(
 
 
 async def test_every_worked_example_is_what_the_engine_prints() -> None:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Right-sizing", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "rightsizing.md").read_text()
+    section = text.split("# Right-sizing", 1)[1].split("\n## ", 1)[0]
     examples = list(EXAMPLE.finditer(section))
     verdicts = {m["verdict"] for m in examples}
     assert verdicts == {"idle", "overprovisioned", "rightsized", "underprovisioned", "insufficient_data"}
@@ -26,4 +26,4 @@ async def test_every_worked_example_is_what_the_engine_prints() -> None:
         got = (await conclusions(Path(__file__).parent / "scenarios" / m["file"], START))[m["gpu"]]
         assert (got["verdict"], got["recommended"], got["reason"]) == (
             m["verdict"], m["recommended"], m["reason"],
-        ), f"README example {m['file']} {m['gpu']}"  # fmt: skip
+        ), f"docs/rightsizing.md example {m['file']} {m['gpu']}"  # fmt: skip

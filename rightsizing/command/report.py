@@ -25,6 +25,14 @@ from ..settings import RightsizingSettings
 from ..verdicts import Assessment, assess
 from . import report_queues
 from .promapi import PrometheusClient, ReportError, Sample, promql_duration
+from .report_shards import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_SERIES,
+    SIZED_BY,
+    ShardedClient,
+    plan,
+    series_per_exporter,
+)
 
 # The exporter (instance) is part of a unit's key: each node's queues link to its own GPUs, and
 # multi-GPU jobs are grouped within a node, as the live engine on that node does.
@@ -50,14 +58,19 @@ class Fleet:
     at: float
     units: tuple[Unit, ...]
     costs: tuple[WorkloadCost, ...] = ()  # cost per inference of each inference server's GPUs
+    shards: tuple[tuple[str, ...], ...] = ()  # the exporters (instance) of each shard queried
 
 
 def key_of(labels: dict[str, str]) -> Key:
     return tuple(labels.get(k, "") for k in KEY)
 
 
+QUERIES = 50  # the report's queries (each sent once per shard)
+
+
 class Collector:
-    """Runs the report's queries, one at a time, telling ``progress`` about each."""
+    """Runs the report's queries, one after the other (each split by shard), telling ``progress``
+    about each answer."""
 
     def __init__(
         self,
@@ -67,16 +80,39 @@ class Collector:
         resolution: float | None,
         progress: Callable[[int, int, str], None],
     ) -> None:
-        self.client, self.at, self.progress = client, at, progress
+        self.plain, self.at, self.progress = client, at, progress
+        self.client = ShardedClient(client, [()], 1)
         self.window = window
         self.w = promql_duration(window)
         self.sub = f"[{self.w}:{promql_duration(resolution)}]" if resolution else f"[{self.w}]"
         self.done = 0
         self.total = 0
+        self.what = ""
+        self.shards: tuple[tuple[str, ...], ...] = ()
 
-    def run(self, what: str, expr: str) -> list[Sample]:
+    def split(self, max_series: int, concurrency: int) -> dict[str, float]:
+        """Plans the shards (two queries); returns the series per exporter found."""
+        self.total = len(SIZED_BY) + QUERIES
+        counts: dict[str, float] = {}
+        for metric in SIZED_BY:
+            self.tick("shards")
+            for name, n in series_per_exporter(self.plain, self.at, self.w, metric).items():
+                counts[name] = max(n, counts.get(name, 0.0))
+        self.shards = tuple(plan(counts, max_series))
+        self.client.close()
+        self.client = ShardedClient(self.plain, self.shards, concurrency, self.answered)
+        self.total = self.done + QUERIES * self.client.shards
+        return counts
+
+    def tick(self, what: str) -> None:
         self.done += 1
         self.progress(self.done, self.total, what)
+
+    def answered(self) -> None:
+        self.tick(self.what)
+
+    def run(self, what: str, expr: str) -> list[Sample]:
+        self.what = what
         return self.client.query(expr, self.at)
 
     def per_unit(self, what: str, expr: str, scale: float = 1.0) -> dict[Key, float]:
@@ -102,11 +138,25 @@ def collect(
     s: RightsizingSettings,
     catalog: Catalog,
     progress: Callable[[int, int, str], None],
+    max_series: int = DEFAULT_MAX_SERIES,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> Fleet:
+    """The fleet judged from the window's history; queries split so that none answers more than
+    ``max_series`` series (see ``report_shards``), ``concurrency`` shards at a time."""
     c = Collector(client, at, window, resolution, progress)
-    c.total = 46
+    try:
+        c.split(max_series, concurrency)
+        return dataclasses.replace(_collect(c, idle_after, s, catalog), shards=c.shards)
+    finally:
+        c.client.close()
+
+
+def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: Catalog) -> Fleet:
+    progress, window, at = c.progress, c.window, c.at
     w, high = c.w, s.bottlenecks.percentile
     ident = c.run("GPUs", f"max by ({', '.join(IDENTITY)}) (last_over_time(DCGM_FI_DEV_FB_USED[{w}]))")
+    # One order whichever way the queries were split (engines answer a vector in no set order).
+    ident.sort(key=lambda x: sorted(x.labels.items()))
     if not ident:
         raise ReportError(
             f"no GPU series (DCGM_FI_DEV_FB_USED) in Prometheus over the last {w}: is it "

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..html_parts.charts import Chart, Series
 from .promapi import PrometheusClient, RangeSeries, ReportError, promql_duration
+from .report_shards import ShardedClient
 
 POINTS = 120
 MIN_STEP_RANGE = 60.0
@@ -52,7 +53,7 @@ def _key(labels: Mapping[str, str]) -> ChartKey:
 
 
 def collect_charts(
-    client: PrometheusClient,
+    client: PrometheusClient | ShardedClient,
     at: float,
     window: float,
     resolution: float | None,

@@ -21,6 +21,7 @@ from .promapi import PrometheusClient, ReportError, parse_duration
 from .report import as_rows, collect
 from .report_assumptions import assumptions
 from .report_common import HOURS_PER_MONTH, history_line
+from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
 
 if TYPE_CHECKING:
     from .exporter_config import EngineSettings
@@ -66,6 +67,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="extra HTTP header, e.g. 'X-Scope-OrgID: team-a' for Mimir (repeatable)",
     )
     p.add_argument("--bearer-token-file", metavar="FILE", help="send 'Authorization: Bearer <file contents>'")
+    p.add_argument(
+        "--max-series-per-query",
+        type=int,
+        default=DEFAULT_MAX_SERIES,
+        metavar="N",
+        help="split the queries by groups of exporters (instance) so that none answers more than N "
+        f"series (default {DEFAULT_MAX_SERIES:,}; an exporter with more is queried alone)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"queries in flight at once when split (default {DEFAULT_CONCURRENCY})",
+    )
+    p.add_argument(
+        "--progress", action="store_true", help="show progress on stderr even when it is not a terminal"
+    )
 
 
 def _headers(args: argparse.Namespace) -> dict[str, str]:
@@ -102,17 +121,22 @@ def _at(text: str | None) -> float:
 class Progress:
     """One self-overwriting line on stderr when it is a terminal; silent otherwise."""
 
-    def __init__(self) -> None:
+    def __init__(self, forced: bool = False) -> None:
         self.tty = sys.stderr.isatty()
+        self.forced = forced
+        self.shown = -1
 
     def __call__(self, done: int, total: int, what: str) -> None:
-        if not self.tty:
-            return
-        if what:
-            sys.stderr.write(f"\r\033[Kquerying Prometheus [{done}/{total}] {what}")
-        else:
-            sys.stderr.write("\r\033[K")
-        sys.stderr.flush()
+        if self.tty:
+            if what:
+                sys.stderr.write(f"\r\033[Kquerying Prometheus [{done}/{total}] {what}")
+            else:
+                sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+        elif self.forced and what and total and (percent := 100 * done // total) // 10 != self.shown:
+            # Not a terminal (a CI log): a line every tenth of the way, none overwritten.
+            self.shown = percent // 10
+            print(f"querying Prometheus [{done}/{total}] {percent} % {what}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
@@ -128,11 +152,16 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             resolution = window / 10080
         if args.timeout <= 0:
             raise ReportError("--timeout must be positive")
+        if args.max_series_per_query < 1 or args.concurrency < 1:
+            raise ReportError("--max-series-per-query and --concurrency must be at least 1")
         client = PrometheusClient(args.prometheus_url, args.timeout, _headers(args))
         at = _at(args.at)
-        progress = Progress()
+        progress = Progress(args.progress)
         try:
-            fleet = collect(client, at, window, idle_after, resolution, cfg.rightsizing, catalog, progress)
+            fleet = collect(
+                client, at, window, idle_after, resolution, cfg.rightsizing, catalog, progress,
+                args.max_series_per_query, args.concurrency,
+            )  # fmt: skip
         finally:
             progress(0, 0, "")
         gpus = as_rows(fleet)
@@ -164,7 +193,13 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         elif args.format in ("html", "markdown"):
             from .report_documents import document_text
 
-            text = document_text(args.format, document, client, resolution, Progress())
+            # The charts' range queries are split like the judgement's, by the same shards.
+            charts_client = ShardedClient(client, fleet.shards, args.concurrency)
+            try:
+                shown = Progress(args.progress)
+                text = document_text(args.format, document, charts_client, resolution, shown)
+            finally:
+                charts_client.close()
         else:
             text = render(args.window, at, totals, gpus, workloads, window, costs)
         write_output(text, args.output)

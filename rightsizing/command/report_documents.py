@@ -11,12 +11,13 @@ from typing import Any
 
 from .promapi import PrometheusClient
 from .report_charts import collect_charts
+from .report_shards import ShardedClient
 
 
 def document_text(
     fmt: str,
     document: dict[str, Any],
-    client: PrometheusClient,
+    client: PrometheusClient | ShardedClient,
     resolution: float | None,
     progress: Callable[[int, int, str], None],
 ) -> str:

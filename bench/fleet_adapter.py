@@ -1,0 +1,303 @@
+"""Fleet-scale figures of the adapter in Prometheus mode (issue 16, part 3), on real processes.
+
+A fleet's current series (default 40,000 GPUs on 5,000 nodes, ``fleet_history``'s workloads and
+label sets): per GPU its utilisation, pod memory, verdict (5 series) and fit score; per serving
+GPU its queue's depth, in-flight count and source-up. They are served as static expositions (one
+per 100 nodes, the labels a scrape of each exporter would add kept with ``honor_labels``) and
+scraped every 30 s by Prometheus, then by VictoriaMetrics (``-promscrape.config``, same jobs), one
+engine at a time. Against each engine, two adapter replicas (HTTPS, self-signed certificate,
+bearer tokens checked through TokenReview and SubjectAccessReview against tests/fake_apiserver.py,
+refresh every 5 s unless told, the built-in rules) and 1,000 distinct HPA-style selectors (700 queue depths,
+300 pod GPU utilisations, each naming one workload) in rotation with Debian's wrk. Printed per
+engine: series held, mean and slowest upstream query per rule (the adapter's own histogram),
+upstream queries per refresh (the adapter's own counters), adapter RSS, requests/s and p50/p99
+over TLS, and whether both replicas give the same answer to each of the 1,000 selectors.
+
+    .venv/bin/python bench/fleet_adapter.py [--gpus 40000] [--engines prometheus,victoria-metrics]
+        [--connections 32] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path[0] = str(BENCH.parent)  # the repository first: bench/adapter.py would shadow the package
+sys.path.insert(1, str(BENCH.parent / "tests"))
+sys.path.append(str(BENCH))
+
+import common  # noqa: E402
+import fleet_history as fh  # noqa: E402
+from adapter_support import get, start_adapter  # noqa: E402
+from servers import Process, prometheus, wait_for  # noqa: E402
+from victoria_metrics import victoria_metrics  # noqa: E402
+
+from exporter.sources.simulated import workloads as wl  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("adapter_bench", BENCH / "adapter.py")
+assert _spec and _spec.loader
+adapter_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(adapter_bench)
+
+NODES_PER_TARGET = 100
+VERDICTS = ("idle", "overprovisioned", "rightsized", "underprovisioned", "insufficient_data")
+VERDICT_OF = {"idle": "idle", "training": "rightsized", "memory_saturated": "underprovisioned",
+              "launch_overhead": "overprovisioned", "steady_inference": "overprovisioned"}  # fmt: skip
+EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/llm/"
+
+
+def expositions(gpus: list[fh.Gpu]) -> tuple[list[bytes], list[str], int]:
+    """(one exposition per NODES_PER_TARGET nodes, serving workloads, series in all)."""
+    t = time.time()
+    chunks: dict[int, list[str]] = {}
+    workloads: list[str] = []
+    for g in gpus:
+        out = chunks.setdefault(g.node // NODES_PER_TARGET, [])
+        a = wl.evaluate(g.workload, g.noise, t, 86400.0)
+        labels = g.prefix[3].split("{", 1)[1]  # DCGM_FI_DEV_GPU_UTIL's labels, closing brace kept
+        own = labels.replace("modelName=", "model_name=")
+        out.append(f"DCGM_FI_DEV_GPU_UTIL{{{labels} {round(100 * a.utilization)}")
+        out.append(f"rightsizer_pod_gpu_memory_used_bytes{{{own} {round(a.memory_bytes)}")
+        verdict = VERDICT_OF.get(g.workload.kind, "rightsized")
+        for v in VERDICTS:
+            out.append(f'rightsizer_gpu_verdict{{{own[:-1]},verdict="{v}"}} {int(v == verdict)}')
+        out.append(f"rightsizer_gpu_fit_score{{{own} {0.3 + 0.6 * g.noise.fixed('phase', 7):.3f}")
+        if g.queue:
+            q = g.queue.split("{", 1)[1]
+            workloads.append(re.search(r'workload="([^"]+)"', q).group(1))  # type: ignore[union-attr]
+            out.append(f"rightsizer_queue_depth{{{q} {round(a.queue_depth)}")
+            out.append(f"rightsizer_queue_in_flight{{{q} {round(a.in_flight)}")
+            out.append(f"rightsizer_queue_source_up{{{q} 1")
+    bodies = [("\n".join(lines) + "\n").encode() for _, lines in sorted(chunks.items())]
+    return bodies, workloads, sum(len(c) for c in chunks.values())
+
+
+@contextmanager
+def serving(bodies: list[bytes]) -> Iterator[str]:
+    """The expositions at /m/<i> on a loopback port; yields the scrape_configs items for them."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = bodies[int(self.path.rsplit("/", 1)[1])]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    target = f"127.0.0.1:{server.server_address[1]}"
+    statics = "\n".join(
+        f"      - targets: ['{target}']\n        labels: {{__metrics_path__: /m/{i}, shard: '{i}'}}"
+        for i in range(len(bodies))
+    )
+    try:
+        yield (f"  - job_name: fleet\n    honor_labels: true\n    scrape_interval: 30s\n"
+               f"    scrape_timeout: 25s\n    static_configs:\n{statics}\n")  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def engine(name: str, scrape: str) -> Iterator[tuple[str, int]]:
+    if name == "prometheus":
+        with prometheus({}, extra_config=scrape, args=["--storage.tsdb.retention.time=1d"]) as p:
+            yield p.url, p.proc.pid
+    else:
+        with victoria_metrics(scrape_configs=scrape) as vm:
+            yield vm.url, vm.proc.pid
+
+
+def scalar(url: str, expr: str) -> float:
+    """One instant query's single value (0 when empty), with a deadline fit for 450,000 series."""
+    body = urllib.parse.urlencode({"query": expr}).encode()
+    with urllib.request.urlopen(url + "/api/v1/query", data=body, timeout=300) as r:
+        result = json.loads(r.read())["data"]["result"]
+    return float(result[0]["value"][1]) if result else 0.0
+
+
+def selectors(workloads: list[str]) -> list[str]:
+    step = max(1, len(workloads) // 1000)
+    chosen = workloads[::step][:1000]
+    return [f"{EXT}{'rightsizer_queue_depth' if i < 700 else 'rightsizer_gpu_utilization_ratio'}"
+            f"?labelSelector=workload%3D{w}" for i, w in enumerate(chosen)]  # fmt: skip
+
+
+ROTATE = """
+local paths = {%s}
+local n = 0
+request = function()
+  n = n %% #paths + 1
+  return wrk.format("GET", paths[n])
+end
+"""
+
+
+def metric(text: str, name: str) -> float:
+    return sum(float(m.group(1)) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M))
+
+
+def refreshes_of(url: str) -> float:
+    return metric(get(url + "/metrics", adapter_bench.AUTH)[2].decode(), "rightsizer_adapter_refreshes_total")
+
+
+def answers(url: str, paths: list[str]) -> list[tuple[int, object]]:
+    out: list[tuple[int, object]] = []
+    for p in paths:
+        code, _, body = get(url + p, adapter_bench.AUTH, timeout=30)
+        items = json.loads(body).get("items") if code == 200 else None
+        values = sorted((json.dumps(i["metricLabels"], sort_keys=True), i["value"]) for i in items or [])
+        out.append((code, values))
+    return out
+
+
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@contextmanager
+def replicas(flags: list[str]) -> Iterator[tuple[Process, Process]]:
+    """Two adapters on ``flags``, each given 5 minutes for its first refresh."""
+    started: list[Process] = []
+    try:
+        for _ in range(2):
+            started.append(start_adapter(flags, ready=False))
+        for p in started:
+            try:
+                wait_for(lambda p=p: get(p.url + "/readyz")[0] == 200, 300, interval=1.0, what="readyz")
+            except AssertionError:
+                warnings = [line for line in p.log().splitlines() if "level=warn" in line or "error" in line]
+                why = "\n".join(warnings[-8:])
+                raise SystemExit(f"an adapter did not get ready in 300 s:\n{why}") from None
+        yield started[0], started[1]
+    finally:
+        for p in started:
+            p.stop()
+
+
+def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: argparse.Namespace,
+                 auth: list[str]) -> None:  # fmt: skip
+    with engine(name, scrape) as (url, pid):
+        started = time.monotonic()
+        wait_for(lambda: scalar(url, "count(up == 1)") >= args.targets, 600, interval=2.0,
+                 what="every target scraped")  # fmt: skip
+        families = ("DCGM_FI_DEV_GPU_UTIL", "rightsizer_pod_gpu_memory_used_bytes", "rightsizer_gpu_verdict",
+                    "rightsizer_gpu_fit_score", "rightsizer_queue_depth", "rightsizer_queue_in_flight",
+                    "rightsizer_queue_source_up")  # fmt: skip
+        # Family by family: VictoriaMetrics refuses one query over more than 300,000 series by default.
+        held = sum(scalar(url, f"count({f})") for f in families)
+        print(f"{name}: {held:,.0f} series held of {series:,} written; first full scrape after "
+              f"{time.monotonic() - started:.0f} s; engine RSS {rss_mib(pid):,.0f} MiB", flush=True)
+        flags = ["--prometheus-url", url, "--refresh-interval", str(args.refresh_interval), *auth]
+        with replicas(flags) as (one, two):
+            wait_for(lambda: refreshes_of(one.url) >= 2, 120, what="two refreshes")
+            before = get(one.url + "/metrics", adapter_bench.AUTH)[2].decode()
+            a, b = answers(one.url, paths), answers(two.url, paths)
+            codes = Counter(code for code, _ in a)
+            script = ROTATE % ", ".join(json.dumps(p) for p in paths)
+            lat, failed = wrk(one.url + paths[0], args.connections, args.seconds, script)
+            time.sleep(1.1)  # the adapter renders its own /metrics at most once a second
+            after = get(one.url + "/metrics", adapter_bench.AUTH)[2].decode()
+            rules = len(re.findall(r"^rightsizer_adapter_rule_up\{", after, re.M))
+            queries = metric(after, "rightsizer_adapter_upstream_queries_total") - metric(
+                before, "rightsizer_adapter_upstream_queries_total")
+            refreshes = metric(after, "rightsizer_adapter_refreshes_total") - metric(
+                before, "rightsizer_adapter_refreshes_total")
+            total = metric(after, "rightsizer_adapter_upstream_query_duration_seconds_sum")
+            count = metric(after, "rightsizer_adapter_upstream_query_duration_seconds_count")
+            slowest = _slowest_bucket(after)
+            same = sum(x == y for x, y in zip(a, b, strict=True))
+            ok = sum(code == 200 and bool(items) for code, items in a)
+            print(f"  refresh: {rules} rules, upstream query per rule mean {1000 * total / count:.0f} ms "
+                  f"(slowest under {slowest}); {queries:.0f} upstream queries over {refreshes:.0f} refreshes "
+                  f"= {queries / max(1, refreshes):.2f} per refresh", flush=True)  # fmt: skip
+            print(f"  1,000 selectors over HTTPS, {args.connections} connections, {args.seconds} s: "
+                  f"{lat.requests_per_second:,.0f} req/s ({failed} not 2xx), p50 {lat.p50_ms:.1f} ms, "
+                  f"p99 {lat.p99_ms:.1f} ms; "
+                  f"adapter RSS {rss_mib(one.proc.pid):.0f} MiB (peak {rss_mib(one.proc.pid, 'VmHWM'):.0f})",
+                  flush=True)  # fmt: skip
+            print(f"  two replicas: {same} of {len(paths)} answers identical ({ok} with values; "
+                  f"codes before the load {dict(codes)})", flush=True)
+
+
+def wrk(url: str, connections: int, seconds: int, script: str) -> tuple[common.Latency, int]:
+    """Debian's wrk over TLS keep-alive with the bench's bearer token: latency, and non-2xx answers."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as lua:
+        lua.write(script)
+        lua.flush()
+        cmd = ["wrk", f"-c{connections}", "-t2", f"-d{seconds}s", "--latency", "-s", lua.name,
+               "-H", f"Authorization: Bearer {adapter_bench.TOKEN}", url]  # fmt: skip
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60).stdout
+    patterns = (r"^\s+50%\s+(\S+)", r"^\s+99%\s+(\S+)", r"Requests/sec:\s+([\d.]+)")
+    found = [re.search(p, out, re.M) for p in patterns]
+    if not all(found):
+        raise SystemExit(f"could not read wrk's output:\n{out}")
+    p50, p99, rps = (m.group(1) for m in found if m)
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return common.Latency(common._ms(p50), common._ms(p99), float(rps)), int(bad.group(1)) if bad else 0
+
+
+def _slowest_bucket(text: str) -> str:
+    """The smallest histogram bound holding every upstream query (+Inf: beyond the largest bucket)."""
+    bucket = r'^rightsizer_adapter_upstream_query_duration_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$'
+    found = re.findall(bucket, text, re.M)
+    buckets = [(float(le), float(v)) for le, v in found]
+    total = max((v for _, v in buckets), default=0.0)
+    bound = min((le for le, v in buckets if v >= total), default=float("inf"))
+    return "beyond the largest bucket" if bound == float("inf") else f"{bound * 1000:.0f} ms"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", type=int, default=40000)
+    ap.add_argument("--engines", default="prometheus,victoria-metrics")
+    ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--refresh-interval", type=float, default=5.0)
+    ap.add_argument("--query-timeout", type=float, help="prometheus.timeout_seconds (default 5)")
+    args = ap.parse_args()
+    gpus = fh.fleet(args.gpus)
+    bodies, workloads, series = expositions(gpus)
+    args.targets = len(bodies)
+    paths = selectors(workloads)
+    print(f"adapter at fleet scale: {args.gpus:,} GPUs' current series (generated: the simulator's "
+          f"workloads, the exporter's labels), {len(bodies)} scrape targets, {len(paths)} selectors; "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    api, auth = adapter_bench.delegated_auth(Path(tempfile.mkdtemp(prefix="fleet-adapter-")))
+    if args.query_timeout:
+        with open(auth[1], "a") as config:
+            config.write(f"prometheus: {{timeout_seconds: {args.query_timeout}}}\n")
+    try:
+        with serving(bodies) as scrape:
+            for name in args.engines.split(","):
+                bench_engine(name, scrape, series, paths, args, auth)
+    finally:
+        api.stop()
+
+
+if __name__ == "__main__":
+    main()
