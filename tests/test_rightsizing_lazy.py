@@ -84,7 +84,7 @@ async def test_a_read_cycle_is_scored_once_whoever_reads_it(
         clock.now += 1.0
         published = await sampler.cycle()
         metrics = await (await client.get("/metrics")).text()
-        assert 'rightsizer_gpu_verdict{' in metrics
+        assert "rightsizer_gpu_verdict{" in metrics
         assert len(scored) == n  # a scrape per cycle: one scoring per cycle
     for path in ("/metrics", "/api/v1/gpus", "/api/v1/rightsizing", "/"):
         assert (await client.get(path)).status == 200

@@ -241,9 +241,7 @@ class RightsizingExtension:
         if pending is not None:
             self.score(*pending)
 
-    def score(
-        self, gpus: Sequence[GpuSample], placements: Mapping[str, NumaPlacement] | None = None
-    ) -> None:
+    def score(self, gpus: Sequence[GpuSample], placements: Mapping[str, NumaPlacement] | None = None) -> None:
         self._pending = None
         self.scorings += 1
         s = self.settings
