@@ -45,7 +45,7 @@ from rightsizing.verdicts import Assessment, assess, decision_inputs
 
 from ..lazy import Deferred, LazyRows, LazySections
 from ..sampler import Contribution
-from .publish import LazyApiEntries, RowMaker, summary
+from .publish import CycleView, RowMaker
 
 log = logging.getLogger("rightsizer.rightsizing")
 REPLAY_POINTS = 720  # samples per GPU replayed at start (a 1 h window: one every 5 s)
@@ -321,7 +321,7 @@ class RightsizingExtension:
             self._pending = (gpus, self.placements() if self.placements is not None else {})
             if self.settings.score_interval_seconds > 0:
                 self._score_pending()  # the cycles until the next due one publish this cycle's scores
-        cycle = _Cycle(self, gpus, self._host_cpu(t), self._host_pressure(t))
+        cycle = CycleView(self, gpus, self._host_cpu(t), self._host_pressure(t))
         api = LazySections({"gpus": Deferred(cycle.entries), "rightsizing": Deferred(cycle.overview)})
         status = CollectorStatus(self.name, True, time.perf_counter() - started)
         return Contribution(rows=LazyRows(cycle.rows), api=api, collectors=(status,))
@@ -345,44 +345,6 @@ class RightsizingExtension:
             del self.queues[name]
             self.queue_meta.pop(name, None)
             self.servers.pop(name, None)
-
-
-class _Cycle:
-    """One cycle's rows and API objects, built from its scores on first read."""
-
-    __slots__ = ("cpu", "ext", "gpus", "pressure")
-
-    def __init__(
-        self,
-        ext: RightsizingExtension,
-        gpus: tuple[GpuSample, ...],
-        cpu: float | None,
-        pressure: Mapping[tuple[str, str], float],
-    ) -> None:
-        self.ext, self.gpus, self.cpu, self.pressure = ext, gpus, cpu, pressure
-
-    def rows(self) -> dict[str, tuple[Row, ...]]:
-        ext = self.ext
-        assessments = ext.assessments
-        rows = ext.row_maker.rows(self.gpus, assessments, ext._evidence, self.cpu, self.pressure)
-        rows.update(ext._cost_rows)
-        return rows
-
-    def entries(self) -> LazyApiEntries:
-        ext = self.ext
-        assessments = ext.assessments
-        entries = LazyApiEntries()
-        for g in self.gpus:
-            key = g.identity.key
-            if key in assessments:
-                entries[g.identity.uuid] = (assessments[key], ext._evidence[key], ext.trackers.get(key))
-        return entries
-
-    def overview(self) -> dict[str, Any]:
-        ext = self.ext
-        overview = summary(ext.assessments.values(), ext.settings)
-        overview["workloads"] = ext._cost_json
-        return overview
 
 
 class QueueExtensionFeed:
