@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rightsizer_core.snapshot import GpuSample, Row
 from rightsizing.balance import findings, judged
@@ -12,6 +12,9 @@ from rightsizing.evidence import Evidence
 from rightsizing.numa import NumaPlacement, format_cpulist
 from rightsizing.settings import RightsizingSettings
 from rightsizing.verdicts import VERDICTS, Assessment
+
+if TYPE_CHECKING:
+    from .extension import RightsizingExtension
 
 VERDICT = "rightsizer_gpu_verdict"
 FIT_SCORE = "rightsizer_gpu_fit_score"
@@ -132,6 +135,44 @@ class LazyApiEntries(dict[str, Any]):
 
     def values(self) -> Any:
         return [self[k] for k in self]
+
+
+class CycleView:
+    """One cycle's rows and API objects, built from its scores on first read."""
+
+    __slots__ = ("cpu", "ext", "gpus", "pressure")
+
+    def __init__(
+        self,
+        ext: RightsizingExtension,
+        gpus: tuple[GpuSample, ...],
+        cpu: float | None,
+        pressure: Mapping[tuple[str, str], float],
+    ) -> None:
+        self.ext, self.gpus, self.cpu, self.pressure = ext, gpus, cpu, pressure
+
+    def rows(self) -> dict[str, tuple[Row, ...]]:
+        ext = self.ext
+        assessments = ext.assessments
+        rows = ext.row_maker.rows(self.gpus, assessments, ext._evidence, self.cpu, self.pressure)
+        rows.update(ext._cost_rows)
+        return rows
+
+    def entries(self) -> LazyApiEntries:
+        ext = self.ext
+        assessments = ext.assessments
+        entries = LazyApiEntries()
+        for g in self.gpus:
+            key = g.identity.key
+            if key in assessments:
+                entries[g.identity.uuid] = (assessments[key], ext._evidence[key], ext.trackers.get(key))
+        return entries
+
+    def overview(self) -> dict[str, Any]:
+        ext = self.ext
+        overview = summary(ext.assessments.values(), ext.settings)
+        overview["workloads"] = ext._cost_json
+        return overview
 
 
 def _r(x: float | None, digits: int = 4) -> float | None:
