@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from rightsizer_core.argparsing import Parser, epilog
-from rightsizer_core.heap import release_free_heap
+from rightsizer_core.heap import one_malloc_arena, release_free_heap
 from rightsizer_core.listen import parse_listen
 from rightsizer_core.listener import ListenerStats, start_listener
 from rightsizer_core.logs import configure, event
@@ -239,6 +239,7 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    one_malloc_arena()  # the sampling and render threads share the main heap (glibc)
     with exiting_on_stop_signals():
         return run(argv)
 

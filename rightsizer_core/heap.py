@@ -20,3 +20,18 @@ def release_free_heap() -> bool:
     trim.restype = ctypes.c_int
     trim(0)
     return True
+
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def one_malloc_arena() -> bool:
+    """Have every thread allocate from glibc's main heap (``mallopt(M_ARENA_MAX, 1)``) instead of an
+    arena of its own per thread; call before threads start. False where there is no ``mallopt``."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_ARENA_MAX, 1))
