@@ -11,10 +11,14 @@ refresh every 5 s unless told, the built-in rules) and 1,000 distinct HPA-style 
 300 pod GPU utilisations, each naming one workload) in rotation with Debian's wrk. Printed per
 engine: series held, mean and slowest upstream query per rule (the adapter's own histogram),
 upstream queries per refresh (the adapter's own counters), adapter RSS, requests/s and p50/p99
-over TLS, and whether both replicas give the same answer to each of the 1,000 selectors.
+over TLS, and whether both replicas give the same answer to each of the 1,000 selectors. With
+``--rate R`` the load is paced instead of flat out: wrk's ``delay()`` hook makes each connection wait
+before each request, the wait set by a first 10 s pass so that the connections together send R
+requests/s (the achieved rate is printed: pacing with a wait after each answer sends less when
+answers slow down).
 
     .venv/bin/python bench/fleet_adapter.py [--gpus 40000] [--engines prometheus,victoria-metrics]
-        [--connections 32] [--seconds 20]
+        [--connections 32] [--seconds 20] [--rate 2000]
 """
 
 from __future__ import annotations
@@ -152,6 +156,11 @@ request = function()
   return wrk.format("GET", paths[n])
 end
 """
+PACE = """
+delay = function()
+  return %.0f
+end
+"""  # wrk takes whole milliseconds
 
 
 def metric(text: str, name: str) -> float:
@@ -219,6 +228,16 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
             a, b = answers(one.url, paths), answers(two.url, paths)
             codes = Counter(code for code, _ in a)
             script = ROTATE % ", ".join(json.dumps(p) for p in paths)
+            if args.rate:
+                wait_ms = 1000 * args.connections / args.rate
+                trial, _ = wrk(one.url + paths[0], args.connections, 10, script + PACE % wait_ms)
+                # each connection's cycle is its wait plus the answer's time: keep the cycle, shorten the wait
+                answer_ms = 1000 * args.connections / trial.requests_per_second - wait_ms
+                wait_ms = max(0.0, wait_ms - answer_ms)
+                script += PACE % wait_ms
+                print(f"  paced to {args.rate:,.0f} req/s: first pass "
+                      f"{trial.requests_per_second:,.0f} req/s; "
+                      f"wait per request per connection now {round(wait_ms)} ms", flush=True)  # fmt: skip
             lat, failed = wrk(one.url + paths[0], args.connections, args.seconds, script)
             time.sleep(1.1)  # the adapter renders its own /metrics at most once a second
             after = get(one.url + "/metrics", adapter_bench.AUTH)[2].decode()
@@ -278,6 +297,7 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--refresh-interval", type=float, default=5.0)
+    ap.add_argument("--rate", type=float, default=0.0, help="requests/s to pace wrk to (default: flat out)")
     ap.add_argument("--query-timeout", type=float, help="prometheus.timeout_seconds (default 5)")
     args = ap.parse_args()
     gpus = fh.fleet(args.gpus)
