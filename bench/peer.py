@@ -6,8 +6,9 @@ measured. Ours runs with its defaults: every DCGM field it reads, GPM profiling 
 GPUs are H100s with GPM), XID events and right-sizing; no pods, queues or TLS. Per layout
 (8 GPUs; 8 GPUs x 7 MIG instances; 64 GPUs) it prints:
 
-- CPU: process CPU time (utime + stime from /proc) over ``--seconds`` with no scrapes, as % of one
-  core; the median of ``--reps`` repetitions, and the median of the per-pair ratios (the machine is
+- CPU: process CPU time (utime + stime from /proc) over ``--seconds`` with no scrapes (or, with
+  ``--scrape-every S``, one GET of /metrics every S seconds, as Prometheus would), as % of one core;
+  the median of ``--reps`` repetitions, and the median of the per-pair ratios (the machine is
   shared, so a pair measured back to back is more trustworthy than absolute numbers);
 - RSS: peak VmRSS during the window;
 - NVML calls per GPU per cycle: the double's call counters (``NVML_DOUBLE_COUNTERS``, every call
@@ -101,8 +102,15 @@ class Program:
                 time.monotonic(),
             )
             peak = rss_bytes(proc.pid)
+            every = args.scrape_every
+            next_scrape = t0 + every if every > 0 else float("inf")
             while time.monotonic() - t0 < args.seconds:
-                time.sleep(min(1.0, args.seconds - (time.monotonic() - t0)))
+                now = time.monotonic()
+                if now >= next_scrape:  # as Prometheus would: one GET of /metrics every ``every`` s
+                    http_get(url + "/metrics", timeout=10)
+                    next_scrape += every
+                    continue
+                time.sleep(min(1.0, args.seconds - (now - t0), next_scrape - now))
                 peak = max(peak, rss_bytes(proc.pid))
             elapsed = time.monotonic() - t0
             used, calls = cpu_seconds(proc.pid) - before_cpu, sum(double.call_totals()[0]) - before_calls
@@ -188,7 +196,10 @@ def print_table(results: dict[str, dict[str, list[Run]]], names: list[str]) -> N
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nvitop", default=shutil.which("nvitop-exporter"), help="the nvitop-exporter script")
-    p.add_argument("--seconds", type=float, default=60, help="CPU window per run (no scrapes)")
+    p.add_argument("--seconds", type=float, default=60, help="CPU window per run")
+    p.add_argument(
+        "--scrape-every", type=float, default=0, help="GET /metrics every S s in the CPU window (0: none)"
+    )
     p.add_argument("--reps", type=int, default=3, help="runs per exporter and layout, in turn")
     p.add_argument("--warmup", type=float, default=5, help="seconds after start before measuring")
     p.add_argument("--interval", type=float, default=1.0, help="sampling interval of both")
@@ -202,8 +213,9 @@ def main() -> None:
     wanted = [s.strip() for s in args.layouts.split(",")]
     started = time.monotonic()
     results = {t: layout(lib, n, mig, programs, args) for t, n, mig in LAYOUTS if t in wanted}
+    scrapes = f"a scrape every {args.scrape_every:g} s" if args.scrape_every > 0 else "no scrapes"
     print(f"NVML double (H100s with GPM, no processes), interval {args.interval:g} s, CPU over "
-          f"{args.seconds:g} s with no scrapes, median of {args.reps} runs in turn; scrape: wrk 1 connection "
+          f"{args.seconds:g} s with {scrapes}, median of {args.reps} runs in turn; scrape: wrk 1 connection "
           f"{args.wrk_seconds} s")  # fmt: skip
     print_table(results, [p.name for p in programs])
     print(f"\n(took {time.monotonic() - started:.0f} s on {os.cpu_count()} CPUs)")

@@ -14,11 +14,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from rightsizer_core.logs import event
 from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, Row, Snapshot
 
+from .lazy import LazyRows, LazySections, merge_rows
 from .render import Exposition, Renderer
 from .sources.base import GpuSource
 
@@ -145,8 +147,9 @@ class Sampler:
     async def cycle(self) -> Published:
         reading = await self.source.collect()
         gpus = reading.gpus
-        rows: dict[str, tuple[Row, ...]] = {}
+        parts: list[Mapping[str, tuple[Row, ...]]] = []
         api: dict[str, object] = {}
+        lazy = False  # some rows or sections are computed on first read (see ``lazy``)
         collectors = [reading.status]
         for ext in self.extensions:
             started = time.perf_counter()
@@ -158,19 +161,30 @@ class Sampler:
                 continue
             if contrib.gpus is not None:
                 gpus = contrib.gpus
-            for name, family_rows in contrib.rows.items():  # several extensions may feed one family
-                rows[name] = rows[name] + family_rows if name in rows else family_rows
-            for section, value in contrib.api.items():
+            parts.append(contrib.rows)
+            sections = contrib.api
+            if isinstance(sections, LazySections):
+                sections, lazy = sections.raw(), True
+            lazy = lazy or isinstance(contrib.rows, LazyRows)
+            for section, value in sections.items():
                 before = api.get(section)
                 both_lists = isinstance(before, list) and isinstance(value, list)
                 api[section] = before + value if both_lists else value  # type: ignore[operator]
             collectors.extend(contrib.collectors)
-        snapshot = Snapshot(reading.timestamp, self.hostname, gpus, tuple(collectors), rows, api)
+        rows: Mapping[str, tuple[Row, ...]]
+        api_view: Mapping[str, object]
+        if lazy:
+            rows, api_view = LazyRows(partial(merge_rows, parts)), LazySections(api)
+        else:
+            rows, api_view = merge_rows(parts), api
+        snapshot = Snapshot(reading.timestamp, self.hostname, gpus, tuple(collectors), rows, api_view)
         published = Published(snapshot, self._render_counted)
         previous = self.current
+        # Published before anything awaits: lazy parts read later must find the extensions' state of
+        # this cycle, so no reader may see the previous cycle once this one was fed.
+        self.current = published
         if previous is not None and previous.scraped:
             await self._build(published, tuple(self.wanted_formats))
-        self.current = published
         self.cycles += 1
         if not self.ready.is_set():
             self.ready.set()
@@ -191,6 +205,9 @@ class Sampler:
         return ready
 
     async def _build(self, published: Published, formats: tuple[tuple[bool, bool], ...]) -> None:
+        rows = published.snapshot.rows
+        if isinstance(rows, LazyRows):
+            rows.resolve()  # on the event loop, where the extensions' state lives, never in the worker
         if self.render_inline:
             took = _build(published, formats)
         else:

@@ -118,7 +118,8 @@ class RightsizingSettings:
     )
     score_interval_seconds: float = setting(
         0.0,
-        "Recompute scores at most this often (sample time); 0 scores every cycle.",
+        "Recompute scores at most this often (sample time); 0 scores every cycle that is read "
+        "(a scrape, the API, the status page).",
         minimum=0,
         maximum=3600,
     )

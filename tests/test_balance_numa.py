@@ -120,7 +120,7 @@ async def test_pod_attribution_reads_the_placement_from_the_fixture_trees(
         assert train == NumaPlacement(1, parse_cpulist("8-15,24-31"), frozenset(range(4)), "ml/train/trainer")
         reading = await rig.source.collect()
         contribution = engine.contribute(reading, reading.gpus)
-        (finding,) = findings(engine._evidence[rig.uuids[1]])
+        (finding,) = findings(engine.evidence[rig.uuids[1]])
         assert finding.name == "numa_mismatch" and "CPUs 0-3" in finding.evidence
         rows = [r for r in contribution.rows[FINDING] if dict(r.labels)["finding"] == "numa_mismatch"]
         assert [(r.gpu.identity.uuid if r.gpu else None, r.value) for r in rows] == [(rig.uuids[1], 1.0)]
@@ -188,9 +188,9 @@ def test_the_report_shows_what_the_exporter_flagged() -> None:
     names = {g.uuid: g.name for g in fleet.source.scenario.gpus}
     report = {names[g["uuid"]]: g["findings"] for g in json.loads(out.stdout)["gpus"]}
     live = {
-        names[u]: [f.name for f in findings(fleet.live._evidence[u])]
+        names[u]: [f.name for f in findings(fleet.live.evidence[u])]
         for u in names
-        if u in fleet.live._evidence
+        if u in fleet.live.evidence
     }
     assert report == live
     assert report["remote"] == ["numa_mismatch"]

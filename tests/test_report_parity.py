@@ -101,7 +101,7 @@ def test_live_engine_and_report_judge_every_fleet_alike(history: tuple[str, list
         for f in fleets
         for s in f.source.reading_at(f.last).gpus
         if s.identity.key in f.live.assessments
-        for x in findings(f.live._evidence[s.identity.key])
+        for x in findings(f.live.evidence[s.identity.key])
     }
     report_findings = {
         (g["instance"], g["uuid"], g["mig_profile"] or "", name)

@@ -1,4 +1,14 @@
-"""The right-sizing sampler extension: feeds each GPU's window every cycle, scores, publishes.
+"""The right-sizing sampler extension: feeds each GPU's window every cycle; scores and publishes
+when something reads the cycle.
+
+Scoring (evidence, verdicts, costs) and the rows and API objects built from it are lazy: a cycle's
+contribution computes them on its first read (a render for a scrape, ``/api/v1/gpus`` or
+``/api/v1/rightsizing``, the status page), at most once per cycle, and a cycle nobody reads is only
+fed. Values are those eager scoring would give for the same cycle: everything a score reads is
+either captured with the cycle (host CPU, PSI, NUMA placements) or changes only when the next cycle
+is fed, and forgetting gone GPUs and queues waits for that next cycle too. With
+``score_interval_seconds`` > 0 a due cycle is scored as it is fed (the cycles after it publish its
+scores), and only rows and API objects wait for a reader.
 
 Windows run on the samples' own timestamps, so a simulated fleet may run faster than wall time.
 A GPU's window restarts when another pod takes the GPU (the window belongs to the workload). At
@@ -33,8 +43,9 @@ from rightsizing.tracker import GpuTracker
 from rightsizing.trend import QueueTrend, ServerCounters
 from rightsizing.verdicts import Assessment, assess, decision_inputs
 
+from ..lazy import Deferred, LazyRows, LazySections
 from ..sampler import Contribution
-from .publish import LazyApiEntries, RowMaker, summary
+from .publish import CycleView, RowMaker
 
 log = logging.getLogger("rightsizer.rightsizing")
 REPLAY_POINTS = 720  # samples per GPU replayed at start (a 1 h window: one every 5 s)
@@ -75,14 +86,18 @@ class RightsizingExtension:
         self.pods: dict[str, PodRef | None] = {}
         self.queues: dict[str, QueueTrend] = {}
         self.servers: dict[str, ServerCounters] = {}  # memory pressure and throughput of server queues
-        self.assessments: dict[str, Assessment] = {}
-        self.costs: list[WorkloadCost] = []  # cost per inference of each inference server's GPUs
+        self._assessments: dict[str, Assessment] = {}
+        self._costs: list[WorkloadCost] = []  # cost per inference of each inference server's GPUs
         self._cost_rows: dict[str, tuple[Row, ...]] = {}
         self._cost_json: list[dict[str, object]] = []
         self._evidence: dict[str, Evidence] = {}
         self._decided: dict[str, tuple[tuple[object, ...] | None, Assessment]] = {}
         self._links: dict[str, tuple[tuple[PodRef | None, tuple[str, ...]], list[str]]] = {}
         self._scored_at: float | None = None
+        # A due cycle not scored yet: its GPUs and the NUMA placements it was fed with.
+        self._pending: tuple[Sequence[GpuSample], Mapping[str, NumaPlacement]] | None = None
+        self._forget_after: float | None = None  # time of the last cycle fed (queues forgotten later)
+        self.scorings = 0  # score() runs (a cycle nobody reads costs none)
         self.row_maker = RowMaker()
         self.queue_meta: dict[str, QueueReading] = {}  # latest reading of each queue (for links)
 
@@ -203,7 +218,32 @@ class RightsizingExtension:
             self.queue_meta[q.name] = q
 
     # -- scoring ------------------------------------------------------------------------------
-    def score(self, gpus: Sequence[GpuSample]) -> None:
+    @property
+    def assessments(self) -> dict[str, Assessment]:
+        """Device key -> assessment of the last cycle fed (scored now if it was not yet)."""
+        self._score_pending()
+        return self._assessments
+
+    @property
+    def evidence(self) -> dict[str, Evidence]:
+        """Device key -> the evidence its assessment was made from (scored now if needed)."""
+        self._score_pending()
+        return self._evidence
+
+    @property
+    def costs(self) -> list[WorkloadCost]:
+        """Cost per inference of each inference server's GPUs (scored now if needed)."""
+        self._score_pending()
+        return self._costs
+
+    def _score_pending(self) -> None:
+        pending = self._pending
+        if pending is not None:
+            self.score(*pending)
+
+    def score(self, gpus: Sequence[GpuSample], placements: Mapping[str, NumaPlacement] | None = None) -> None:
+        self._pending = None
+        self.scorings += 1
         s = self.settings
         queues = {}
         for name, trend in self.queues.items():
@@ -224,7 +264,8 @@ class RightsizingExtension:
         # A GPU in MIG mode is judged through its instances, each of which is a workload's device.
         mig_parents = {g.identity.parent_uuid for g in gpus if g.identity.parent_uuid is not None}
         evidence: dict[str, Evidence] = {}
-        placements = self.placements() if self.placements is not None else {}
+        if placements is None:
+            placements = self.placements() if self.placements is not None else {}
         members = []
         for sample in gpus:
             key = sample.identity.key
@@ -254,48 +295,39 @@ class RightsizingExtension:
             else:
                 assessments[key] = assess(ev, s, self.catalog)
                 self._decided[key] = (inputs, assessments[key])
-        self.assessments, self._evidence = assessments, evidence
+        self._assessments, self._evidence = assessments, evidence
         units = ((k, "", judged[k], a) for k, a in assessments.items())
-        self.costs = workload_costs(units, self.catalog, s)
-        self._cost_rows = cost_rows(self.costs)
-        self._cost_json = [cost_json(c) for c in self.costs]
+        self._costs = workload_costs(units, self.catalog, s)
+        self._cost_rows = cost_rows(self._costs)
+        self._cost_json = [cost_json(c) for c in self._costs]
 
     def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
         started = time.perf_counter()
         t = reading.timestamp
+        if self._forget_after is not None:  # queues: the previous cycle's scores may still read them
+            self._forget_queues(self._forget_after)
         if self.host_cpu is not None:
             self.host_cpu.poll()
         self.feed(t, gpus)
+        self._forget_gpus(gpus, t)  # scores read present GPUs only
+        self._forget_after = t
         due = (
             self._scored_at is None
             or t - self._scored_at >= self.settings.score_interval_seconds
             or t < self._scored_at
         )
         if due:
-            self.score(gpus)
             self._scored_at = t
-        self._forget(gpus, t)
-        rows = self.row_maker.rows(
-            gpus, self.assessments, self._evidence, self._host_cpu(t), self._host_pressure(t)
-        )
-        rows.update(self._cost_rows)
-        entries = LazyApiEntries()
-        for g in gpus:
-            key = g.identity.key
-            if key in self.assessments:
-                entries[g.identity.uuid] = (
-                    self.assessments[key],
-                    self._evidence[key],
-                    self.trackers.get(key),
-                )
-        overview = summary(self.assessments.values(), self.settings)
-        overview["workloads"] = self._cost_json
-        api = {"gpus": entries, "rightsizing": overview}
+            self._pending = (gpus, self.placements() if self.placements is not None else {})
+            if self.settings.score_interval_seconds > 0:
+                self._score_pending()  # the cycles until the next due one publish this cycle's scores
+        cycle = CycleView(self, gpus, self._host_cpu(t), self._host_pressure(t))
+        api = LazySections({"gpus": Deferred(cycle.entries), "rightsizing": Deferred(cycle.overview)})
         status = CollectorStatus(self.name, True, time.perf_counter() - started)
-        return Contribution(rows=rows, api=api, collectors=(status,))
+        return Contribution(rows=LazyRows(cycle.rows), api=api, collectors=(status,))
 
-    def _forget(self, gpus: Sequence[GpuSample], t: float) -> None:
-        """Drop windows of GPUs and queues not seen for a whole window (gone from the node)."""
+    def _forget_gpus(self, gpus: Sequence[GpuSample], t: float) -> None:
+        """Drop windows of GPUs not seen for a whole window (gone from the node)."""
         present = {g.identity.key for g in gpus}
         horizon = t - self.settings.window_seconds
         for key in [k for k, tr in self.trackers.items() if k not in present]:
@@ -305,6 +337,10 @@ class RightsizingExtension:
                 self.pods.pop(key, None)
                 self._links.pop(key, None)
                 self._decided.pop(key, None)
+
+    def _forget_queues(self, t: float) -> None:
+        """Drop windows of queues not seen for a whole window before ``t``."""
+        horizon = t - self.settings.window_seconds
         for name in [n for n, q in self.queues.items() if (q.last_timestamp or 0.0) < horizon]:
             del self.queues[name]
             self.queue_meta.pop(name, None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from rightsizer_core.snapshot import GpuSample, Row
 from rightsizing.balance import findings, judged
@@ -11,6 +11,7 @@ from rightsizing.bottlenecks import BOTTLENECKS
 from rightsizing.evidence import Evidence
 from rightsizing.numa import NumaPlacement, format_cpulist
 from rightsizing.settings import RightsizingSettings
+from rightsizing.tracker import GpuTracker
 from rightsizing.verdicts import VERDICTS, Assessment
 
 VERDICT = "rightsizer_gpu_verdict"
@@ -132,6 +133,59 @@ class LazyApiEntries(dict[str, Any]):
 
     def values(self) -> Any:
         return [self[k] for k in self]
+
+
+class ScoredExtension(Protocol):
+    """What a cycle's view reads of the right-sizing extension (named here, so that this module
+    does not import the extension back)."""
+
+    settings: RightsizingSettings
+    row_maker: RowMaker
+    trackers: dict[str, GpuTracker]
+    _evidence: dict[str, Evidence]
+    _cost_rows: dict[str, tuple[Row, ...]]
+    _cost_json: list[dict[str, object]]
+
+    @property
+    def assessments(self) -> dict[str, Assessment]: ...
+
+
+class CycleView:
+    """One cycle's rows and API objects, built from its scores on first read."""
+
+    __slots__ = ("cpu", "ext", "gpus", "pressure")
+
+    def __init__(
+        self,
+        ext: ScoredExtension,
+        gpus: tuple[GpuSample, ...],
+        cpu: float | None,
+        pressure: Mapping[tuple[str, str], float],
+    ) -> None:
+        self.ext, self.gpus, self.cpu, self.pressure = ext, gpus, cpu, pressure
+
+    def rows(self) -> dict[str, tuple[Row, ...]]:
+        ext = self.ext
+        assessments = ext.assessments
+        rows = ext.row_maker.rows(self.gpus, assessments, ext._evidence, self.cpu, self.pressure)
+        rows.update(ext._cost_rows)
+        return rows
+
+    def entries(self) -> LazyApiEntries:
+        ext = self.ext
+        assessments = ext.assessments
+        entries = LazyApiEntries()
+        for g in self.gpus:
+            key = g.identity.key
+            if key in assessments:
+                entries[g.identity.uuid] = (assessments[key], ext._evidence[key], ext.trackers.get(key))
+        return entries
+
+    def overview(self) -> dict[str, Any]:
+        ext = self.ext
+        overview = summary(ext.assessments.values(), ext.settings)
+        overview["workloads"] = ext._cost_json
+        return overview
 
 
 def _r(x: float | None, digits: int = 4) -> float | None:
