@@ -4,14 +4,17 @@ For each fleet size: N GPUs x D days of history at a scrape step (``fleet_histor
 simulator's workloads with the exporter's label sets) is written straight into
 - Prometheus: OpenMetrics with timestamps -> ``promtool tsdb create-blocks-from openmetrics`` ->
   Prometheus started on those blocks;
-- VictoriaMetrics: streamed to ``/api/v1/import/prometheus`` in 8 MiB batches;
+- VictoriaMetrics: one JSON line per series streamed to ``/api/v1/import`` (``fleet_native``: one
+  computed history per workload kind, model and node variant), or with ``--victoria-import text``
+  every sample computed and sent as text to ``/api/v1/import/prometheus`` in 8 MiB batches;
 then ``rightsizer report --format json`` runs against each, through a recording proxy that counts
 every query and the series each answered. Printed per engine: samples written and how long writing
-took, the report's wall time and peak RSS (``wait4``), queries sent, the most series one answer
-held, and the engine's peak RSS (VmHWM).
+took, the report's wall time and peak RSS (its ``VmHWM``, read while it runs), queries sent, the
+most series one answer held, and the engine's peak RSS (VmHWM).
 
     .venv/bin/python bench/fleet.py report [--gpus 250,1000] [--days 1] [--step 30]
         [--engines prometheus,victoria-metrics] [--max-series-per-query 2000] [--concurrency 4]
+        [--victoria-import json|text]
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.append(str(Path(__file__).resolve().parent))
 
 import fleet_history as fh  # noqa: E402
+from fleet_native import write_victoria_native  # noqa: E402
 from query_recorder import recording  # noqa: E402
 from servers import prometheus, require_binary  # noqa: E402
 from victoria_metrics import victoria_metrics  # noqa: E402
@@ -48,6 +52,18 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
+def watch_peak_rss(proc: subprocess.Popen[str]) -> float:
+    """The process's peak RSS in MiB, read every 50 ms until it exits. (``wait4``'s ``ru_maxrss``
+    would not do: a child's exec inherits its parent's high-water mark, and this parent holds the
+    generated fleet.)"""
+    peak = 0.0
+    while proc.poll() is None:
+        with contextlib.suppress(OSError):
+            peak = max(peak, peak_rss_mib(proc.pid))
+        time.sleep(0.05)
+    return peak
+
+
 def run_report(url: str, at: float, days: float, args: argparse.Namespace, bound: int) -> dict[str, float]:
     """The report through a recording proxy: wall time, peak RSS, queries, series per answer."""
     with recording(url) as rec:
@@ -59,10 +75,9 @@ def run_report(url: str, at: float, days: float, args: argparse.Namespace, bound
         started = time.monotonic()
         with out_path.open("w") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, cwd=ROOT, text=True)
-            _, status, usage = os.wait4(proc.pid, 0)
+            peak = watch_peak_rss(proc)
         wall = time.monotonic() - started
         stderr = proc.stderr.read() if proc.stderr else ""
-        proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             raise SystemExit(f"report failed ({proc.returncode}): {stderr}")
         document = json.loads(out_path.read_text())
@@ -71,7 +86,7 @@ def run_report(url: str, at: float, days: float, args: argparse.Namespace, bound
     shards = {a.query.split('instance=~"', 1)[1].split('"', 1)[0] for a in answers if "instance=~" in a.query}
     return {
         "wall_s": wall,
-        "rss_mib": usage.ru_maxrss / 1024,
+        "rss_mib": peak,
         "queries": len(answers),
         "shards": max(1, len(shards)),
         "max_series": max(a.series for a in answers[2:]) if len(answers) > 2 else 0,
@@ -149,7 +164,7 @@ def write_victoria(url: str, gpus: list[fh.Gpu], start: float, seconds: float, s
 
 @contextlib.contextmanager
 def engine_holding(
-    name: str, gpus: list[fh.Gpu], start: float, seconds: float, step: float
+    name: str, gpus: list[fh.Gpu], start: float, seconds: float, step: float, native: bool = True
 ) -> Iterator[tuple[str, int, float, int]]:
     """Yields (URL, samples written, seconds writing took, engine pid) with the engine running."""
     began = time.monotonic()
@@ -158,8 +173,11 @@ def engine_holding(
         try:
             n = write_prometheus(gpus, start, seconds, step, tsdb)
             took = time.monotonic() - began
-            args = ["--storage.tsdb.retention.time=3650d", "--query.max-samples=500000000",
-                    "--query.timeout=30m"]
+            args = [
+                "--storage.tsdb.retention.time=3650d",
+                "--query.max-samples=500000000",
+                "--query.timeout=30m",
+            ]
             with prometheus({}, data_dir=tsdb / "data", args=args) as prom:
                 yield prom.url, n, took, prom.proc.pid
         finally:
@@ -167,7 +185,8 @@ def engine_holding(
     else:
         with victoria_metrics(args=["-retentionPeriod=100y", "-search.maxSamplesPerQuery=10000000000",
                                     "-search.maxUniqueTimeseries=10000000"]) as vm:  # fmt: skip
-            n = write_victoria(vm.url, gpus, start, seconds, step)
+            write = write_victoria_native if native else write_victoria
+            n = write(vm.url, gpus, start, seconds, step)
             yield vm.url, n, time.monotonic() - began, vm.proc.pid
 
 
@@ -181,6 +200,7 @@ def main() -> None:
     rep.add_argument("--engines", default="prometheus,victoria-metrics")
     rep.add_argument("--max-series-per-query", default="2000", help="bounds to run the report with: 2000,250")
     rep.add_argument("--concurrency", type=int, default=4)
+    rep.add_argument("--victoria-import", choices=("json", "text"), default="json")
     args = parser.parse_args()
     seconds = args.days * 86400
     end = (time.time() // 3600) * 3600 - 3600  # a whole hour, an hour back: every block is history
@@ -192,7 +212,8 @@ def main() -> None:
     for n_gpus in (int(x) for x in args.gpus.split(",")):
         gpus = fh.fleet(n_gpus)
         for engine in args.engines.split(","):
-            with engine_holding(engine, gpus, start, seconds, args.step) as (url, samples, took, pid):
+            native = args.victoria_import == "json"
+            with engine_holding(engine, gpus, start, seconds, args.step, native) as (url, samples, took, pid):
                 for bound in (int(b) for b in args.max_series_per_query.split(",")):
                     r = run_report(url, end + 1, args.days, args, bound)
                     print(f"{engine:17} {n_gpus:6d} GPUs {samples / 1e6:8.1f} M samples written in "

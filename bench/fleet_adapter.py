@@ -11,10 +11,14 @@ refresh every 5 s unless told, the built-in rules) and 1,000 distinct HPA-style 
 300 pod GPU utilisations, each naming one workload) in rotation with Debian's wrk. Printed per
 engine: series held, mean and slowest upstream query per rule (the adapter's own histogram),
 upstream queries per refresh (the adapter's own counters), adapter RSS, requests/s and p50/p99
-over TLS, and whether both replicas give the same answer to each of the 1,000 selectors.
+over TLS, and whether both replicas give the same answer to each of the 1,000 selectors. With
+``--rate R`` the load is paced instead of flat out: wrk's ``delay()`` hook makes each connection wait
+before each request, the wait set again every second so that the connections together send R
+requests/s (the achieved rate is printed: a wait after each answer sends less while answers are
+slower than the cycle).
 
     .venv/bin/python bench/fleet_adapter.py [--gpus 40000] [--engines prometheus,victoria-metrics]
-        [--connections 32] [--seconds 20]
+        [--connections 32] [--seconds 20] [--rate 2000]
 """
 
 from __future__ import annotations
@@ -152,6 +156,26 @@ request = function()
   return wrk.format("GET", paths[n])
 end
 """
+WRK_THREADS = 2
+# Pacing: each thread's connections wait before each request; once a second the wait is set again
+# from the second just past (its connections' cycle is the wait plus the answer's time), so the
+# thread sends its share of the rate. wrk's Lua has only a clock of whole seconds, and whole ms waits.
+PACE = """
+local conns, share = %.1f, %.1f
+local wait, second, sent = 1000 * conns / share, os.time(), 0
+delay = function()
+  local now = os.time()
+  if now ~= second then
+    if sent > 0 then
+      local answer = 1000 * conns / sent - wait
+      wait = math.max(0, 1000 * conns / share - answer)
+    end
+    second, sent = now, 0
+  end
+  sent = sent + 1
+  return math.floor(wait + 0.5)
+end
+"""
 
 
 def metric(text: str, name: str) -> float:
@@ -219,6 +243,8 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
             a, b = answers(one.url, paths), answers(two.url, paths)
             codes = Counter(code for code, _ in a)
             script = ROTATE % ", ".join(json.dumps(p) for p in paths)
+            if args.rate:
+                script += PACE % (args.connections / WRK_THREADS, args.rate / WRK_THREADS)
             lat, failed = wrk(one.url + paths[0], args.connections, args.seconds, script)
             time.sleep(1.1)  # the adapter renders its own /metrics at most once a second
             after = get(one.url + "/metrics", adapter_bench.AUTH)[2].decode()
@@ -249,7 +275,7 @@ def wrk(url: str, connections: int, seconds: int, script: str) -> tuple[common.L
     with tempfile.NamedTemporaryFile("w", suffix=".lua") as lua:
         lua.write(script)
         lua.flush()
-        cmd = ["wrk", f"-c{connections}", "-t2", f"-d{seconds}s", "--latency", "-s", lua.name,
+        cmd = ["wrk", f"-c{connections}", f"-t{WRK_THREADS}", f"-d{seconds}s", "--latency", "-s", lua.name,
                "-H", f"Authorization: Bearer {adapter_bench.TOKEN}", url]  # fmt: skip
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60).stdout
     patterns = (r"^\s+50%\s+(\S+)", r"^\s+99%\s+(\S+)", r"Requests/sec:\s+([\d.]+)")
@@ -278,6 +304,7 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--refresh-interval", type=float, default=5.0)
+    ap.add_argument("--rate", type=float, default=0.0, help="requests/s to pace wrk to (default: flat out)")
     ap.add_argument("--query-timeout", type=float, help="prometheus.timeout_seconds (default 5)")
     args = ap.parse_args()
     gpus = fh.fleet(args.gpus)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rightsizer_core.snapshot import GpuSample, Row
 from rightsizing.balance import findings, judged
@@ -11,10 +11,8 @@ from rightsizing.bottlenecks import BOTTLENECKS
 from rightsizing.evidence import Evidence
 from rightsizing.numa import NumaPlacement, format_cpulist
 from rightsizing.settings import RightsizingSettings
+from rightsizing.tracker import GpuTracker
 from rightsizing.verdicts import VERDICTS, Assessment
-
-if TYPE_CHECKING:
-    from .extension import RightsizingExtension
 
 VERDICT = "rightsizer_gpu_verdict"
 FIT_SCORE = "rightsizer_gpu_fit_score"
@@ -137,6 +135,21 @@ class LazyApiEntries(dict[str, Any]):
         return [self[k] for k in self]
 
 
+class ScoredExtension(Protocol):
+    """What a cycle's view reads of the right-sizing extension (named here, so that this module
+    does not import the extension back)."""
+
+    settings: RightsizingSettings
+    row_maker: RowMaker
+    trackers: dict[str, GpuTracker]
+    _evidence: dict[str, Evidence]
+    _cost_rows: dict[str, tuple[Row, ...]]
+    _cost_json: list[dict[str, object]]
+
+    @property
+    def assessments(self) -> dict[str, Assessment]: ...
+
+
 class CycleView:
     """One cycle's rows and API objects, built from its scores on first read."""
 
@@ -144,7 +157,7 @@ class CycleView:
 
     def __init__(
         self,
-        ext: RightsizingExtension,
+        ext: ScoredExtension,
         gpus: tuple[GpuSample, ...],
         cpu: float | None,
         pressure: Mapping[tuple[str, str], float],
