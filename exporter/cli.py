@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from rightsizer_core.argparsing import Parser, epilog
+from rightsizer_core.heap import one_malloc_arena, release_free_heap
 from rightsizer_core.listen import parse_listen
 from rightsizer_core.listener import ListenerStats, start_listener
 from rightsizer_core.logs import configure, event
@@ -217,6 +218,7 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
         # by the cyclic GC: its full collections otherwise stall every thread for 30-60 ms, which
         # makes the queue pollers' burst miss a render (bench/queues.py) and delays scrapes.
         gc.freeze()
+        release_free_heap()  # start-up's freed heap pages back to the system (glibc)
         bound = [f"{a[0]}:{a[1]}" if isinstance(a, tuple) else str(a) for a in runner.addresses]
         event(
             log,
@@ -237,6 +239,7 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    one_malloc_arena()  # the sampling and render threads share the main heap (glibc)
     with exiting_on_stop_signals():
         return run(argv)
 

@@ -72,7 +72,9 @@ class Window:
         self.signals = tuple(signals)
         k = len(self.signals)
         self._bucket_of_slot: list[int | None] = [None] * bucket_count
-        self._slot_hist = [[array("B", _EMPTY_BUCKET) for _ in range(k)] for _ in range(bucket_count)]
+        # A bucket's histograms are allocated when it first takes a sample: a window fills over
+        # ``length_seconds``, and a process that just started holds only the buckets it used.
+        self._slot_hist: list[list[array[int]] | None] = [None] * bucket_count
         self._slot_max = [[-math.inf] * k for _ in range(bucket_count)]
         self._slot_count = [[0] * k for _ in range(bucket_count)]
         self._slot_samples = [0] * bucket_count
@@ -92,6 +94,7 @@ class Window:
         bucket = math.floor(t / self.width)
         slot = self._advance(bucket, t)
         hists = self._slot_hist[slot]
+        assert hists is not None  # _advance allocates a bucket's histograms
         maxes = self._slot_max[slot]
         counts = self._slot_count[slot]
         totals = self._total_hist
@@ -134,6 +137,8 @@ class Window:
         if self._bucket_of_slot[slot] != bucket:
             self._expire(slot)
             self._bucket_of_slot[slot] = bucket
+            if self._slot_hist[slot] is None:
+                self._slot_hist[slot] = [array("B", _EMPTY_BUCKET) for _ in self.signals]
         if self._last_t is None or t > self._last_t:
             self._last_t = t
         return slot
@@ -143,6 +148,7 @@ class Window:
             return
         counts = self._slot_count[slot]
         hists = self._slot_hist[slot]
+        assert hists is not None  # allocated when the bucket took its first sample
         for i, hist in enumerate(hists):
             if counts[i]:
                 total = self._total_hist[i]
@@ -281,7 +287,9 @@ class Window:
         if not n:
             return None, None
         top = self._slot_max[slot][signal]
-        mean = sum(map(operator.mul, self._slot_hist[slot][signal], _MIDPOINTS)) / n
+        hists = self._slot_hist[slot]
+        assert hists is not None  # the bucket holds samples
+        mean = sum(map(operator.mul, hists[signal], _MIDPOINTS)) / n
         return min(mean, top), top
 
     def maximum(self, signal: int, seconds: float | None = None) -> float | None:
