@@ -2,7 +2,10 @@
 
 For each fleet size: N GPUs x D days of history at a scrape step (``fleet_history``: the
 simulator's workloads with the exporter's label sets) is written straight into
-- Prometheus: OpenMetrics with timestamps -> ``promtool tsdb create-blocks-from openmetrics`` ->
+- Prometheus: protobuf through its remote-write receiver, half an hour of every series at a time in
+  time order (``fleet_remote_write``: one computed history per workload kind, model and node
+  variant), then a wait until its compactions settle; or with ``--prometheus-load promtool``
+  every sample as OpenMetrics with timestamps -> ``promtool tsdb create-blocks-from openmetrics`` ->
   Prometheus started on those blocks;
 - VictoriaMetrics: one JSON line per series streamed to ``/api/v1/import`` (``fleet_native``: one
   computed history per workload kind, model and node variant), or with ``--victoria-import text``
@@ -14,7 +17,7 @@ most series one answer held, and the engine's peak RSS (VmHWM).
 
     .venv/bin/python bench/fleet.py report [--gpus 250,1000] [--days 1] [--step 30]
         [--engines prometheus,victoria-metrics] [--max-series-per-query 2000] [--concurrency 4]
-        [--victoria-import json|text]
+        [--victoria-import json|text] [--prometheus-load remote-write|promtool]
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ sys.path.append(str(Path(__file__).resolve().parent))
 
 import fleet_history as fh  # noqa: E402
 from fleet_native import write_victoria_native  # noqa: E402
+from fleet_remote_write import write_prometheus_remote  # noqa: E402
 from query_recorder import recording  # noqa: E402
 from servers import prometheus, require_binary  # noqa: E402
 from victoria_metrics import victoria_metrics  # noqa: E402
@@ -83,6 +87,9 @@ def run_report(url: str, at: float, days: float, args: argparse.Namespace, bound
         document = json.loads(out_path.read_text())
         out_path.unlink()
         answers = list(rec.answers)
+    if os.environ.get("FLEET_SLOWEST"):
+        for a in sorted(answers, key=lambda a: -a.seconds)[: int(os.environ["FLEET_SLOWEST"])]:
+            print(f"  {a.seconds:7.2f} s  {a.series:5d} series  {a.query[:160]}", flush=True)
     shards = {a.query.split('instance=~"', 1)[1].split('"', 1)[0] for a in answers if "instance=~" in a.query}
     return {
         "wall_s": wall,
@@ -162,23 +169,64 @@ def write_victoria(url: str, gpus: list[fh.Gpu], start: float, seconds: float, s
     return n
 
 
+PROMETHEUS_ARGS = [
+    "--storage.tsdb.retention.time=3650d",
+    "--query.max-samples=500000000",
+    "--query.timeout=30m",
+]
+COMPACTIONS, BLOCKS = "prometheus_tsdb_compactions_total", "prometheus_tsdb_blocks_loaded"
+
+
+def _tsdb_counters(url: str) -> tuple[float, float]:
+    """(compactions run, blocks loaded) from Prometheus's own metrics."""
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
+        text = r.read().decode()
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in (COMPACTIONS, BLOCKS):
+            values[name] = float(value)
+    return values.get(COMPACTIONS, 0.0), values.get(BLOCKS, 0.0)
+
+
+def wait_compactions_settle(url: str, quiet: float = 90.0) -> tuple[float, int]:
+    """Waits until Prometheus has run no compaction for ``quiet`` seconds (its compaction loop wakes
+    every minute); returns (seconds waited, blocks loaded)."""
+    began = time.monotonic()
+    last, since = _tsdb_counters(url), time.monotonic()
+    while time.monotonic() - since < quiet:
+        time.sleep(5)
+        now = _tsdb_counters(url)
+        if now != last:
+            last, since = now, time.monotonic()
+    return time.monotonic() - began - quiet, int(last[1])
+
+
 @contextlib.contextmanager
 def engine_holding(
-    name: str, gpus: list[fh.Gpu], start: float, seconds: float, step: float, native: bool = True
+    name: str, gpus: list[fh.Gpu], start: float, seconds: float, step: float, native: bool = True,
+    promtool: bool = False,
 ) -> Iterator[tuple[str, int, float, int]]:
     """Yields (URL, samples written, seconds writing took, engine pid) with the engine running."""
     began = time.monotonic()
-    if name == "prometheus":
+    if name == "prometheus" and not promtool:
+        with prometheus({}, args=[*PROMETHEUS_ARGS, "--web.enable-remote-write-receiver"]) as prom:
+            n = write_prometheus_remote(prom.url, gpus, start, seconds, step)
+            took = time.monotonic() - began
+            settled, blocks = wait_compactions_settle(prom.url)
+            rss = peak_rss_mib(prom.proc.pid)
+            print(f"prometheus: {n / 1e6:.1f} M samples by remote write in {took:.1f} s "
+                  f"({n / took / 1e6:.2f} M samples/s); compactions settled {settled:.0f} s later, "
+                  f"{blocks} blocks; engine peak RSS so far {rss:.0f} MiB", flush=True)  # fmt: skip
+            yield prom.url, n, took, prom.proc.pid
+    elif name == "prometheus":
         tsdb = Path(tempfile.mkdtemp(prefix="fleet-tsdb-"))
         try:
             n = write_prometheus(gpus, start, seconds, step, tsdb)
             took = time.monotonic() - began
-            args = [
-                "--storage.tsdb.retention.time=3650d",
-                "--query.max-samples=500000000",
-                "--query.timeout=30m",
-            ]
-            with prometheus({}, data_dir=tsdb / "data", args=args) as prom:
+            with prometheus({}, data_dir=tsdb / "data", args=PROMETHEUS_ARGS) as prom:
                 yield prom.url, n, took, prom.proc.pid
         finally:
             shutil.rmtree(tsdb, ignore_errors=True)
@@ -201,6 +249,7 @@ def main() -> None:
     rep.add_argument("--max-series-per-query", default="2000", help="bounds to run the report with: 2000,250")
     rep.add_argument("--concurrency", type=int, default=4)
     rep.add_argument("--victoria-import", choices=("json", "text"), default="json")
+    rep.add_argument("--prometheus-load", choices=("remote-write", "promtool"), default="remote-write")
     args = parser.parse_args()
     seconds = args.days * 86400
     end = (time.time() // 3600) * 3600 - 3600  # a whole hour, an hour back: every block is history
@@ -213,7 +262,9 @@ def main() -> None:
         gpus = fh.fleet(n_gpus)
         for engine in args.engines.split(","):
             native = args.victoria_import == "json"
-            with engine_holding(engine, gpus, start, seconds, args.step, native) as (url, samples, took, pid):
+            promtool = args.prometheus_load == "promtool"
+            holding = engine_holding(engine, gpus, start, seconds, args.step, native, promtool)
+            with holding as (url, samples, took, pid):
                 for bound in (int(b) for b in args.max_series_per_query.split(",")):
                     r = run_report(url, end + 1, args.days, args, bound)
                     print(f"{engine:17} {n_gpus:6d} GPUs {samples / 1e6:8.1f} M samples written in "

@@ -40,25 +40,45 @@ def _values(xs: list[float]) -> str:
     return ",".join(fh._num(x) for x in xs)
 
 
+def history_columns(
+    g: fh.Gpu, stamps: list[float], begin: float
+) -> tuple[list[list[float]], list[float], list[float]]:
+    """One representative GPU's samples at ``stamps`` (its history began at ``begin``), each value
+    as the text paths write it (``fh._num``): the PER_GPU columns, its queue depth, its host CPU
+    share."""
+    columns: list[list[float]] = [[] for _ in fh.PER_GPU]
+    queue: list[float] = []
+    host: list[float] = []
+    for t in stamps:
+        a = wl.evaluate(g.workload, g.noise, t, t - begin + 86400.0)
+        busy = a.utilization > 0.05 or g.workload.kind == "training"
+        host.append(a.host_cpu * busy)
+        used = float(min(round(a.memory_bytes / fh.MIB), g.capacity / fh.MIB))
+        row = (
+            used, a.sm, a.gr_engine, round(100 * a.utilization), round(85 * a.dram), a.occupancy,
+            a.tensor, a.dram, round(min(a.pcie_tx, 1.0) * g.link), round(min(a.pcie_rx, 1.0) * g.link),
+        )  # fmt: skip
+        for col, v in zip(columns, row, strict=True):
+            col.append(float(fh._num(v)))
+        queue.append(float(round(a.queue_depth)))
+    return columns, queue, host
+
+
+def history_key(g: fh.Gpu) -> tuple[str, str, int]:
+    """GPUs with the same key share one history: workload kind, GPU model, node variant."""
+    return g.workload.kind, g.prefix[0].split('modelName="', 1)[1].split('"', 1)[0], g.node % VARIANTS
+
+
+def host_cpu(shares: list[list[float]]) -> list[float]:
+    """A node's host CPU busy ratio from its GPUs' host shares, as ``fleet_history`` sums it."""
+    return [float(fh._num(min(1.0, 0.02 + sum(col)))) for col in zip(*shares, strict=True)]
+
+
 class _History:
-    """One representative GPU's samples: the PER_GPU values, its queue, its host CPU share."""
+    """One representative GPU's samples as JSON arrays, and its host CPU shares."""
 
     def __init__(self, g: fh.Gpu, stamps: list[float], begin: float) -> None:
-        columns: list[list[float]] = [[] for _ in fh.PER_GPU]
-        queue: list[float] = []
-        self.host: list[float] = []
-        for t in stamps:
-            a = wl.evaluate(g.workload, g.noise, t, t - begin + 86400.0)
-            busy = a.utilization > 0.05 or g.workload.kind == "training"
-            self.host.append(a.host_cpu * busy)
-            used = float(min(round(a.memory_bytes / fh.MIB), g.capacity / fh.MIB))
-            row = (
-                used, a.sm, a.gr_engine, round(100 * a.utilization), round(85 * a.dram), a.occupancy,
-                a.tensor, a.dram, round(min(a.pcie_tx, 1.0) * g.link), round(min(a.pcie_rx, 1.0) * g.link),
-            )  # fmt: skip
-            for col, v in zip(columns, row, strict=True):
-                col.append(v)
-            queue.append(round(a.queue_depth))
+        columns, queue, self.host = history_columns(g, stamps, begin)
         self.text = [_values(c) for c in columns]
         self.queue = _values(queue) if g.queue else ""
 
@@ -73,7 +93,7 @@ def series_lines(
     histories: dict[tuple[str, str, int], _History] = {}
     by_node: dict[int, list[_History]] = {}
     for g in gpus:
-        key = (g.workload.kind, g.prefix[0].split('modelName="', 1)[1].split('"', 1)[0], g.node % VARIANTS)
+        key = history_key(g)
         h = histories.get(key)
         if h is None:
             h = histories[key] = _History(g, stamps, start)
@@ -87,8 +107,7 @@ def series_lines(
         mix = tuple(sorted(id(h) for h in hs))
         text = cpu_text.get(mix)
         if text is None:
-            busy = zip(*(h.host for h in hs), strict=True)
-            text = cpu_text[mix] = _values([min(1.0, 0.02 + sum(col)) for col in busy])
+            text = cpu_text[mix] = _values(host_cpu([h.host for h in hs]))
         metric = _metric(fh._host_cpu(node))
         yield n, f'{{"metric":{metric},"values":[{text}],"timestamps":[{ts}]}}\n'.encode()
 

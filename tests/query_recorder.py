@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -19,6 +20,7 @@ class Answer:
     query: str
     series: int  # -1 when the engine answered an error
     status: int = 200
+    seconds: float = 0.0  # how long the engine took to answer
 
 
 @dataclass
@@ -40,6 +42,7 @@ def recording(upstream: str) -> Iterator[Recorder]:
             request = urllib.request.Request(
                 rec.upstream + self.path, data=body, headers={"Content-Type": self.headers["Content-Type"]}
             )
+            began = time.monotonic()
             try:
                 with urllib.request.urlopen(request, timeout=600) as response:
                     status, raw = response.status, response.read()
@@ -48,7 +51,8 @@ def recording(upstream: str) -> Iterator[Recorder]:
             query = urllib.parse.parse_qs(body.decode())["query"][0]
             result = json.loads(raw).get("data", {}).get("result") if status == 200 else None
             with rec.lock:
-                rec.answers.append(Answer(query, len(result) if result is not None else -1, status))
+                took = time.monotonic() - began
+                rec.answers.append(Answer(query, len(result) if result is not None else -1, status, took))
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))

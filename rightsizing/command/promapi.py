@@ -58,6 +58,19 @@ def promql_duration(seconds: float) -> str:
     return f"{max(1, round(seconds))}s"
 
 
+def sample_span(metric: str, by: str, window: str, step: str) -> tuple[str, str]:
+    """PromQL for when each series of ``metric`` was first and last sampled in ``window``, to
+    ``step``: the earliest and latest subquery step whose preceding ``step`` holds a sample.
+
+    Not ``min_over_time(timestamp(metric)[window:step])``, though that names each sample's own
+    time: Prometheus (2.42 measured) evaluates ``timestamp`` of a selector in a subquery step by
+    step with a fresh series iterator each time, so its cost grows with steps x samples (6 s for
+    100 GPUs x 1 day at 30 s, against 0.3 s for this form; minutes at a week). Counting the
+    samples of each step's range reads every sample once, on every engine."""
+    seen = f"(count_over_time({metric}[{step}]) * 0 + time())[{window}:{step}]"
+    return f"min by ({by}) (min_over_time({seen}))", f"max by ({by}) (max_over_time({seen}))"
+
+
 class PrometheusClient:
     def __init__(self, url: str, timeout: float, headers: Mapping[str, str] | None = None) -> None:
         parts = urllib.parse.urlsplit(url)

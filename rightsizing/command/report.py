@@ -24,7 +24,7 @@ from ..links import linked
 from ..settings import RightsizingSettings
 from ..verdicts import Assessment, assess
 from . import report_queues
-from .promapi import PrometheusClient, ReportError, Sample, promql_duration
+from .promapi import PrometheusClient, ReportError, Sample, promql_duration, sample_span
 from .report_shards import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_SERIES,
@@ -165,8 +165,9 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
     step = promql_duration(max(1.0, min(60.0, window / 2000)))
     fb = "DCGM_FI_DEV_FB_USED"
     samples = c.per_unit("samples", f"count_over_time({fb}[{w}])")
-    first = c.run("history", f"min by ({BY}) (min_over_time(timestamp({fb})[{w}:{step}]))")
-    last = c.run("history", f"max by ({BY}) (max_over_time(timestamp({fb})[{w}:{step}]))")
+    first_expr, last_expr = sample_span(fb, BY, w, step)
+    first = c.run("history", first_expr)
+    last = c.run("history", last_expr)
     first_t = {key_of(dict(x.labels)): x.value for x in first}
     last_t = {key_of(dict(x.labels)): x.value for x in last}
     total = c.per_unit("memory", f"max_over_time(rightsizer_gpu_memory_total_bytes[{w}])")

@@ -16,7 +16,7 @@ from rightsizer_core.snapshot import GpuIdentity, GpuSample, PodRef
 from ..evidence import QueueEvidence
 from ..links import QueueReading
 from ..pressure import INFERENCE_SERVERS
-from .promapi import Sample
+from .promapi import Sample, sample_span
 
 
 class Collector(Protocol):
@@ -49,8 +49,9 @@ def queues(c: Collector, step: str) -> dict[tuple[str, str], tuple[QueueReading,
     maxv = by_queue("queues", f"max by (instance, queue) (max_over_time({DEPTH}[{w}]))")
     mean = by_queue("queues", f"max by (instance, queue) (avg_over_time({DEPTH}[{w}]))")
     slope = by_queue("queues", f"max by (instance, queue) (deriv({DEPTH}[{w}]))")
-    first = by_queue("queues", f"min by (instance, queue) (min_over_time(timestamp({DEPTH})[{w}:{step}]))")
-    last = by_queue("queues", f"max by (instance, queue) (max_over_time(timestamp({DEPTH})[{w}:{step}]))")
+    first_expr, last_expr = sample_span(DEPTH, "instance, queue", w, step)
+    first = by_queue("queues", first_expr)
+    last = by_queue("queues", last_expr)
     kv = by_queue("KV cache", f"max by (instance, queue) (quantile_over_time(0.95, {KV_CACHE}[{w}]))")
     preempted = by_queue("preemptions", f"sum by (instance, queue) (increase({PREEMPTIONS}[{w}]))")
     served = [by_queue("throughput", f"sum by (instance, queue) (increase({n}[{w}]))") for n in THROUGHPUT]
