@@ -53,10 +53,19 @@ def wait_for_line(log: Path, pattern: str, proc: subprocess.Popen[bytes], limit:
     raise SystemExit(f"no {pattern!r} within {limit} s")
 
 
-def reap(proc: subprocess.Popen[bytes]) -> tuple[int, float, int]:
+def reap(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+    return proc.returncode, usage.ru_utime + usage.ru_stime
+
+
+def peak_rss(pid: int) -> int:
+    """The process's own high-water mark (``VmHWM``), read while it runs: ``wait4``'s ``ru_maxrss``
+    would also count the pages the forked child held of this bench before ``exec``."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def one_run(spec: str, work: Path) -> tuple[float, float, float, int, float]:
@@ -65,14 +74,15 @@ def one_run(spec: str, work: Path) -> tuple[float, float, float, int, float]:
     wait_for_line(log, r"msg=listening", proc)
     listening = time.perf_counter() - began
     replay = float(wait_for_line(log, r"windows filled from history.*seconds=([0-9.]+)", proc).split("=")[-1])
+    rss = peak_rss(proc.pid)
     proc.send_signal(signal.SIGTERM)
-    _, cpu, rss = reap(proc)
+    _, cpu = reap(proc)
     # Again, stopped in the middle of the replay this time.
     proc, _ = start(spec, log)
     wait_for_line(log, r"filling windows from history", proc)
     signalled = time.perf_counter()
     proc.send_signal(signal.SIGTERM)
-    code, _, _ = reap(proc)
+    code, _ = reap(proc)
     stop = time.perf_counter() - signalled
     if code != 0 or "stopped during start-up" not in log.read_text():
         print(f"    (SIGTERM landed after the replay, or exit code {code})")
