@@ -21,6 +21,7 @@ class Answer:
     series: int  # -1 when the engine answered an error
     status: int = 200
     seconds: float = 0.0  # how long the engine took to answer
+    headers: dict[str, str] = field(default_factory=dict)  # the request's headers, as sent
 
 
 @dataclass
@@ -52,7 +53,8 @@ def recording(upstream: str) -> Iterator[Recorder]:
             result = json.loads(raw).get("data", {}).get("result") if status == 200 else None
             with rec.lock:
                 took = time.monotonic() - began
-                rec.answers.append(Answer(query, len(result) if result is not None else -1, status, took))
+                series = len(result) if result is not None else -1
+                rec.answers.append(Answer(query, series, status, took, dict(self.headers.items())))
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))

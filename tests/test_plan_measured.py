@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from query_recorder import recording
 from servers import exporter, free_port, prom_query, prometheus, wait_for
 
 from rightsizing.catalog import load_catalog
@@ -43,9 +44,9 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield prom.url
 
 
-def plan(url: str, workload: str, fmt: str = "json") -> subprocess.CompletedProcess[str]:
+def plan(url: str, workload: str, fmt: str = "json", *extra: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "rightsizing.command.cli", "plan", "--model", "llama-3-8b", "--all",
-           "--measured-from", url, "--workload", workload, "--format", fmt]  # fmt: skip
+           "--measured-from", url, "--workload", workload, "--format", fmt, *extra]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
@@ -98,3 +99,26 @@ def test_unknown_workload_and_a_source_that_is_down_exit_2_with_one_line(source:
         assert out.returncode == 2 and out.stdout == ""
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and says in lines[0] and "Traceback" not in out.stderr, out.stderr
+
+
+def test_headers_and_bearer_token_reach_the_measured_from_prometheus(source: str, tmp_path: Path) -> None:
+    """A Prometheus behind an authenticating proxy or a multi-tenant store (Mimir's X-Scope-OrgID)
+    gets the headers the plan was given, on every query; a bad header is one line and exit 2."""
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    auth = ["--header", "X-Scope-OrgID: team-a", "--bearer-token-file", str(token)]
+    with recording(source) as rec:
+        out = plan(rec.url, "llm/chat", "json", *auth)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["measured"]["per_second"] > 0
+        sent = [{k.lower(): v for k, v in a.headers.items()} for a in rec.answers]
+        assert sent and all(
+            h.get("x-scope-orgid") == "team-a" and h.get("authorization") == "Bearer s3cret" for h in sent
+        ), sent
+    bad = plan(source, "llm/chat", "json", "--header", "no colon")
+    assert bad.returncode == 2 and bad.stderr.strip() == "rightsizer: --header 'no colon' must be NAME:VALUE"
+    alone = subprocess.run(
+        [sys.executable, "-m", "rightsizing.command.cli", "plan", "--model", "llama-3-8b", *auth],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert alone.returncode == 2 and "go with --measured-from" in alone.stderr, alone.stderr

@@ -13,6 +13,7 @@ from ..models import Architecture, PlanError, builtin, estimate, from_config, pa
 from ..planner import HEADROOM_RULE, OPTIMIZER_BYTES, PRECISION_BYTES, Plan, Workload, frontier, plan
 from .output import gib, money, pct, rate, table, to_csv, to_json
 from .plan_measured import Measured, measure, measured_dict, projected, render_measured
+from .promapi import ReportError, add_auth_arguments, auth_headers
 
 ESTIMATE_MARK = "*"
 
@@ -54,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NS/NAME",
         help="the measured workload: namespace/workload of its queues and pods, or a queue name",
     )
+    add_auth_arguments(p, "the --measured-from Prometheus")
 
 
 def _int(flag: str) -> Any:
@@ -100,10 +102,16 @@ def run(args: argparse.Namespace, catalog: Catalog) -> tuple[str, Plan]:
     )
     if bool(args.measured_from) != bool(args.workload):
         raise PlanError("--measured-from and --workload go together")
+    if (args.header or args.bearer_token_file) and not args.measured_from:
+        raise PlanError("--header and --bearer-token-file go with --measured-from")
+    try:
+        headers = auth_headers(args)
+    except ReportError as exc:
+        raise PlanError(str(exc)) from None
     result = plan(arch, w, catalog)
     measured = None
     if args.measured_from:
-        measured = measure(args.measured_from, args.workload, catalog, time.time())
+        measured = measure(args.measured_from, args.workload, catalog, time.time(), headers=headers)
     if not args.all:
         best = frontier(result.options)
         hidden = len(result.options) - len(best)

@@ -20,6 +20,7 @@ but never more than that bandwidth share: decode is never projected faster on le
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,10 +70,17 @@ def _query(client: PrometheusClient, expr: str, at: float) -> list[Sample]:
         raise PlanError(f"--measured-from: {exc}") from None
 
 
-def measure(url: str, workload: str, catalog: Catalog, at: float, timeout: float = 30.0) -> Measured:
+def measure(
+    url: str,
+    workload: str,
+    catalog: Catalog,
+    at: float,
+    timeout: float = 30.0,
+    headers: Mapping[str, str] | None = None,
+) -> Measured:
     """The live measurement of ``workload``; PlanError (exit 2) when unknown or the source is down."""
     try:
-        client = PrometheusClient(url, timeout)
+        client = PrometheusClient(url, timeout, headers)
     except ReportError as exc:
         raise PlanError(str(exc).replace("--prometheus-url", "--measured-from")) from None
     namespace, slash, name = workload.partition("/")

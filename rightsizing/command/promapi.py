@@ -8,6 +8,7 @@ becomes a ``ReportError`` with a one-line message.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -18,6 +19,8 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from rightsizer_core.files import read_secret
 
 
 class ReportError(Exception):
@@ -178,3 +181,36 @@ def _vector(raw: bytes, url: str) -> list[Sample]:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, IndexError):
         raise _not_the_api(url) from None
+
+
+def add_auth_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    """``--header`` and ``--bearer-token-file`` for a command that queries ``what``."""
+    p.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help=f"extra HTTP header sent to {what}, e.g. 'X-Scope-OrgID: team-a' for Mimir (repeatable)",
+    )
+    p.add_argument(
+        "--bearer-token-file", metavar="FILE", help=f"send 'Authorization: Bearer <file contents>' to {what}"
+    )
+
+
+def auth_headers(args: argparse.Namespace) -> dict[str, str]:
+    """The headers ``add_auth_arguments`` asked for; ReportError (one line) when one is malformed
+    or the token file cannot be read."""
+    headers = {}
+    for h in args.header:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise ReportError(f"--header {h!r} must be NAME:VALUE")
+        headers[name.strip()] = value.strip()
+    if args.bearer_token_file:
+        try:
+            token = read_secret(args.bearer_token_file)
+        except OSError as exc:
+            reason = exc.strerror or exc
+            raise ReportError(f"--bearer-token-file {args.bearer_token_file}: {reason}") from None
+        headers["Authorization"] = f"Bearer {token}"
+    return headers

@@ -11,13 +11,12 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from rightsizer_core.files import read_secret
 from rightsizer_core.workloads import workload_of
 
 from ..catalog import Catalog
 from ..cost import cost_json
 from .output import money, table, to_csv, to_json
-from .promapi import PrometheusClient, ReportError, parse_duration
+from .promapi import PrometheusClient, ReportError, add_auth_arguments, auth_headers, parse_duration
 from .report import as_rows, collect
 from .report_assumptions import assumptions
 from .report_common import HOURS_PER_MONTH, history_line
@@ -59,14 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--output", metavar="FILE", help="write the report to FILE instead of standard output")
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per query in seconds (default 120)")
-    p.add_argument(
-        "--header",
-        action="append",
-        default=[],
-        metavar="NAME:VALUE",
-        help="extra HTTP header, e.g. 'X-Scope-OrgID: team-a' for Mimir (repeatable)",
-    )
-    p.add_argument("--bearer-token-file", metavar="FILE", help="send 'Authorization: Bearer <file contents>'")
+    add_auth_arguments(p, "Prometheus")
     p.add_argument(
         "--max-series-per-query",
         type=int,
@@ -85,24 +77,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--progress", action="store_true", help="show progress on stderr even when it is not a terminal"
     )
-
-
-def _headers(args: argparse.Namespace) -> dict[str, str]:
-    headers = {}
-    for h in args.header:
-        name, sep, value = h.partition(":")
-        if not sep or not name.strip():
-            raise ReportError(f"--header {h!r} must be NAME:VALUE")
-        headers[name.strip()] = value.strip()
-    if args.bearer_token_file:
-        try:
-            token = read_secret(args.bearer_token_file)
-        except OSError as exc:
-            raise ReportError(
-                f"--bearer-token-file {args.bearer_token_file}: {exc.strerror or exc}"
-            ) from None
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
 
 
 def _at(text: str | None) -> float:
@@ -154,7 +128,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             raise ReportError("--timeout must be positive")
         if args.max_series_per_query < 1 or args.concurrency < 1:
             raise ReportError("--max-series-per-query and --concurrency must be at least 1")
-        client = PrometheusClient(args.prometheus_url, args.timeout, _headers(args))
+        client = PrometheusClient(args.prometheus_url, args.timeout, auth_headers(args))
         at = _at(args.at)
         progress = Progress(args.progress)
         try:
