@@ -20,6 +20,7 @@ import pytest
 from adapter_support import assert_status, client_get
 from prometheus_client import generate_latest
 from report_history import ENGINES, engine_holding
+from test_adapter_prometheus import FakePrometheus, cache_for, prom, vector
 
 from adapter.cache import Cache
 from adapter.config import load_config
@@ -29,6 +30,9 @@ from adapter.promql import render
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.prometheus import PrometheusSource
+from adapter.sources.source_states import MARKER
+
+__all__ = ["prom"]
 
 EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/rightsizer_queue_depth"
 STEP, SPAN = 15.0, 1800.0
@@ -109,3 +113,71 @@ async def test_one_query_per_rule_per_refresh_with_source_states(served: Any) ->
     assert_status(stale, 503, "ServiceUnavailable")
     assert "no current sample" in stale[1]["message"] and "'embed'" in stale[1]["message"]
     assert_status(await client_get(client, f"{EXT}?labelSelector=queue%3Dghost"), 404, "NotFound")
+
+
+UP_FAMILY = "rightsizer_queue_source_up"
+JOBS, CHAT = {"queue": "jobs", "namespace": "prod"}, {"queue": "chat", "namespace": "prod"}
+IN_FLIGHT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/rightsizer_queue_in_flight"
+
+
+def fake_answer(carrier: tuple[int, Any]) -> Any:
+    """The fake Prometheus: ``carrier`` to the query carrying the states, the others as asked."""
+
+    def answer(query: str) -> tuple[int, Any]:
+        if MARKER in query:
+            return carrier
+        if query.startswith(f"max without (instance, job) ({UP_FAMILY}"):
+            return vector([(JOBS, "1"), (CHAT, "0")])  # the up query asked alone
+        return vector([(JOBS, "2")] if "rightsizer_queue_in_flight" in query else [])
+
+    return answer
+
+
+async def test_a_failed_carrier_costs_one_query_alone_and_no_availability(
+    prom: FakePrometheus, aiohttp_client: Any
+) -> None:
+    prom.answer = fake_answer((422, {"status": "error", "errorType": "bad_data", "error": "parse error"}))
+    cache, source, cfg = await cache_for(prom)
+    await cache.refresh_once()
+    alone = [q for q in prom.queries if q.startswith(f"max without (instance, job) ({UP_FAMILY}")]
+    assert len(prom.queries) == 8 and len(alone) == 1  # 7 rules, and the up query once, for the others
+    assert "HTTP 422: bad_data: parse error" in (cache.states["rightsizer_queue_depth"].error or "")
+    app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
+    client = await aiohttp_client(app)
+    code, body = await client_get(client, f"{IN_FLIGHT}?labelSelector=queue%3Djobs")
+    assert code == 200 and [i["value"] for i in body["items"]] == ["2"], body
+    down = await client_get(client, f"{IN_FLIGHT}?labelSelector=queue%3Dchat")
+    assert_status(down, 503, "ServiceUnavailable")
+    assert "source down" in down[1]["message"]
+    assert_status(await client_get(client, f"{IN_FLIGHT}?labelSelector=queue%3Dghost"), 404, "NotFound")
+    await source.close()
+
+
+async def test_a_prometheus_that_fails_everything_gets_no_extra_query(prom: FakePrometheus) -> None:
+    prom.answer = lambda query: (503, "unavailable")
+    cache, source, _ = await cache_for(prom)
+    await cache.refresh_once()
+    assert len(prom.queries) == 7 and sum(MARKER in q for q in prom.queries) == 1
+    assert all("HTTP 503" in (state.error or "") for state in cache.states.values())
+    await source.close()
+
+
+async def test_max_series_per_rule_bounds_values_and_states_each(prom: FakePrometheus) -> None:
+    queues = [({"queue": f"q{i}", "namespace": "prod"}, "1") for i in range(3)]
+    states = [({**labels, MARKER: "1"}, "1") for labels, _ in queues]
+    prom.answer = fake_answer(vector(queues[:2] + states[:2]))
+    cache, source, _ = await cache_for(prom, max_series_per_rule=2)
+    await cache.refresh_once()
+    depth = cache.states["rightsizer_queue_depth"]
+    assert depth.error is None and depth.vector is not None and depth.sources is not None
+    assert (len(depth.vector), len(depth.sources)) == (2, 2)
+    assert all(MARKER not in s.labels for s in depth.sources.series)
+    prom.answer = fake_answer(vector(queues[:2] + states))
+    await cache.refresh_once()
+    why = cache.states["rightsizer_queue_depth"].error or ""
+    assert "3 source states, more than max_series_per_rule (2)" in why
+    prom.answer = fake_answer(vector(queues + states[:2]))
+    await cache.refresh_once()
+    why = cache.states["rightsizer_queue_depth"].error or ""
+    assert "3 series, more than max_series_per_rule (2)" in why
+    await source.close()
