@@ -21,6 +21,7 @@ from adapter.kubernetes.gate import Gate
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.prometheus import PrometheusSource
+from adapter.sources.source_states import MARKER
 
 EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces"
 
@@ -74,22 +75,23 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
     prom: FakePrometheus, aiohttp_client: Any
 ) -> None:
     queues = [({"queue": f"q{i}", "namespace": "prod"}, str(i)) for i in range(1000)]
-    up = [(labels, "1") for labels, _ in queues]
+    up = [({**labels, MARKER: "1"}, "1") for labels, _ in queues]  # carried by the first queue rule
     prom.answer = lambda q: vector(
-        up if "rightsizer_queue_source_up" in q else queues if "rightsizer_queue_depth" in q else []
+        (queues + up if MARKER in q else []) if "rightsizer_queue_depth" in q else []
     )
     cache, source, cfg = await cache_for(prom)
     await cache.refresh_once()
-    assert len(cache.rules) == 7  # and one query, shared by the queue rules, asks which queues are up
-    assert len(prom.queries) == 8
+    assert len(cache.rules) == 7  # the queue rules' source states ride in the first one's query
+    assert len(prom.queries) == 7
+    assert sum(MARKER in q for q in prom.queries) == 1
     auth = Gate.off()
     client = await aiohttp_client(create_app(cache, auth, AdapterMetrics(), MetricsApiAuth(cfg.metrics_api)))
     for i in range(1000):
         code, body = await client_get(client, f"{EXT}/prod/rightsizer_queue_depth?labelSelector=queue%3Dq{i}")
         assert code == 200 and body["items"][0]["value"] == str(i)
-    assert len(prom.queries) == 8  # a thousand selectors, no extra query
+    assert len(prom.queries) == 7  # a thousand selectors, no extra query
     await cache.refresh_once()
-    assert len(prom.queries) == 16
+    assert len(prom.queries) == 14
     await source.close()
 
 
@@ -99,7 +101,13 @@ async def test_templates_are_rendered_with_the_rule_matchers(prom: FakePrometheu
     assert 'max by (namespace, pod, container, UUID) (rightsizer_gpu_verdict{pod!="",verdict="idle"})' in (
         prom.queries
     )
-    assert "max without (instance, job) (rightsizer_queue_depth{})" in prom.queries
+    assert "max without (instance, job) (rightsizer_queue_in_flight{})" in prom.queries
+    up = "max without (instance, job) (rightsizer_queue_source_up{})"
+    stale = "max without (instance, job) (last_over_time(rightsizer_queue_source_up{}[1h])) * 0 - 1"
+    assert (
+        f"(max without (instance, job) (rightsizer_queue_depth{{}})) or "
+        f'label_replace({up} or {stale}, "{MARKER}", "1", "", "")'
+    ) in prom.queries
     assert 'avg by (namespace, pod, container, UUID) (DCGM_FI_DEV_GPU_UTIL{pod!=""}) * 0.01' in prom.queries
     await source.close()
 

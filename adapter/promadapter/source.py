@@ -28,7 +28,7 @@ from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..sources import RuleResult
-from ..sources.prometheus import PrometheusSource, QueryError, SharedQueries
+from ..sources.prometheus import PrometheusSource, QueryError
 from ..vectors import Series
 from . import per_request
 from .combined import combine, split
@@ -244,7 +244,7 @@ class PromAdapterSource(PrometheusSource):
             if members:
                 groups[where] = members
         at = time.time()
-        shared: SharedQueries = {}
+        shared = self.shared_states(at)
         singles = list(wanted.values())  # the adapter's own rules, next to the file's
         grouped, alone = await asyncio.gather(
             asyncio.gather(*(self._collect_group(where, members, at) for where, members in groups.items())),

@@ -3,8 +3,9 @@
 Works with anything that speaks ``/api/v1/query`` (Prometheus, Thanos Query, Mimir's
 ``/prometheus`` prefix, VictoriaMetrics). Queries are POSTed (long templates fit), each with a
 deadline, all of one refresh evaluated at the same instant; NaN and infinite samples are left
-out, never passed on. A rule with an ``up_family`` also asks which of its sources are up, down,
-or stale (seen in the last hour but with no sample now: its exporter is not scraped any more).
+out, never passed on. A rule with an ``up_family`` also learns which of its sources are up, down,
+or stale (seen in the last hour but with no sample now: its exporter is not scraped any more),
+inside one rule's query (``source_states``): still one query per rule per refresh.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 import math
 import ssl
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 
 import aiohttp
 
@@ -29,6 +30,7 @@ from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series
 from . import STALE, UP, RuleResult
+from .source_states import MARKER, SharedStates, split_states, with_states
 
 log = logging.getLogger("rightsizer.adapter.prometheus")
 MAX_CONCURRENT_QUERIES = 8
@@ -38,7 +40,6 @@ STALE_REASON = (
 
 
 Answer = tuple[list[Series], float, int]  # series, evaluation time, NaN/Inf samples dropped
-SharedQueries = dict[str, "asyncio.Future[Answer]"]
 
 
 class QueryError(Exception):
@@ -68,8 +69,9 @@ def _read_secret(path: str, what: str) -> str:
         raise QueryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
 
-def parse_answer(status: int, body: bytes, limit: int) -> tuple[list[Series], float, int]:
-    """(series, evaluation time, NaN/Inf samples dropped) from a query API answer."""
+def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> Answer:
+    """(series, evaluation time, NaN/Inf samples dropped) from a query API answer. With ``states``
+    (a query carrying source states) ``limit`` bounds the values and the states each."""
     try:
         data = json.loads(body)
     except ValueError:
@@ -85,8 +87,12 @@ def parse_answer(status: int, body: bytes, limit: int) -> tuple[list[Series], fl
         items = [{"metric": {}, "value": items}]
     elif kind != "vector" or not isinstance(items, list):
         raise QueryError(f"the query must give an instant vector or a scalar; it gave {kind!r}")
-    if len(items) > limit:
-        raise QueryError(f"the query gave {len(items)} series, more than max_series_per_rule ({limit})")
+    marked = 0
+    if states:
+        marked = sum(1 for i in items if isinstance(i, dict) and MARKER in (i.get("metric") or ()))
+    for count, what in ((len(items) - marked, "series"), (marked, "source states")):
+        if count > limit:
+            raise QueryError(f"the query gave {count} {what}, more than max_series_per_rule ({limit})")
     series: list[Series] = []
     dropped = 0
     stamp = 0.0
@@ -137,7 +143,7 @@ class PrometheusSource:
             return {"Authorization": "Basic " + pair}
         return {}
 
-    async def query(self, promql: str, at: float | None = None) -> tuple[list[Series], float, int]:
+    async def query(self, promql: str, at: float | None = None, states: bool = False) -> Answer:
         assert self._session is not None, "start() first"
         timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_seconds)
         data = {"query": promql, "timeout": str(self.cfg.timeout_seconds)}
@@ -162,38 +168,51 @@ class PrometheusSource:
             raise QueryError(f"prometheus at {self.cfg.url} is unreachable: {why}") from None
         except (aiohttp.ClientError, ssl.SSLError, OSError) as exc:
             raise QueryError(f"prometheus request failed: {type(exc).__name__}: {exc}"[:300]) from None
-        return parse_answer(status, body, self.cfg.max_series_per_rule)
+        return parse_answer(status, body, self.cfg.max_series_per_rule, states)
 
-    async def _timed(self, promql: str, at: float) -> Answer:
+    async def _timed(self, promql: str, at: float, states: bool = False) -> Answer:
         started = time.perf_counter()
         try:
-            answer = await self.query(promql, at)
+            answer = await self.query(promql, at, states)
         except QueryError:
             self.metrics.upstream(self.name, time.perf_counter() - started, False)
             raise
         self.metrics.upstream(self.name, time.perf_counter() - started, True)
         return answer
 
-    async def _collect_rule(self, rule: RuleConfig, at: float, shared: SharedQueries) -> RuleResult:
+    def shared_states(self, at: float) -> SharedStates:
+        """A refresh's source states, asked alone (at the refresh's instant) only if a carrier failed."""
+
+        async def ask_alone(up_query: str) -> list[Series]:
+            return (await self._timed(up_query, at))[0]
+
+        return SharedStates(ask_alone)
+
+    async def _collect_rule(self, rule: RuleConfig, at: float, shared: SharedStates) -> RuleResult:
         assert rule.query is not None
-        queries: list[Awaitable[Answer]] = [self._timed(render(rule.query, rule.matchers), at)]
-        if rule.up_query is not None:  # the queue rules share one: asked once per refresh
-            up = render(rule.up_query, rule.matchers)
-            if up not in shared:
-                shared[up] = asyncio.ensure_future(self._timed(up, at))
-            queries.append(shared[up])
+        query = render(rule.query, rule.matchers)
+        up = render(rule.up_query, rule.matchers) if rule.up_query is not None else None
+        carrier = up is not None and shared.claim(up)
         try:
-            answers = await asyncio.gather(*queries)
+            if up is not None and carrier:
+                series, stamp, dropped = await self._timed(with_states(query, up), at, states=True)
+                series, states = split_states(series)
+                shared.carried(up, states)
+            else:
+                series, stamp, dropped = await self._timed(query, at)
+                states = await shared.states(up) if up is not None else []
         except QueryError as exc:
             return RuleResult(error=str(exc))
-        series, stamp, dropped = answers[0]
+        finally:
+            if up is not None and carrier:  # failed or cancelled: the others ask the up query alone
+                shared.carried(up, QueryError("the query carrying the source states gave no answer"))
         if dropped and rule.name not in self._dropped_logged:
             self._dropped_logged.add(rule.name)
             event(log, logging.WARNING, "NaN or infinite samples left out", rule=rule.name, count=dropped)
-        if len(answers) == 1:
+        if up is None:
             return RuleResult(tuple(series), stamp)
         sources = tuple(
-            Series(s.labels, UP if s.value == UP else STALE if s.value < 0 else 0.0) for s in answers[1][0]
+            Series(s.labels, UP if s.value == UP else STALE if s.value < 0 else 0.0) for s in states
         )
         return RuleResult(tuple(series), stamp, sources=sources, stale_reason=STALE_REASON)
 
@@ -202,6 +221,6 @@ class PrometheusSource:
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
         at = time.time()
-        shared: SharedQueries = {}
+        shared = self.shared_states(at)
         results = await asyncio.gather(*(self._collect_rule(r, at, shared) for r in rules))
         return {rule.name: result for rule, result in zip(rules, results, strict=True)}
