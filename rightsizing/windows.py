@@ -5,8 +5,9 @@ time may run faster than wall time) as ``bucket_count`` buckets of equal width. 
 per signal, a histogram of ``BINS`` equal bins over [0, 1], its exact maximum and its sample count;
 the window keeps running totals that are incremented on every sample and decremented when a bucket
 expires. Adding a sample is O(signals); a percentile scans the summed histogram down from the
-maximum's bin; memory is bounded whatever the sampling rate (a bucket's bins take one byte
-each, widened to two or four when one outgrows it).
+maximum's bin; memory is bounded whatever the sampling rate: a bucket's histograms are one flat
+array of one byte per bin (widened to two or four bytes when a bin outgrows it), and the buckets'
+maxima and counts are two flat arrays of the window, so a bucket costs its bins and a few bytes.
 
 Values are ratios in [0, 1] (memory is kept as a share of the device's capacity); values outside are
 clamped into the end bins. A percentile is the upper edge of the bin holding the nearest-rank sample,
@@ -25,12 +26,13 @@ from collections.abc import Sequence
 from itertools import accumulate
 
 BINS = 100  # 1 % resolution for ratios
-_EMPTY = array("I", bytes(4 * (BINS + 1)))
+WIDTH = BINS + 1  # bins per signal in a histogram (values of 1.0 and above in the last)
+_EMPTY = array("I", bytes(4 * WIDTH))
 # A bucket's histograms start with one byte per bin (a minute's bucket at 1 s holds 60 samples) and
-# widen to two, then four, on the first count that does not fit: 1.2 KB per bucket and signal less
-# than four bytes per bin (about 200 KiB per GPU), the same counts.
-_EMPTY_BUCKET = array("B", bytes(BINS + 1))
+# widen to two, then four, on the first count that does not fit: 1.3 KB per bucket of 13 signals
+# where four-byte bins took 5.2 KB, the same counts.
 _WIDER = {"B": "H", "H": "I"}
+_ZERO_BYTE = array("B", [0])  # repeated into a bucket's bins: an array made so holds no spare room
 _MIDPOINTS = tuple((b + 0.5) / BINS for b in range(BINS + 1))
 
 
@@ -72,11 +74,13 @@ class Window:
         self.signals = tuple(signals)
         k = len(self.signals)
         self._bucket_of_slot: list[int | None] = [None] * bucket_count
-        # A bucket's histograms are allocated when it first takes a sample: a window fills over
-        # ``length_seconds``, and a process that just started holds only the buckets it used.
-        self._slot_hist: list[list[array[int]] | None] = [None] * bucket_count
-        self._slot_max = [[-math.inf] * k for _ in range(bucket_count)]
-        self._slot_count = [[0] * k for _ in range(bucket_count)]
+        # A bucket's histograms (signal i's bin b at i * WIDTH + b) are allocated when it first takes
+        # a sample: a window fills over ``length_seconds``, and a process that just started holds
+        # only the buckets it used. Expiry drops them.
+        self._slot_hist: list[array[int] | None] = [None] * bucket_count
+        # Per bucket and signal (at slot * k + i): exact maximum (-inf: none) and sample count.
+        self._slot_max = array("d", [-math.inf]) * (bucket_count * k)
+        self._slot_count = array("I", [0]) * (bucket_count * k)
         self._slot_samples = [0] * bucket_count
         self._slot_first = [math.inf] * bucket_count  # earliest sample time per bucket
         self._total_hist = [array("I", _EMPTY) for _ in range(k)]
@@ -95,8 +99,9 @@ class Window:
         slot = self._advance(bucket, t)
         hists = self._slot_hist[slot]
         assert hists is not None  # _advance allocates a bucket's histograms
-        maxes = self._slot_max[slot]
-        counts = self._slot_count[slot]
+        maxes = self._slot_max
+        counts = self._slot_count
+        base = slot * len(self.signals)
         totals = self._total_hist
         self._slot_samples[slot] += 1
         if t < self._slot_first[slot]:
@@ -108,15 +113,15 @@ class Window:
                 continue
             b = 0 if v <= 0.0 else (BINS if v >= 1.0 else int(v * BINS))
             try:
-                hists[i][b] += 1
-            except OverflowError:  # the bin outgrew its bucket's counter width: widen the bucket's
-                hists[i] = array(_WIDER[hists[i].typecode], hists[i])
-                hists[i][b] += 1
+                hists[i * WIDTH + b] += 1
+            except OverflowError:  # the bin outgrew its bucket's counter width: widen the bucket
+                hists = self._slot_hist[slot] = array(_WIDER[hists.typecode], hists)
+                hists[i * WIDTH + b] += 1
             totals[i][b] += 1
-            counts[i] += 1
+            counts[base + i] += 1
             total_count[i] += 1
-            if v > maxes[i]:
-                maxes[i] = v
+            if v > maxes[base + i]:
+                maxes[base + i] = v
                 if window_max is not None and v > window_max[i]:
                     window_max[i] = v
 
@@ -138,7 +143,7 @@ class Window:
             self._expire(slot)
             self._bucket_of_slot[slot] = bucket
             if self._slot_hist[slot] is None:
-                self._slot_hist[slot] = [array("B", _EMPTY_BUCKET) for _ in self.signals]
+                self._slot_hist[slot] = _ZERO_BYTE * (len(self.signals) * WIDTH)
         if self._last_t is None or t > self._last_t:
             self._last_t = t
         return slot
@@ -146,23 +151,22 @@ class Window:
     def _expire(self, slot: int) -> None:
         if self._bucket_of_slot[slot] is None:
             return
-        counts = self._slot_count[slot]
+        k = len(self.signals)
+        base = slot * k
+        counts = self._slot_count
         hists = self._slot_hist[slot]
         assert hists is not None  # allocated when the bucket took its first sample
-        for i, hist in enumerate(hists):
-            if counts[i]:
+        for i in range(k):
+            n = counts[base + i]
+            if n:
                 total = self._total_hist[i]
-                for b, c in enumerate(hist):
+                for b, c in enumerate(hists[i * WIDTH : (i + 1) * WIDTH]):
                     if c:
                         total[b] -= c
-                self._total_count[i] -= counts[i]
-                if hist.typecode == "B":
-                    hist[:] = _EMPTY_BUCKET
-                else:
-                    hists[i] = array("B", _EMPTY_BUCKET)
-        k = len(self.signals)
-        self._slot_max[slot] = [-math.inf] * k
-        self._slot_count[slot] = [0] * k
+                self._total_count[i] -= n
+                counts[base + i] = 0
+            self._slot_max[base + i] = -math.inf
+        self._slot_hist[slot] = None
         self._slot_samples[slot] = 0
         self._slot_first[slot] = math.inf
         self._bucket_of_slot[slot] = None
@@ -248,10 +252,9 @@ class Window:
     def _maxima(self) -> list[float]:
         cached = self._window_max
         if cached is None:
-            live = [m for m, b in zip(self._slot_max, self._bucket_of_slot, strict=True) if b is not None]
+            # An expired or unused bucket's maxima are -inf, so every bucket's column will do.
             k = len(self.signals)
-            cached = [max(col) for col in zip(*live, strict=True)] if live else [-math.inf] * k
-            self._window_max = cached
+            cached = self._window_max = [max(self._slot_max[i::k]) for i in range(k)]
         return cached
 
     def bucket_series(
@@ -283,13 +286,14 @@ class Window:
 
     def _bucket_figures(self, bucket: int, signal: int) -> tuple[float | None, float | None]:
         slot = bucket % self.bucket_count
-        n = self._slot_count[slot][signal] if self._bucket_of_slot[slot] == bucket else 0
+        at = slot * len(self.signals) + signal
+        n = self._slot_count[at] if self._bucket_of_slot[slot] == bucket else 0
         if not n:
             return None, None
-        top = self._slot_max[slot][signal]
+        top = self._slot_max[at]
         hists = self._slot_hist[slot]
         assert hists is not None  # the bucket holds samples
-        mean = sum(map(operator.mul, hists[signal], _MIDPOINTS)) / n
+        mean = sum(map(operator.mul, hists[signal * WIDTH : (signal + 1) * WIDTH], _MIDPOINTS)) / n
         return min(mean, top), top
 
     def maximum(self, signal: int, seconds: float | None = None) -> float | None:
@@ -306,14 +310,16 @@ class Window:
             cached = self._recent.get(key)
             if cached is None:
                 cached = -math.inf
+                k = len(self.signals)
                 for bucket in range(lowest, newest):
                     slot = bucket % self.bucket_count
-                    if self._bucket_of_slot[slot] == bucket and self._slot_max[slot][signal] > cached:
-                        cached = self._slot_max[slot][signal]
+                    if self._bucket_of_slot[slot] == bucket and self._slot_max[slot * k + signal] > cached:
+                        cached = self._slot_max[slot * k + signal]
                 if len(self._recent) > 64:
                     self._recent.clear()
                 self._recent[key] = cached
             slot = newest % self.bucket_count
-            newest_max = self._slot_max[slot][signal] if self._bucket_of_slot[slot] == newest else -math.inf
+            at = slot * len(self.signals) + signal
+            newest_max = self._slot_max[at] if self._bucket_of_slot[slot] == newest else -math.inf
             best = max(cached, newest_max)
         return None if best == -math.inf else best

@@ -1,15 +1,16 @@
-"""A window's bucket histograms take one byte per bin until a bin outgrows it, then two, then four:
-the counts (percentiles, bucket means, expiry) are those of four-byte bins throughout."""
+"""A window's bucket histograms take one byte per bin until a bin outgrows it, then two, then four
+(the bucket's histograms of every signal are one array, widened together): the counts
+(percentiles, bucket means, expiry) are those of four-byte bins throughout."""
 
 from __future__ import annotations
 
-from rightsizing.windows import BINS, Window
+from rightsizing.windows import BINS, WIDTH, Window
 
 SIGNALS = 12  # what a GPU tracker keeps
 
 
 def bucket_bytes(w: Window) -> int:
-    return sum(h.buffer_info()[1] * h.itemsize for slot in w._slot_hist if slot is not None for h in slot)
+    return sum(h.buffer_info()[1] * h.itemsize for h in w._slot_hist if h is not None)
 
 
 def test_a_gpus_hour_at_one_second_takes_a_byte_per_bin() -> None:
@@ -29,8 +30,8 @@ def test_a_bin_past_255_and_past_65535_widens_its_bucket_and_keeps_every_count()
     assert w.count(0) == n and w.count(1) == n
     first = w._slot_hist[0]
     assert first is not None
-    assert first[0].typecode == "I" and first[0][90] == n
-    assert first[1].typecode == "H" and first[1][3] == n // 10
+    assert first.typecode == "I" and first[90] == n
+    assert first[WIDTH + 3] == n // 10
     assert w.percentile(0, 0.5) == 0.905  # capped at the exact maximum
     assert w.percentile(1, 0.95) == 0.09  # bin 9, capped at the exact maximum
     assert w.percentile(1, 0.5) == 0.05  # the 35,000th value is 0.04: upper edge of bin 4
@@ -39,5 +40,5 @@ def test_a_bin_past_255_and_past_65535_widens_its_bucket_and_keeps_every_count()
     # Both buckets expire: the totals are back to nothing and the slots are one byte per bin again.
     w.add(200.0, [0.5, 0.5])
     assert w.count(0) == 1 and w.percentile(0, 0.5) == 0.5 and w.percentile(1, 0.99) == 0.5
-    assert {h.typecode for slot in w._slot_hist if slot is not None for h in slot} == {"B"}
+    assert {h.typecode for h in w._slot_hist if h is not None} == {"B"}
     assert sum(w._total_hist[0]) == 1

@@ -93,7 +93,7 @@ def test_history_spans_the_kept_samples(shape, stream) -> None:
 
 
 def _held_bytes(w: Window) -> int:
-    arrays = [*w._total_hist, *(h for slot in w._slot_hist if slot is not None for h in slot)]
+    arrays = [*w._total_hist, *(h for h in w._slot_hist if h is not None)]
     return sum(a.buffer_info()[1] * a.itemsize for a in arrays)
 
 
