@@ -1,8 +1,9 @@
 """What a GPU's right-sizing window holds once full, counted object by object (every list, array,
 float and header reachable from the window, as ``sys.getsizeof`` reports them), against what its
-counts need: a bucket's bins one byte each, the running totals four, and a count and an exact
-maximum per bucket and signal. Per-bucket Python objects (a list and an array per signal, a float
-per maximum) cost more than the bins themselves and would show here."""
+counts need: a minute's bucket at 1 s its 60 samples' bins, a byte per signal (fewer than the 101
+bins of a histogram), the running totals four bytes per bin, and a count and an exact maximum per
+bucket and signal. Per-bucket Python objects (a list and an array per signal, a float per maximum)
+cost more than the bins themselves and would show here."""
 
 from __future__ import annotations
 
@@ -40,11 +41,11 @@ def test_a_full_gpu_window_holds_little_more_than_its_counts() -> None:
             w.percentiles(0, (0.95, 0.5))  # reads keep their caches bounded too
             w.maximum(1, 300.0)
     assert w.samples == 3600
-    bins = buckets * k * width  # 60 samples per bucket fit one byte per bin
+    bins = buckets * k * 60  # a byte per sample and signal: fewer than the histograms' bins
     totals = k * width * 4
     per_bucket = buckets * k * (4 + 8)  # a count and a float maximum per bucket and signal
-    counts = bins + totals + per_bucket  # 93,392 bytes with 13 signals
-    # Headers and the per-bucket bookkeeping (bucket number, first time, samples) on top: 14 % with
-    # Python 3.11 (106,606 bytes). An array per bucket and signal and two lists per bucket held
-    # 204,690 bytes here.
+    counts = bins + totals + per_bucket  # 61,412 bytes with 13 signals
+    # Headers and the per-bucket bookkeeping (bucket number, first time, samples) on top: 17 % with
+    # Python 3.11 (71,738 bytes). Histograms in every bucket held 106,606 bytes here, and an array
+    # per bucket and signal with two lists per bucket 204,690.
     assert held(w) <= 1.25 * counts
