@@ -5,6 +5,7 @@ those series out and /api/v1/gpus says why; per-metric and per-call faults."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from nvmldouble import (
 )
 from servers import exporter, wait_for
 
-from exporter.sources.nvml.gpm import GPM_FIELDS
+from exporter.sources.nvml.gpm import GPM_FIELDS, GPM_METRICS, _request
 
 MIB = 1_048_576
 # GPM metric id -> (value in GPM's unit, published family, divisor or multiplier to DCGM's unit).
@@ -199,6 +200,21 @@ def test_gpus_asking_for_different_metrics_each_get_their_own_values(
         assert last is not None
         # Cycles later, after GPU 1 asked for one metric fewer than GPU 0 and 2 every cycle.
         scrape_until(proc.url, lambda s: own_values(s) and (value(s, stamp) or 0) > last + 1, what="2 cycles")
+
+
+def test_one_metrics_request_per_thread_whatever_the_targets() -> None:
+    """``nvmlGpmMetricsGet``'s argument is 19 KB: a thread reuses one for every target it reads, and
+    asks each for its own metrics; another thread (one left in a hung call) has its own."""
+    everything, fewer = list(GPM_METRICS), [m for m in GPM_METRICS if m.field != "nvlink_rx_bytes_per_second"]
+    first = _request(everything)
+    assert _request(fewer) is first and first.numMetrics == len(fewer)
+    assert [first.metrics[i].metricId for i in range(len(fewer))] == [m.metric_id for m in fewer]
+    assert _request(everything) is first and first.numMetrics == len(everything)
+    other: list[object] = []
+    worker = threading.Thread(target=lambda: other.append(_request(everything)))
+    worker.start()
+    worker.join()
+    assert other[0] is not first
 
 
 def test_gpm_call_error_drops_the_ratios_then_they_return(nvml_double: NvmlDouble, tmp_path: Path) -> None:
