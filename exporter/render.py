@@ -3,7 +3,8 @@
 Why not ``prometheus_client.generate_latest``: it renames every counter to ``<name>_total``, which
 would break dcgm-exporter's counter names (``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``), and it
 rebuilds every label string on every call. This renderer caches each GPU's label string across
-cycles, renders every sample line once and wraps it in the text 0.0.4 and OpenMetrics 1.0 headers.
+cycles and renders a snapshot in the format a scraper asks for (text 0.0.4 or OpenMetrics 1.0, which
+differ in their family headers only), once per format.
 Its output is checked by prometheus-client's own parsers and by ``promtool check metrics`` in the
 tests.
 
@@ -18,6 +19,7 @@ import math
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 
 from rightsizer_core.snapshot import GpuIdentity, GpuSample, PodRef, Snapshot
 
@@ -52,15 +54,24 @@ def _label_string(pairs: Iterable[tuple[str, str]]) -> str:
 
 
 class Exposition:
-    """The rendered bytes of one snapshot in both formats; gzip variants made on first use."""
+    """One snapshot's /metrics bytes: each format (text 0.0.4, OpenMetrics) rendered when first asked
+    for, and its gzip variant compressed when first asked for. A scraper that takes gzip keeps only
+    the compressed bytes: the plain ones are rendered again if someone asks for them later."""
 
-    __slots__ = ("_cache", "_lock", "openmetrics", "text")
+    __slots__ = ("_cache", "_lock", "_make")
 
-    def __init__(self, text: bytes, openmetrics: bytes) -> None:
-        self.text = text
-        self.openmetrics = openmetrics
-        self._cache: dict[tuple[bool, bool], bytes] = {(False, False): text, (True, False): openmetrics}
+    def __init__(self, make: Callable[[bool], bytes]) -> None:
+        self._make = make  # openmetrics? -> the document's bytes
+        self._cache: dict[tuple[bool, bool], bytes] = {}
         self._lock = threading.Lock()
+
+    @property
+    def text(self) -> bytes:
+        return self.body(False, False)
+
+    @property
+    def openmetrics(self) -> bytes:
+        return self.body(True, False)
 
     def cached(self, openmetrics: bool, gzipped: bool) -> bytes | None:
         return self._cache.get((openmetrics, gzipped))
@@ -73,9 +84,11 @@ class Exposition:
         with self._lock:
             cached = self._cache.get(key)
             if cached is None:
-                raw = self.openmetrics if openmetrics else self.text
+                raw = self._cache.get((openmetrics, False))
+                if raw is None:
+                    raw = self._make(openmetrics)
                 # Level 1: ~4x faster than the default 6 on exposition text for a few % more bytes.
-                cached = gzip.compress(raw, compresslevel=1, mtime=0)
+                cached = gzip.compress(raw, compresslevel=1, mtime=0) if gzipped else raw
                 self._cache[key] = cached
             return cached
 
@@ -91,7 +104,7 @@ class Renderer:
         self.families = FAMILIES if families is None else tuple(f for f in FAMILIES if f.name in families)
         self._gpu_labels: dict[tuple[GpuIdentity, PodRef | None, str, bool], str] = {}
         self._row_labels: dict[tuple[tuple[str, str], ...], str] = {}
-        self._family_headers: dict[Family, tuple[str, str]] = {}
+        self._family_headers: dict[Family, tuple[bytes, bytes]] = {}
         self._build = _label_string(
             (("version", __version__), ("python_version", ".".join(map(str, sys.version_info[:3]))))
         )
@@ -180,7 +193,7 @@ class Renderer:
             cached = self._row_labels[pairs] = _label_string(pairs)
         return cached
 
-    def _headers(self, fam: Family) -> tuple[str, str]:
+    def _headers(self, fam: Family) -> tuple[bytes, bytes]:
         """(text 0.0.4 header, OpenMetrics header) of a family."""
         cached = self._family_headers.get(fam)
         if cached is None:
@@ -193,13 +206,19 @@ class Renderer:
             else:
                 om_name, om_type = name, fam.type
             cached = self._family_headers[fam] = (
-                f"# HELP {name} {fam.help}\n# TYPE {name} {text_type}\n",
-                f"# HELP {om_name} {fam.help}\n# TYPE {om_name} {om_type}\n",
+                f"# HELP {name} {fam.help}\n# TYPE {name} {text_type}\n".encode(),
+                f"# HELP {om_name} {fam.help}\n# TYPE {om_name} {om_type}\n".encode(),
             )
         return cached
 
     # -- documents ----------------------------------------------------------------------------
     def render(self, snap: Snapshot) -> Exposition:
+        """The snapshot's exposition; each format is rendered when first asked for."""
+        return Exposition(partial(self.document, snap))
+
+    def document(self, snap: Snapshot, openmetrics: bool) -> bytes:
+        """The snapshot in one format. Each family's lines are joined and encoded on their own,
+        so a render holds the document about twice at most (the families' bytes and their join)."""
         per_render: dict[int, tuple[str, str]] = {}
         host = snap.hostname
 
@@ -210,20 +229,18 @@ class Renderer:
                 found = per_render[id(g)] = (self.gpu_labels(g, host, True), self.gpu_labels(g, host, False))
             return found
 
-        text: list[str] = []
-        om: list[str] = []
+        parts: list[bytes] = []
         fmt = format_value
+        which = 1 if openmetrics else 0
         for fam in self.families:
             name = fam.name
             lines = [
                 f"{name}{{{lab}}} {fmt(value)}\n" if lab else f"{name} {fmt(value)}\n"
                 for lab, value in self._rows(fam, snap, labels)
             ]
-            if not lines:
-                continue
-            body = "".join(lines)
-            text_header, om_header = self._headers(fam)
-            text.append(text_header + body)
-            om.append(om_header + body)
-        om.append("# EOF\n")
-        return Exposition("".join(text).encode(), "".join(om).encode())
+            if lines:
+                parts.append(self._headers(fam)[which])
+                parts.append("".join(lines).encode())
+        if openmetrics:
+            parts.append(b"# EOF\n")
+        return b"".join(parts)

@@ -106,7 +106,7 @@ class RightsizingSettings:
     )
     window_buckets: int = setting(
         60,
-        "Time buckets per window (memory is fixed: buckets x signals x 101 counters).",
+        "Time buckets per window (memory is bounded: at most buckets x signals x 101 counters).",
         minimum=6,
         maximum=1440,
     )

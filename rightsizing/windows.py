@@ -5,8 +5,11 @@ time may run faster than wall time) as ``bucket_count`` buckets of equal width. 
 per signal, a histogram of ``BINS`` equal bins over [0, 1], its exact maximum and its sample count;
 the window keeps running totals that are incremented on every sample and decremented when a bucket
 expires. Adding a sample is O(signals); a percentile scans the summed histogram down from the
-maximum's bin; memory is bounded whatever the sampling rate (a bucket's bins take one byte
-each, widened to two or four when one outgrows it).
+maximum's bin. Memory is bounded whatever the sampling rate: a bucket holds its samples' bins, one
+byte per signal and sample, until it has taken as many samples as a histogram has bins; from then on
+its histograms, one flat array of one byte per bin (widened to two or four bytes when a bin outgrows
+it). The buckets' maxima and counts are two flat arrays of the window. A bucket so costs at most
+``signals x (BINS + 1)`` bytes and a few more, and a minute's bucket at 1 s 60 bytes per signal.
 
 Values are ratios in [0, 1] (memory is kept as a share of the device's capacity); values outside are
 clamped into the end bins. A percentile is the upper edge of the bin holding the nearest-rank sample,
@@ -21,16 +24,22 @@ import math
 import operator
 from array import array
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
 
 BINS = 100  # 1 % resolution for ratios
-_EMPTY = array("I", bytes(4 * (BINS + 1)))
-# A bucket's histograms start with one byte per bin (a minute's bucket at 1 s holds 60 samples) and
-# widen to two, then four, on the first count that does not fit: 1.2 KB per bucket and signal less
-# than four bytes per bin (about 200 KiB per GPU), the same counts.
-_EMPTY_BUCKET = array("B", bytes(BINS + 1))
+WIDTH = BINS + 1  # bins per signal in a histogram (values of 1.0 and above in the last)
+_EMPTY = array("I", bytes(4 * WIDTH))
+# A bucket's histograms (once it has taken WIDTH samples) start with one byte per bin and widen to
+# two, then four, on the first count that does not fit: 1.3 KB per bucket of 13 signals where
+# four-byte bins took 5.2 KB, the same counts.
 _WIDER = {"B": "H", "H": "I"}
+_ZERO_BYTE = array("B", [0])  # repeated into a bucket's bins: an array made so holds no spare room
+ABSENT = 255  # a signal without a value in a sample, in a bucket that keeps its samples' bins
+# A bucket: its samples' bins (signal i of sample j at j * signals + i), a bytearray while it is the
+# newest, bytes once closed; or its histograms (signal i's bin b at i * WIDTH + b).
+Bucket = bytearray | bytes | array
 _MIDPOINTS = tuple((b + 0.5) / BINS for b in range(BINS + 1))
 
 
@@ -39,6 +48,15 @@ def _rank_bin(below: list[int], top_bin: int, needed: int) -> int:
     samples, or bin 0. ``below[j]`` is the count of bins ``top_bin - j`` .. ``top_bin``; summing
     and searching in C costs a few microseconds where the scan in Python cost ~20 per long read."""
     return max(0, top_bin - bisect_left(below, needed))
+
+
+def _histograms(bins: bytes | bytearray, k: int) -> array[int]:
+    """The histograms (signal i's bin b at i * WIDTH + b) of samples' bins kept ``k`` per sample."""
+    hists = _ZERO_BYTE * (k * WIDTH)
+    for j, b in enumerate(bins):
+        if b != ABSENT:
+            hists[(j % k) * WIDTH + b] += 1
+    return hists
 
 
 class Window:
@@ -72,11 +90,13 @@ class Window:
         self.signals = tuple(signals)
         k = len(self.signals)
         self._bucket_of_slot: list[int | None] = [None] * bucket_count
-        # A bucket's histograms are allocated when it first takes a sample: a window fills over
+        # A bucket's storage (``Bucket``) is made when it first takes a sample: a window fills over
         # ``length_seconds``, and a process that just started holds only the buckets it used.
-        self._slot_hist: list[list[array[int]] | None] = [None] * bucket_count
-        self._slot_max = [[-math.inf] * k for _ in range(bucket_count)]
-        self._slot_count = [[0] * k for _ in range(bucket_count)]
+        # Expiry drops it.
+        self._slot_hist: list[Bucket | None] = [None] * bucket_count
+        # Per bucket and signal (at slot * k + i): exact maximum (-inf: none) and sample count.
+        self._slot_max = array("d", [-math.inf]) * (bucket_count * k)
+        self._slot_count = array("I", [0]) * (bucket_count * k)
         self._slot_samples = [0] * bucket_count
         self._slot_first = [math.inf] * bucket_count  # earliest sample time per bucket
         self._total_hist = [array("I", _EMPTY) for _ in range(k)]
@@ -94,9 +114,19 @@ class Window:
         bucket = math.floor(t / self.width)
         slot = self._advance(bucket, t)
         hists = self._slot_hist[slot]
-        assert hists is not None  # _advance allocates a bucket's histograms
-        maxes = self._slot_max[slot]
-        counts = self._slot_count[slot]
+        assert hists is not None  # _advance allocates a bucket's storage
+        k = len(self.signals)
+        dense: array[int] | None  # the bucket's histograms, or None while it keeps its samples' bins
+        if isinstance(hists, array):
+            dense = hists
+        elif len(hists) < k * WIDTH:
+            dense = None
+        else:  # as many samples as bins: histograms from now on (counts of at most WIDTH fit a byte)
+            dense = self._slot_hist[slot] = _histograms(hists, k)
+        raw = [ABSENT] * k if dense is None else []  # this sample's bins
+        maxes = self._slot_max
+        counts = self._slot_count
+        base = slot * k
         totals = self._total_hist
         self._slot_samples[slot] += 1
         if t < self._slot_first[slot]:
@@ -107,18 +137,24 @@ class Window:
             if v is None or v != v:
                 continue
             b = 0 if v <= 0.0 else (BINS if v >= 1.0 else int(v * BINS))
-            try:
-                hists[i][b] += 1
-            except OverflowError:  # the bin outgrew its bucket's counter width: widen the bucket's
-                hists[i] = array(_WIDER[hists[i].typecode], hists[i])
-                hists[i][b] += 1
+            if dense is None:
+                raw[i] = b
+            else:
+                try:
+                    dense[i * WIDTH + b] += 1
+                except OverflowError:  # the bin outgrew its bucket's counter width: widen the bucket
+                    dense = self._slot_hist[slot] = array(_WIDER[dense.typecode], dense)
+                    dense[i * WIDTH + b] += 1
             totals[i][b] += 1
-            counts[i] += 1
+            counts[base + i] += 1
             total_count[i] += 1
-            if v > maxes[i]:
-                maxes[i] = v
+            if v > maxes[base + i]:
+                maxes[base + i] = v
                 if window_max is not None and v > window_max[i]:
                     window_max[i] = v
+        if dense is None:
+            assert isinstance(hists, bytearray)  # only the newest bucket takes samples
+            hists.extend(raw)
 
     def _advance(self, bucket: int, t: float) -> int:
         newest = self._newest
@@ -128,6 +164,9 @@ class Window:
                 self.clear()
             self._newest = bucket
         elif bucket > newest:
+            closed = self._slot_hist[newest % self.bucket_count]
+            if isinstance(closed, bytearray):  # no more samples: drop the room kept for growth
+                self._slot_hist[newest % self.bucket_count] = bytes(closed)
             for b in range(newest + 1, bucket + 1):
                 self._expire(b % self.bucket_count)
             self._newest = bucket
@@ -138,7 +177,7 @@ class Window:
             self._expire(slot)
             self._bucket_of_slot[slot] = bucket
             if self._slot_hist[slot] is None:
-                self._slot_hist[slot] = [array("B", _EMPTY_BUCKET) for _ in self.signals]
+                self._slot_hist[slot] = bytearray()
         if self._last_t is None or t > self._last_t:
             self._last_t = t
         return slot
@@ -146,23 +185,28 @@ class Window:
     def _expire(self, slot: int) -> None:
         if self._bucket_of_slot[slot] is None:
             return
-        counts = self._slot_count[slot]
+        k = len(self.signals)
+        base = slot * k
+        counts = self._slot_count
         hists = self._slot_hist[slot]
         assert hists is not None  # allocated when the bucket took its first sample
-        for i, hist in enumerate(hists):
-            if counts[i]:
+        dense = isinstance(hists, array)
+        for i in range(k):
+            n = counts[base + i]
+            if n:
                 total = self._total_hist[i]
-                for b, c in enumerate(hist):
-                    if c:
-                        total[b] -= c
-                self._total_count[i] -= counts[i]
-                if hist.typecode == "B":
-                    hist[:] = _EMPTY_BUCKET
-                else:
-                    hists[i] = array("B", _EMPTY_BUCKET)
-        k = len(self.signals)
-        self._slot_max[slot] = [-math.inf] * k
-        self._slot_count[slot] = [0] * k
+                if dense:
+                    for b, c in enumerate(hists[i * WIDTH : (i + 1) * WIDTH]):
+                        if c:
+                            total[b] -= c
+                else:  # the signal's bins, counted in C
+                    for b, c in Counter(hists[i::k]).items():
+                        if b != ABSENT:
+                            total[b] -= c
+                self._total_count[i] -= n
+                counts[base + i] = 0
+            self._slot_max[base + i] = -math.inf
+        self._slot_hist[slot] = None
         self._slot_samples[slot] = 0
         self._slot_first[slot] = math.inf
         self._bucket_of_slot[slot] = None
@@ -248,10 +292,9 @@ class Window:
     def _maxima(self) -> list[float]:
         cached = self._window_max
         if cached is None:
-            live = [m for m, b in zip(self._slot_max, self._bucket_of_slot, strict=True) if b is not None]
+            # An expired or unused bucket's maxima are -inf, so every bucket's column will do.
             k = len(self.signals)
-            cached = [max(col) for col in zip(*live, strict=True)] if live else [-math.inf] * k
-            self._window_max = cached
+            cached = self._window_max = [max(self._slot_max[i::k]) for i in range(k)]
         return cached
 
     def bucket_series(
@@ -283,13 +326,21 @@ class Window:
 
     def _bucket_figures(self, bucket: int, signal: int) -> tuple[float | None, float | None]:
         slot = bucket % self.bucket_count
-        n = self._slot_count[slot][signal] if self._bucket_of_slot[slot] == bucket else 0
+        at = slot * len(self.signals) + signal
+        n = self._slot_count[at] if self._bucket_of_slot[slot] == bucket else 0
         if not n:
             return None, None
-        top = self._slot_max[slot][signal]
+        top = self._slot_max[at]
         hists = self._slot_hist[slot]
         assert hists is not None  # the bucket holds samples
-        mean = sum(map(operator.mul, hists[signal], _MIDPOINTS)) / n
+        if isinstance(hists, array):
+            hist: Sequence[int] = hists[signal * WIDTH : (signal + 1) * WIDTH]
+        else:
+            hist = [0] * WIDTH
+            for b in hists[signal :: len(self.signals)]:
+                if b != ABSENT:
+                    hist[b] += 1
+        mean = sum(map(operator.mul, hist, _MIDPOINTS)) / n
         return min(mean, top), top
 
     def maximum(self, signal: int, seconds: float | None = None) -> float | None:
@@ -306,14 +357,16 @@ class Window:
             cached = self._recent.get(key)
             if cached is None:
                 cached = -math.inf
+                k = len(self.signals)
                 for bucket in range(lowest, newest):
                     slot = bucket % self.bucket_count
-                    if self._bucket_of_slot[slot] == bucket and self._slot_max[slot][signal] > cached:
-                        cached = self._slot_max[slot][signal]
+                    if self._bucket_of_slot[slot] == bucket and self._slot_max[slot * k + signal] > cached:
+                        cached = self._slot_max[slot * k + signal]
                 if len(self._recent) > 64:
                     self._recent.clear()
                 self._recent[key] = cached
             slot = newest % self.bucket_count
-            newest_max = self._slot_max[slot][signal] if self._bucket_of_slot[slot] == newest else -math.inf
+            at = slot * len(self.signals) + signal
+            newest_max = self._slot_max[at] if self._bucket_of_slot[slot] == newest else -math.inf
             best = max(cached, newest_max)
         return None if best == -math.inf else best

@@ -5,6 +5,7 @@ those series out and /api/v1/gpus says why; per-metric and per-call faults."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from nvmldouble import (
     NOT_SUPPORTED,
     UNKNOWN,
     NvmlDouble,
+    Sample,
     api_gpus,
     exporter_args,
     gpu_values,
@@ -21,7 +23,7 @@ from nvmldouble import (
 )
 from servers import exporter, wait_for
 
-from exporter.sources.nvml.gpm import GPM_FIELDS
+from exporter.sources.nvml.gpm import GPM_FIELDS, GPM_METRICS, _request
 
 MIB = 1_048_576
 # GPM metric id -> (value in GPM's unit, published family, divisor or multiplier to DCGM's unit).
@@ -166,6 +168,53 @@ def test_one_metric_not_supported_leaves_only_that_series_out(
         api = api_gpus(proc.url)[uuid]
         assert "nvlink_rx_bytes_per_second" in api["unsupported"]
         assert "sm_active_ratio" not in api["unsupported"]
+
+
+def test_gpus_asking_for_different_metrics_each_get_their_own_values(
+    nvml_double: NvmlDouble, tmp_path: Path
+) -> None:
+    """The sampling thread reads every GPU through one request: GPU 1 does not support NVLink RX,
+    GPU 0 and 2 do, and each keeps its own set and values (the three differ by their scale)."""
+    scales = (1.0, 0.5, 0.25)
+    nvml_double.set({
+        "gpus": 3, **gpu_values(0), **gpu_values(1), **gpu_values(2),
+        **gpm_gpu(0), **gpm_gpu(1, scales[1]), **gpm_gpu(2, scales[2]), "gpu.1.error.gpm.60": NOT_SUPPORTED,
+    })  # fmt: skip
+    uuids = [str(gpu_values(i)[f"gpu.{i}.uuid"]) for i in range(3)]
+
+    def own_values(samples: list[Sample]) -> bool:
+        for gpu, uuid in enumerate(uuids):
+            for metric_id, (gpm_value, family) in GPM.items():
+                got = value(samples, family, UUID=uuid)
+                if (gpu, metric_id) == (1, 60):
+                    assert got is None
+                elif got is None:
+                    return False  # the first cycles have one GPM sample only
+                else:
+                    assert got == pytest.approx(published(metric_id, gpm_value * scales[gpu]), rel=1e-12)
+        return True
+
+    with exporter(exporter_args(tmp_path), env=nvml_double.env()) as proc:
+        stamp = "rightsizer_last_sample_timestamp_seconds"
+        last = value(scrape_until(proc.url, own_values, what="ratios of the three GPUs"), stamp)
+        assert last is not None
+        # Cycles later, after GPU 1 asked for one metric fewer than GPU 0 and 2 every cycle.
+        scrape_until(proc.url, lambda s: own_values(s) and (value(s, stamp) or 0) > last + 1, what="2 cycles")
+
+
+def test_one_metrics_request_per_thread_whatever_the_targets() -> None:
+    """``nvmlGpmMetricsGet``'s argument is 19 KB: a thread reuses one for every target it reads, and
+    asks each for its own metrics; another thread (one left in a hung call) has its own."""
+    everything, fewer = list(GPM_METRICS), [m for m in GPM_METRICS if m.field != "nvlink_rx_bytes_per_second"]
+    first = _request(everything)
+    assert _request(fewer) is first and first.numMetrics == len(fewer)
+    assert [first.metrics[i].metricId for i in range(len(fewer))] == [m.metric_id for m in fewer]
+    assert _request(everything) is first and first.numMetrics == len(everything)
+    other: list[object] = []
+    worker = threading.Thread(target=lambda: other.append(_request(everything)))
+    worker.start()
+    worker.join()
+    assert other[0] is not first
 
 
 def test_gpm_call_error_drops_the_ratios_then_they_return(nvml_double: NvmlDouble, tmp_path: Path) -> None:

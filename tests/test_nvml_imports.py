@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from nvmldouble import NvmlDouble, exporter_args, gpu_values, scrape
 from servers import exporter, wait_for
 
@@ -32,3 +33,17 @@ def test_exporter_on_nvml_imports_no_optional_subsystem(nvml_double: NvmlDouble,
     assert {"pynvml", "aiohttp", "exporter.sources.nvml.source"} <= modules  # the report works
     loaded = sorted(m for m in modules if m.split(".")[0] in OPTIONAL or m in OPTIONAL or m in NOT_ON_NVML)
     assert loaded == [], f"imported without being configured: {loaded}"
+
+
+def test_exporter_maps_no_cplusplus_runtime(
+    nvml_double: NvmlDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """frozenlist, under aiohttp's signals, ships a C++ build that loads libstdc++ (about 1 MiB of
+    resident pages); the exporter runs frozenlist's pure-Python FrozenList instead."""
+    monkeypatch.delenv("FROZENLIST_NO_EXTENSIONS", raising=False)  # the exporter's choice, not inherited
+    nvml_double.set({"gpus": 1, **gpu_values(0)})
+    with exporter(exporter_args(tmp_path), env=nvml_double.env()) as proc:
+        scrape(proc.url)
+        maps = Path(f"/proc/{proc.proc.pid}/maps").read_text()
+    assert "/libnvidia-ml.so.1" in maps  # the maps of the exporter on the double
+    assert "libstdc++" not in maps

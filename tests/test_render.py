@@ -135,6 +135,24 @@ def test_gzip_variants_decompress_to_the_same_bytes() -> None:
     assert exp.body(True, True) is exp.body(True, True)  # made once
 
 
+def test_only_the_format_asked_for_is_made_and_kept() -> None:
+    """A scrape holds one document, not both formats: Prometheus (OpenMetrics, gzip) keeps only the
+    compressed bytes of one; a plain text scrape keeps only the text."""
+    snap = snapshot([GpuSample(identity(0), True, fields())])
+    exp = Renderer().render(snap)
+    zipped = exp.body(True, True)
+    assert [exp.cached(om, gz) is not None for om in (False, True) for gz in (False, True)] == [
+        False, False, False, True,
+    ]  # fmt: skip
+    plain = Renderer().render(snap)
+    text = plain.body(False, False)
+    assert [plain.cached(om, gz) is not None for om in (False, True) for gz in (False, True)] == [
+        True, False, False, False,
+    ]  # fmt: skip
+    # Asked for later, the other formats are the same documents as a fresh render makes.
+    assert exp.text == text and gzip.decompress(zipped) == plain.openmetrics
+
+
 def test_extension_rows_get_gpu_labels(monkeypatch: pytest.MonkeyPatch) -> None:
     g = GpuSample(identity(0), True, fields())
     fam = Family(

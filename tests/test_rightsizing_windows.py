@@ -93,34 +93,39 @@ def test_history_spans_the_kept_samples(shape, stream) -> None:
 
 
 def _held_bytes(w: Window) -> int:
-    arrays = [*w._total_hist, *(h for slot in w._slot_hist if slot is not None for h in slot)]
-    return sum(a.buffer_info()[1] * a.itemsize for a in arrays)
+    buffers = [*w._total_hist, *(h for h in w._slot_hist if h is not None)]
+    return sum(memoryview(a).nbytes for a in buffers)
 
 
-def test_memory_is_fixed_whatever_the_number_of_samples() -> None:
+def test_memory_is_bounded_whatever_the_number_of_samples() -> None:
     w = Window(3600.0, ("a",) * 10, 60)
+    bound = 10 * 101 * 4 + 60 * 10 * 101  # running totals + a byte per bin of every bucket
     for i in range(3600):  # a whole window: every bucket has taken samples
         w.add(float(i), [0.5] * 10)
-    before = _held_bytes(w)
-    for i in range(3600 * 3, 3600 * 3 + 20000):
+    assert _held_bytes(w) <= bound
+    for i in range(3600 * 3, 3600 * 3 + 20000):  # 3 a second: 180 samples a bucket
         w.add(float(i) / 3, [i % 100 / 100] * 10)
-    assert _held_bytes(w) == before
+    assert w.samples == 59 * 180 + 20 and _held_bytes(w) <= bound  # 59 full buckets, the newest 20
 
 
-def test_a_bucket_holds_histograms_once_it_has_taken_a_sample() -> None:
-    # Running totals: 4 bytes x 101 bins per signal; each bucket that took a sample: 1 byte x 101
-    # bins per signal (a minute's bucket at 1 s holds 60 samples, which fit in a byte).
+def test_a_bucket_holds_its_samples_bins_then_histograms() -> None:
+    # Running totals: 4 bytes x 101 bins per signal; each bucket that took a sample: 1 byte per
+    # signal and sample until it has taken 101 samples, then 1 byte x 101 bins per signal.
     w = Window(3600.0, ("a", "b", "c"), 60)
     totals = 3 * 101 * 4
     assert _held_bytes(w) == totals
     w.add(0.0, [0.5, 0.5, 0.5])
-    assert _held_bytes(w) == totals + 3 * 101
-    for i in range(1, 600):  # ten minutes: ten one-minute buckets
-        w.add(float(i), [0.5, 0.2, 0.9])
-    assert _held_bytes(w) == totals + 10 * 3 * 101
+    assert _held_bytes(w) == totals + 3
+    for i in range(1, 600):  # ten minutes at 1 s: ten one-minute buckets of 60 samples
+        w.add(float(i), [0.5, 0.2, None])
+    assert _held_bytes(w) == totals + 600 * 3
     for i in range(600, 3600 * 2):  # two hours: the 60 buckets of the window, no more
         w.add(float(i), [0.5, 0.2, 0.9])
+    assert _held_bytes(w) == totals + 60 * 60 * 3
+    for i in range(7200 * 2, 10800 * 2):  # the next hour at 0.5 s: 120 samples a bucket
+        w.add(i / 2, [0.5, 0.2, 0.9])
     assert _held_bytes(w) == totals + 60 * 3 * 101
+    assert w.count(2) == 7200 and w.percentile(2, 0.5) == 0.9
 
 
 def test_time_running_backwards_far_starts_afresh_and_a_little_counts_in_the_newest_bucket() -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,7 +77,6 @@ class GpmSeries:
     # Monotonic clock read just after ``previous`` was taken: the cycle's ``now`` can be older than the
     # moment a job really runs (a busy sampling thread), so spacing is also checked on this clock.
     previous_taken: float = 0.0
-    request: Any = None  # c_nvmlGpmMetricsGet_t, built once
     unsupported: set[str] = field(default_factory=set)  # fields whose metric answered NOT_SUPPORTED
     values: dict[str, float] = field(default_factory=dict)  # the last metrics computed
     nvlink_mib: float = 0.0
@@ -187,13 +187,7 @@ class GpmState:
 
     def _metrics(self, tracker: CallTracker, s: GpmSeries, seconds: float) -> None:
         wanted = [m for m in GPM_METRICS if m.field not in s.unsupported]
-        if s.request is None or s.request.numMetrics != len(wanted):
-            s.request = pynvml.c_nvmlGpmMetricsGet_t()
-            s.request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-            s.request.numMetrics = len(wanted)
-            for i, m in enumerate(wanted):
-                s.request.metrics[i].metricId = m.metric_id
-        req = s.request
+        req = _request(wanted)
         req.sample1, req.sample2 = s.previous, s.current
         self._mark(tracker, "nvmlGpmMetricsGet")
         pynvml.nvmlGpmMetricsGet(req)
@@ -219,6 +213,34 @@ class GpmState:
         while self._retired:
             with contextlib.suppress(pynvml.NVMLError):
                 pynvml.nvmlGpmSampleFree(self._retired.pop())
+
+
+class _ThreadRequest(threading.local):
+    """The thread's ``nvmlGpmMetricsGet`` argument (19 KB: room for every metric NVML knows), shared
+    by the targets its jobs read one after another instead of one per target; a thread left in a
+    hung call keeps its own. ``ids``: the metrics it asks for now."""
+
+    request: Any = None
+    ids: tuple[int, ...] = ()
+
+
+_thread_request = _ThreadRequest()
+
+
+def _request(wanted: list[GpmMetric]) -> Any:
+    """This thread's request, asking for ``wanted`` (metric ids written only when they change)."""
+    mine = _thread_request
+    req = mine.request
+    if req is None:
+        req = mine.request = pynvml.c_nvmlGpmMetricsGet_t()
+        req.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+    ids = tuple(m.metric_id for m in wanted)
+    if ids != mine.ids:
+        req.numMetrics = len(ids)
+        for i, metric_id in enumerate(ids):
+            req.metrics[i].metricId = metric_id
+        mine.ids = ids
+    return req
 
 
 def tracker_call(target: int | None) -> str:
