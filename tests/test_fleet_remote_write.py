@@ -9,33 +9,24 @@ with the exporter's label sets, a sample at every step, and the values the simul
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 import urllib.parse
 import urllib.request
-from collections import defaultdict
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.append(str(BENCH))  # appended: bench/exporter.py must not shadow the exporter package
 
-import fleet_history as fh  # noqa: E402
-import fleet_native  # noqa: E402
 import fleet_remote_write  # noqa: E402
+from fleet_expected import GPUS, Labels, check_stored, fh  # noqa: E402
 from servers import prometheus  # noqa: E402
 
-GPUS = 40  # 5 nodes: training and serving nodes, queues, idle GPUs
 STEP = 30.0
 SECONDS = 3 * 3600.0  # longer than the head's 1 h append window: the windows must go in order
 
 
-def _labels(series: str) -> frozenset[tuple[str, str]]:
-    name, _, rest = series.partition("{")
-    return frozenset({("__name__", name), *fleet_native.LABEL.findall(rest)})
-
-
-def _stored(url: str, at: float) -> dict[frozenset[tuple[str, str]], tuple[list[int], list[float]]]:
+def _stored(url: str, at: float) -> dict[Labels, tuple[list[int], list[float]]]:
     body = urllib.parse.urlencode(
         {"query": f'{{job="rightsizer-exporter"}}[{int(SECONDS) + 60}s]', "time": f"{at:.3f}"}
     ).encode()
@@ -53,40 +44,11 @@ def _stored(url: str, at: float) -> dict[frozenset[tuple[str, str]], tuple[list[
 def test_every_gpu_has_its_own_series_with_its_history_values() -> None:
     gpus = fh.fleet(GPUS)
     start = (time.time() // 3600) * 3600 - 6 * 3600
-    stamps = [round((start + k * STEP) * 1000) for k in range(int(SECONDS // STEP) + 1)]
-    text: dict[str, list[float]] = defaultdict(list)
-    for _, line in fh.lines(gpus, start, SECONDS, STEP, ms=True):
-        series, value, _stamp = line.rsplit(" ", 2)
-        text[series].append(float(value))
-    representative: dict[tuple[str, str, int], fh.Gpu] = {}
-    expected: dict[frozenset[tuple[str, str]], list[float]] = {}
-    for g in gpus:
-        rep = representative.setdefault(fleet_native.history_key(g), g)
-        for own, theirs in zip(g.prefix, rep.prefix, strict=True):
-            expected[_labels(own)] = text[theirs]
-        if g.queue:
-            assert rep.queue is not None
-            expected[_labels(g.queue)] = text[rep.queue]
-    nodes = {g.node for g in gpus}
-    host = {_labels(fh._host_cpu(n)) for n in nodes}
-
-    with prometheus(
-        {}, args=["--web.enable-remote-write-receiver", "--storage.tsdb.retention.time=3650d"]
-    ) as p:
+    args = ["--web.enable-remote-write-receiver", "--storage.tsdb.retention.time=3650d"]
+    with prometheus({}, args=args) as p:
         samples = fleet_remote_write.write_prometheus_remote(p.url, gpus, start, SECONDS, STEP)
         stored = _stored(p.url, start + SECONDS + 1)
-
-    assert samples == (len(expected) + len(nodes)) * len(stamps)
-    assert set(stored) == set(expected) | host
-    assert len(expected) > GPUS * fh.SERIES_PER_GPU  # the serving GPUs' queues are there too
-    for labels, values in expected.items():
-        got_stamps, got = stored[labels]
-        assert got_stamps == stamps, dict(labels)
-        assert all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in zip(got, values, strict=True))
-    for labels in host:
-        got_stamps, got = stored[labels]
-        assert got_stamps == stamps
-        assert all(0.02 <= v <= 1.0 for v in got), dict(labels)
+    check_stored(gpus, start, SECONDS, STEP, samples, stored)
 
 
 def test_snappy_block_is_one_literal_a_decoder_reads() -> None:
