@@ -99,9 +99,14 @@ def test_sigterm_while_the_kubelet_does_not_answer(
     pods = {"enabled": True, "socket": str(path), "timeout_seconds": 59, "refresh_interval_seconds": 120}
     args = ["--config", config(tmp_path, {"pods": pods}), "--simulate", "golden", "--listen", "127.0.0.1:0"]
     proc = start("exporter", args, tmp_path)
+    err = tmp_path / "exporter.err"
     try:
-        wait_for(lambda: kubelet.lister.calls >= 1, 60, 0.01, what="the exporter's List call")
+        listed = lambda: kubelet.lister.calls >= 1 or proc.poll() is not None  # noqa: E731
+        wait_for(listed, 60, 0.01, what="the exporter's List call")
+        assert kubelet.lister.calls >= 1, "the exporter exited before it called List"
         proc.send_signal(signal.SIGTERM)
+    except AssertionError as exc:  # say what the exporter logged meanwhile
+        raise AssertionError(f"{exc}\nexporter's log:\n{err.read_text()[-3000:]}") from None
     finally:
         outcome = finish(proc, "exporter", tmp_path, BOUNDED_WAIT)
     stopped_during_startup(outcome)
