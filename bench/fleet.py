@@ -18,6 +18,7 @@ most series one answer held, and the engine's peak RSS (VmHWM).
     .venv/bin/python bench/fleet.py report [--gpus 250,1000] [--days 1] [--step 30]
         [--engines prometheus,victoria-metrics] [--max-series-per-query 2000] [--concurrency 4]
         [--victoria-import json|text] [--prometheus-load remote-write|promtool]
+    .venv/bin/python bench/fleet.py adapter [the arguments of bench/fleet_adapter.py]
 """
 
 from __future__ import annotations
@@ -250,7 +251,18 @@ def main() -> None:
     rep.add_argument("--concurrency", type=int, default=4)
     rep.add_argument("--victoria-import", choices=("json", "text"), default="json")
     rep.add_argument("--prometheus-load", choices=("remote-write", "promtool"), default="remote-write")
-    args = parser.parse_args()
+    sub.add_parser(
+        "adapter", add_help=False, help="the adapter's figures: bench/fleet_adapter.py, its arguments after"
+    )
+    args, rest = parser.parse_known_args()
+    if args.what == "adapter":
+        import fleet_adapter
+
+        sys.argv = [str(Path(__file__).with_name("fleet_adapter.py")), *rest]
+        fleet_adapter.main()
+        return
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     seconds = args.days * 86400
     end = (time.time() // 3600) * 3600 - 3600  # a whole hour, an hour back: every block is history
     start = end - seconds

@@ -261,7 +261,7 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
             print(f"  refresh: {rules} rules, upstream query per rule mean {1000 * total / count:.0f} ms "
                   f"(slowest under {slowest}); {queries:.0f} upstream queries over {refreshes:.0f} refreshes "
                   f"= {queries / max(1, refreshes):.2f} per refresh", flush=True)  # fmt: skip
-            print(f"  1,000 selectors over HTTPS, {args.connections} connections, {args.seconds} s: "
+            print(f"  {len(paths):,} selectors over HTTPS, {args.connections} connections, {args.seconds} s: "
                   f"{lat.requests_per_second:,.0f} req/s ({failed} not 2xx), p50 {lat.p50_ms:.1f} ms, "
                   f"p99 {lat.p99_ms:.1f} ms; "
                   f"adapter RSS {rss_mib(one.proc.pid):.0f} MiB (peak {rss_mib(one.proc.pid, 'VmHWM'):.0f})",
