@@ -1,14 +1,14 @@
 """Running the real programs against hostile input: exit code, stderr, peak RSS of that one child.
 
-``run_program`` waits with ``os.wait4`` so the peak resident set size is the child's own (not the
-largest of every child this test run ever started), and gives the child an address-space limit so a
-regression cannot take the machine's memory with it: it then fails with its RSS over the bound.
+The program runs under ``own_peak_rss.py``, which reads its peak resident set size with ``wait4``
+(``ru_maxrss`` of a direct child of this test runner would count the runner's own pages at fork),
+and gives it an address-space limit so a regression cannot take the machine's memory with it: it
+then fails with its RSS over the bound.
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -41,24 +41,26 @@ class Outcome:
         return lines[0]
 
 
-def _limit_address_space() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+LAUNCHER = Path(__file__).with_name("own_peak_rss.py")
 
 
 def start(
     program: str, args: list[str], tmp: Path, env: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
-    """``python -m <program> ARGS`` with stdout and stderr in files under ``tmp``."""
+    """``python -m <program> ARGS`` with stdout and stderr in files under ``tmp``, under the
+    launcher that measures its own peak RSS (signals sent to the Popen reach the program)."""
     out = (tmp / f"{program}.out").open("w")
     err = (tmp / f"{program}.err").open("w")
+    peak = tmp / f"{program}.peak-rss"
+    peak.unlink(missing_ok=True)
     return subprocess.Popen(
-        [sys.executable, "-m", program, *args],
+        [sys.executable, str(LAUNCHER), str(peak), str(ADDRESS_SPACE), sys.executable, "-m", program, *args],
         stdout=out,
         stderr=err,
         cwd=ROOT,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         text=True,
-        preexec_fn=_limit_address_space,
+        start_new_session=True,  # the deadline kills the launcher and the program together
     )
 
 
@@ -66,23 +68,24 @@ def finish(proc: subprocess.Popen[str], program: str, tmp: Path, deadline_second
     """Wait for ``proc`` at most ``deadline_seconds`` (then kill it: returncode None)."""
     deadline = time.monotonic() + deadline_seconds
     status: int | None = None
-    usage = None
     while True:
-        pid, raw, usage = os.wait4(proc.pid, os.WNOHANG)
+        pid, raw, _ = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             status = os.waitstatus_to_exitcode(raw)
+            status = 128 - status if status > 128 else status  # the launcher's 128 + N: signal N
             break
         if time.monotonic() > deadline:
-            os.kill(proc.pid, signal.SIGKILL)
-            _, _, usage = os.wait4(proc.pid, 0)
+            os.killpg(proc.pid, signal.SIGKILL)
+            os.wait4(proc.pid, 0)
             break
         time.sleep(0.05)
     proc.returncode = status if status is not None else -signal.SIGKILL  # Popen must not wait again
+    peak = tmp / f"{program}.peak-rss"
     return Outcome(
         status,
         (tmp / f"{program}.out").read_text(errors="replace"),
         (tmp / f"{program}.err").read_text(errors="replace"),
-        usage.ru_maxrss * 1024,  # kilobytes on Linux
+        int(peak.read_text()) if peak.exists() else 0,
     )
 
 
