@@ -137,8 +137,8 @@ def write_prometheus_remote(
                         text = response.read()
                         if response.status not in (200, 204):
                             errors.append(f"{response.status} {text[:300]!r}")
-                except OSError as e:
-                    errors.append(str(e))
+                except (OSError, http.client.HTTPException) as e:  # keep taking payloads: never block
+                    errors.append(f"{type(e).__name__}: {e}")
                 finally:
                     queue.task_done()
         finally:
