@@ -54,6 +54,8 @@ class Cache:
         self.refreshed = asyncio.Event()  # replaced by a fresh event after every refresh
         self.deadline = max(30.0, source.interval * 4)
         self._previous: dict[str, RuleResult] | None = None
+        self._crashed: str | None = None
+        self.stopping = False
         metrics.attach_cache(self._rows, lambda: len(self.answers))
 
     def _rows(self) -> list[tuple[str, bool, int, float | None]]:
@@ -83,7 +85,8 @@ class Cache:
         if discover is None:
             return
         try:
-            found = await asyncio.wait_for(discover(), self.deadline)
+            async with asyncio.timeout(self.deadline):  # unlike wait_for, never loses a cancellation
+                found = await discover()
         except TimeoutError:
             event(log, logging.WARNING, "series discovery timed out", seconds=self.deadline)
             return
@@ -108,9 +111,20 @@ class Cache:
         await self._discover()
         rules = list(self.rules.values())
         try:
-            results = await asyncio.wait_for(self.source.collect(rules, everything), self.deadline)
+            # Python 3.11's wait_for returns the result instead of raising CancelledError when the
+            # collect ends in the loop turn that cancels it, and a stop would then be lost.
+            async with asyncio.timeout(self.deadline):
+                results = await self.source.collect(rules, everything)
         except TimeoutError:
             results = {r.name: RuleResult(error=f"refresh took longer than {self.deadline}s") for r in rules}
+        except Exception as exc:  # a bug must not freeze the last values: every rule fails instead
+            why = f"refresh failed: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+            if why != self._crashed:  # the traceback once per distinct failure, not once per refresh
+                log.exception("refresh failed unexpectedly")
+            self._crashed = why
+            results = {r.name: RuleResult(error=why) for r in rules}
+        else:
+            self._crashed = None
         now = time.monotonic()
         if results is self._previous:  # the source saw no change: keep answers memoized, note the check
             self.states = {
@@ -155,7 +169,7 @@ class Cache:
     async def run(self) -> None:
         """Refresh forever when the source says (a slow refresh delays the next, never overlaps)."""
         loop = asyncio.get_running_loop()
-        while True:
+        while not self.stopping:  # checked too, so a cancellation lost in a library cannot keep it going
             started = loop.time()
             try:
                 await self.refresh_once(everything=False)
@@ -163,4 +177,9 @@ class Cache:
                 raise
             except Exception:  # a bug in a rule must not stop the refreshes of the others
                 log.exception("refresh failed unexpectedly")
-            await asyncio.sleep(self.source.next_delay(loop.time() - started))
+            if not self.stopping:
+                await asyncio.sleep(self.source.next_delay(loop.time() - started))
+
+    def stop(self) -> None:
+        """End ``run`` at its next step (the caller also cancels it)."""
+        self.stopping = True

@@ -7,6 +7,7 @@ rejected and every error names the file, the key and the value.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,6 +20,20 @@ from .rules import BUILTIN_RULES, RuleConfig
 
 DEFAULT_PORT = 6443
 ENV_PREFIX = "RIGHTSIZER_ADAPTER_"
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
+
+
+def check_header(name: str, value: str, where: str) -> None:
+    """Refuse a header a request cannot carry as written (a CR or LF would start another header)."""
+    if not _HEADER_NAME.fullmatch(name):
+        raise ValueError(f"{where}: {name[:60]!r} is not an HTTP header name")
+    bad = next((c for c in value if not (c.isascii() and (c.isprintable() or c == "\t"))), None)
+    if bad is not None:
+        raise ValueError(
+            f"{where}.{name}: the value holds {bad!r}, which an HTTP header value cannot carry"
+        )
 
 
 @dataclass(frozen=True)
@@ -139,6 +154,8 @@ class PrometheusSettings:
             raise ValueError("prometheus.cert_file and prometheus.key_file go together")
         if self.password_file and not self.username:
             raise ValueError("prometheus.password_file needs prometheus.username")
+        for name, value in self.headers.items():
+            check_header(name, value, "prometheus.headers")
 
 
 @dataclass(frozen=True)

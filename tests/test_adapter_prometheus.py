@@ -22,6 +22,7 @@ from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.prometheus import PrometheusSource
 from adapter.sources.source_states import MARKER
+from rightsizer_core.settings import ConfigError
 
 EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces"
 
@@ -192,3 +193,41 @@ async def test_credentials_and_headers_are_sent(prom: FakePrometheus, tmp_path: 
     await cache.refresh_once()
     assert "cannot read bearer token file" in (cache.states["rightsizer_queue_depth"].error or "")
     await source.close()
+
+
+async def test_a_rotated_token_of_two_lines_fails_the_rules_instead_of_freezing_them(
+    prom: FakePrometheus, tmp_path: Path, aiohttp_client: Any
+) -> None:
+    """The token is read at every refresh; one that cannot be sent fails every rule (503 naming the
+    file), never leaves the last answer (52) served as if current."""
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    up = [({"queue": "jobs", "namespace": "prod", MARKER: "1"}, "1")]
+    prom.answer = lambda q: vector(
+        [({"queue": "jobs", "namespace": "prod"}, "52"), *(up if MARKER in q else [])]
+        if "rightsizer_queue_depth" in q else []
+    )
+    cache, source, cfg = await cache_for(prom, bearer_token_file=str(token))
+    app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
+    client = await aiohttp_client(app)
+    path = f"{EXT}/prod/rightsizer_queue_depth?labelSelector=queue%3Djobs"
+    await cache.refresh_once()
+    code, body = await client_get(client, path)
+    assert code == 200 and body["items"][0]["value"] == "52"
+    token.write_text("s3cret\nother-token\n")
+    asked = len(prom.queries)
+    await cache.refresh_once()
+    assert len(prom.queries) == asked  # nothing sent
+    code, body = await client_get(client, path)
+    assert_status((code, body), 503, "ServiceUnavailable")
+    assert "bearer token file" in body["message"] and "line break" in body["message"]
+    await source.close()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Scope-OrgID": "team-a\r\nX-Injected: 1"}, {"X-Scope-OrgID": "team-a\n"}, {"Bad Name": "x"}],
+)
+def test_headers_that_cannot_be_sent_are_refused_by_the_configuration(headers: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match=r"prometheus\.headers"):
+        load_config(None, {"prometheus": {"url": "http://p:9090", "headers": headers}}, environ={})

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import aiohttp
 
-from rightsizer_core.files import checked_path, read_secret
+from rightsizer_core.files import checked_path, read_secret, read_token
 from rightsizer_core.logs import event
 
 from ..config import PrometheusSettings
@@ -62,9 +62,9 @@ def _ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
     return ctx
 
 
-def _read_secret(path: str, what: str) -> str:
+def _read_secret(path: str, what: str, token: bool = False) -> str:
     try:
-        return read_secret(path)
+        return read_token(path) if token else read_secret(path)
     except OSError as exc:
         raise QueryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
@@ -135,7 +135,7 @@ class PrometheusSource:
     def _auth_headers(self) -> dict[str, str]:
         """Credentials, read from their files on every refresh so rotated secrets are picked up."""
         if self.cfg.bearer_token_file:
-            token = _read_secret(self.cfg.bearer_token_file, "bearer token file")
+            token = _read_secret(self.cfg.bearer_token_file, "bearer token file", token=True)
             return {"Authorization": "Bearer " + token}
         if self.cfg.username:
             password = _read_secret(self.cfg.password_file, "password file") if self.cfg.password_file else ""
@@ -166,7 +166,7 @@ class PrometheusSource:
         except aiohttp.ClientConnectorError as exc:
             why = exc.os_error.strerror if exc.os_error and exc.os_error.strerror else str(exc)
             raise QueryError(f"prometheus at {self.cfg.url} is unreachable: {why}") from None
-        except (aiohttp.ClientError, ssl.SSLError, OSError) as exc:
+        except (aiohttp.ClientError, ssl.SSLError, OSError, ValueError) as exc:  # ValueError: a bad header
             raise QueryError(f"prometheus request failed: {type(exc).__name__}: {exc}"[:300]) from None
         return parse_answer(status, body, self.cfg.max_series_per_rule, states)
 

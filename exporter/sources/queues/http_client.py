@@ -175,7 +175,7 @@ class HttpGetter:
         ]
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         token = cfg.bearer_token_file
-        self._bearer = SecretFile(token, "bearer_token_file") if token else None
+        self._bearer = SecretFile(token, "bearer_token_file", token=True) if token else None
         auth = cfg.basic_auth
         self._basic: tuple[str, str | SecretFile] | None = None
         if auth is not None:
