@@ -33,8 +33,8 @@ class RuleState:
     vector: Vector | None  # None while the rule has no good values
     error: str | None
     updated: float | None  # monotonic time of the last successful refresh
-    sources: Vector | None = None  # rules with an up_family: UP/DOWN/STALE per known source
-    stale_reason: str = ""
+    sources: Vector | None = None  # rules with a source family: the state of each (key, source)
+    unknown: str = ""  # a source whose series are unknown: every request fails with this
 
 
 class Cache:
@@ -128,7 +128,7 @@ class Cache:
         now = time.monotonic()
         if results is self._previous:  # the source saw no change: keep answers memoized, note the check
             self.states = {
-                n: RuleState(s.rule, s.vector, None, now, s.sources, s.stale_reason) if s.error is None else s
+                n: RuleState(s.rule, s.vector, None, now, s.sources, s.unknown) if s.error is None else s
                 for n, s in self.states.items()
             }
             self.metrics.refreshed()
@@ -145,10 +145,13 @@ class Cache:
                 if old.error != result.error:
                     failing.setdefault(result.error, []).append(rule.name)
                 continue
-            series = add_workload(result.series) if rule.workload_from_pod else result.series
-            sources = None if result.sources is None else Vector(result.sources, result.timestamp)
+            series, found = result.series, result.sources
+            if rule.workload_from_pod:  # the states carry the labels the values carry
+                series = tuple(add_workload(series))
+                found = None if found is None else tuple(add_workload(found))
+            sources = None if found is None else Vector(found, result.timestamp)
             states[rule.name] = RuleState(
-                rule, Vector(series, result.timestamp), None, now, sources, result.stale_reason
+                rule, Vector(series, result.timestamp), None, now, sources, result.unknown
             )
             if old.error is not None and old.updated is not None:
                 recovered.append(rule.name)
