@@ -238,7 +238,7 @@ async def serve(cfg: AdapterConfig) -> int:
         await source.start()
     except ValueError as exc:  # e.g. Prometheus TLS files that cannot be loaded
         return fail(str(exc))
-    cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers)
+    cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers, cfg.max_cached_answer_bytes)
     await security.start()
     pod_lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None
     if pod_lister is not None:

@@ -135,7 +135,7 @@ async def metric_value(request: web.Request) -> web.Response:
             return respond(status(exc.code, exc.message))
         if found is not None:
             return respond((200, dumps({"value": total(found), "timestamp": rfc3339(time.time())})))
-    key = ("keda", metric, request.query_string)
+    key = ("keda", metric, namespace, query.get("labelSelector", ""))
     return respond(
         cache.memo(
             key,
