@@ -37,6 +37,7 @@ from .server import create_app, status_body
 from .sources import Source
 from .sources.prometheus import PrometheusSource
 from .sources.scrape import ScrapeSource
+from .startcheck import start_problems
 
 log = logging.getLogger("rightsizer.adapter")
 REFRESH_STOP_WAIT = 2.0  # seconds a stop waits for the refresh task to end
@@ -325,6 +326,10 @@ def run(argv: Sequence[str] | None) -> int:
         cfg = load_config(args.config, flags_of(args))
     except ConfigError as exc:
         return fail(str(exc))
+    if args.check_config:
+        problems = asyncio.run(start_problems(cfg))
+        if problems:
+            return fail("\n".join(problems))
     if cfg.prometheus_adapter.config_file:
         try:
             file = load_promadapter(cfg.prometheus_adapter.config_file)

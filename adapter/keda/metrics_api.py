@@ -58,7 +58,8 @@ class MetricsApiAuth:
         try:
             return WatchedFiles(what, [path], load, limit=MAX_SECRET_BYTES)
         except ValueError as exc:
-            raise ValueError(f"{what}: {exc}") from None
+            why = str(exc)
+            raise ValueError(why if why.startswith(f"{what}:") else f"{what}: {why}") from None
 
     @staticmethod
     def _matches(watched: WatchedFiles[bytes] | None, given: bytes) -> bool:
