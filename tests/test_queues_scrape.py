@@ -12,7 +12,7 @@ from queue_harness import QueueHarness, eventually
 from queue_servers import FakeHttpServer
 from servers import free_port
 
-from exporter.sources.queues.scrape import sample_lines
+from exporter.sources.queues.lines import SampleLines
 
 LABELS = {"namespace": "prod", "workload": "chat"}
 
@@ -231,6 +231,16 @@ async def test_connection_refused_is_reported_without_delaying_the_sampler() -> 
         await eventually(lambda: h.sampler.cycles >= cycles + 3, what="sampler to keep rendering")
 
 
+def kept(text: str, names: list[str], split: int | None = None) -> list[str]:
+    """The lines SampleLines keeps of ``text``, fed whole or in two pieces cut at ``split``."""
+    lines = SampleLines(names, max_series=100, max_series_bytes=256)
+    data = text.encode()
+    for piece in (data,) if split is None else (data[:split], data[split:]):
+        lines.feed(piece)
+    lines.finish()
+    return [line.decode() for line in lines.take()]
+
+
 def test_only_sample_lines_of_the_wanted_names_reach_the_parser() -> None:
     text = (
         "# HELP vllm:num_requests_waiting Number of requests waiting.\n"
@@ -241,11 +251,12 @@ def test_only_sample_lines_of_the_wanted_names_reach_the_parser() -> None:
         "vllm:num_requests_waiting\t4\n"
         "vllm:num_requests_waiting 5"
     )
-    assert sample_lines(text, ["vllm:num_requests_waiting"]) == [
+    wanted = [
         'vllm:num_requests_waiting{model_name="m"} 3',
         "vllm:num_requests_waiting\t4",
         "vllm:num_requests_waiting 5",
     ]
-    assert sample_lines("tgi_queue_size 2\n", ["tgi_queue_size", "tgi_batch_current_size"]) == [
-        "tgi_queue_size 2"
-    ]
+    assert kept(text, ["vllm:num_requests_waiting"]) == wanted
+    for split in range(len(text)):  # wherever a read ends, the same lines are kept
+        assert kept(text, ["vllm:num_requests_waiting"], split) == wanted, split
+    assert kept("tgi_queue_size 2\n", ["tgi_queue_size", "tgi_batch_current_size"]) == ["tgi_queue_size 2"]
