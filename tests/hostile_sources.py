@@ -103,3 +103,25 @@ def long_label(name: str, label_bytes: int, depth_family: str | None = None) -> 
     """One series of ``name`` whose label value is ``label_bytes`` long, after a normal depth line."""
     head = f"{depth_family} 3\n".encode() if depth_family else b""
     return head + f'{name}{{model_name="'.encode() + b"m" * label_bytes + b'"} 1\n'
+
+
+def gpu_pods(count: int) -> list[dict[str, Any]]:
+    """``count`` pods in the kubelet's List format, each holding one GPU (ids no GPU here has) and
+    an RDMA device: about 170 bytes each once serialized, 120,000 of them some 20 MB."""
+    return [
+        {
+            "name": f"batch-inference-{i:06d}-7d9f8",
+            "namespace": "tenant-team-07",
+            "containers": [
+                {
+                    "name": "server",
+                    "cpu_ids": [i % 64, (i + 1) % 64],
+                    "devices": [
+                        {"resource_name": "nvidia.com/gpu", "device_ids": [f"GPU-{i:08d}-0000-4000-8000"]},
+                        {"resource_name": "rdma/hca_shared_devices_a", "device_ids": [f"hca-{i:08d}-p1-vf7"]},
+                    ],
+                }
+            ],
+        }
+        for i in range(count)
+    ]

@@ -1,22 +1,28 @@
 """Hostile sources cannot take the exporter past its manifest's memory limit (192Mi).
 
 The real exporter (simulated fleet) reads real HTTP servers answering what a hostile or broken
-inference server could send: hundreds of thousands of series, a label value of megabytes, JSON a
-megabyte wide or nested 100,000 deep, a negative depth. Each test measures the exporter's peak RSS
-over its whole run (``hostile.py``'s launcher) and checks the outcome: the source over a bound is
-down with its reason (``rightsizer_queue_source_up`` 0), one log line, never published as a smaller
-number, and every other source and the GPUs keep being served.
+inference server could send (hundreds of thousands of series, a label value of megabytes, JSON
+megabytes wide or nested 100,000 deep, a negative depth), a real Redis whose stream has 150,000
+consumer groups, and the fake kubelet (real pod-resources gRPC) answering 120,000 pods. Each test
+measures the exporter's peak RSS over its whole run (``hostile.py``'s launcher) and checks the
+outcome: the source over a bound is down with its reason (``rightsizer_queue_source_up`` 0, or
+the ``pods`` collector 0), one log line, never published as a smaller number, and every other
+source and the GPUs keep being served.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
+import redis
 from hostile import RSS_LIMIT
-from hostile_sources import MIB, Running, long_label, many_series, measured_exporter, settled
+from hostile_sources import MIB, Running, gpu_pods, long_label, many_series, measured_exporter, settled
+from pods_fake_kubelet import kubelet_process, short_socket_dir, write_raw_answer
 from queue_fakes import VllmMetrics, json_body
 from queue_servers import FakeHttpServer
+from servers import redis_server, wait_for
 
 LIMIT = RSS_LIMIT["exporter"]
 WAITING = "vllm:num_requests_waiting"
@@ -117,3 +123,69 @@ def test_http_json_wide_deep_and_negative_answers(tmp_path: Path) -> None:
             assert 'queue="negative"} -5' not in running.metrics()
     for name in ("wide", "deep", "negative"):
         ended_well(running, name)
+
+
+def test_a_stream_with_150k_consumer_groups_is_not_read_whole(tmp_path: Path) -> None:
+    with redis_server() as server:
+        r = redis.Redis(port=server.extra["port"])
+        r.xadd("jobs", {"n": 1})
+        with r.pipeline(transaction=False) as pipe:
+            for i in range(150_000):
+                pipe.xgroup_create("jobs", f"group-{i}", id="0")
+            pipe.execute()
+        r.xadd("small", {"n": 1})
+        r.xgroup_create("small", "workers", id="0")
+        common = {"kind": "redis", "url": server.url, "timeout": 10}
+        config = {
+            "queues": [
+                {"name": "crowded", "key": "jobs", "group": "group-7", **common},
+                {"name": "small", "key": "small", "group": "workers", **common},
+            ]
+        }
+        with measured_exporter(tmp_path, config) as running:
+            reason = "stream jobs has 150000 consumer groups, more than the 1000 that are read (max_groups)"
+            down_once(running, "crowded", reason, "redis")
+            small = settled(running, "small")
+            assert (small["up"], small["depth"], small["in_flight"]) == (True, 1.0, 0.0), small
+    ended_well(running, "crowded")
+
+
+def pods_state(running: Running) -> dict[str, object]:
+    return wait_for(lambda: (p := running.api("pods")).get("error") != "not refreshed yet" and p, 30)
+
+
+@pytest.mark.parametrize(
+    ("pods", "ids", "reason"),
+    [
+        (120_000, 1, "kubelet pod-resources answer larger than 4 MiB (pods.max_answer_bytes)"),
+        (20_000, 1, "kubelet pod-resources answer lists more than 5000 pods (pods.max_pods)"),
+        (1, 300_000, None),
+    ],
+    ids=["120k pods, 20 MB", "20k pods, 3.4 MB", "one container, 300k GPU ids"],
+)
+def test_kubelet_answers_are_bounded(tmp_path: Path, pods: int, ids: int, reason: str | None) -> None:
+    directory = short_socket_dir()
+    answer = gpu_pods(pods)
+    answer[0]["containers"][0]["devices"][0]["device_ids"] = [f"G{i}" for i in range(ids)]
+    write_raw_answer(directory / "answer.json", answer)
+    socket = directory / "kubelet.sock"
+    settings = {"enabled": True, "socket": str(socket), "refresh_interval_seconds": 2, "timeout_seconds": 1.5}
+    try:
+        with kubelet_process(socket, directory / "answer.json"), measured_exporter(
+            tmp_path, {"pods": settings}
+        ) as running:
+            state = pods_state(running)
+            metrics = running.metrics()
+            assert "DCGM_FI_DEV_GPU_UTIL{" in metrics  # the GPUs are served all along
+            if reason is not None:
+                assert (state["ok"], state["error"]) == (False, reason), state
+                assert 'rightsizer_collector_success{collector="pods"} 0\n' in metrics
+            else:  # the one oversized entry is left out, named; the answer is used
+                assert state["ok"] is True and state["pods"] == 1, state
+                where = "tenant-team-07/batch-inference-000000-7d9f8/server"
+                assert state["skipped"] == [f"{where}: nvidia.com/gpu lists more than 1024 ids"]
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    outcome = running.outcome
+    assert outcome is not None and outcome.returncode == 0 and "Traceback" not in outcome.stderr, outcome
+    assert outcome.max_rss_bytes < LIMIT, f"peak RSS {outcome.max_rss_bytes / MIB:.0f} MiB"
