@@ -3,8 +3,12 @@
 ``start_listener`` binds HOST:PORT and serves the runner's app with, per listener:
 
 - a cap on open connections (TLS handshakes included), counted on the accepted sockets
-  themselves; at the cap the oldest connection that never completed a request head is closed to
-  make room (a scraper's keep-alive connection has), else the new connection is closed at once;
+  themselves; at the cap a connection is closed to make room, the first found of: the oldest that
+  never completed a request head, the one idle longest between requests (a scraper that comes
+  back every 15 s is idle for less time than connections parked by a client that never returns),
+  the oldest stalled writing a response its client does not read; when none is, the new
+  connection is closed at once (then every open connection is handling a request, and each
+  request is bounded by the header and response deadlines);
 - the per-connection deadlines and size limits of ``http_guard.GuardedRequestHandler``, and the
   header deadline as TLS handshake deadline;
 - out of file descriptors (EMFILE and the like): accepting pauses for a second, as asyncio does,
@@ -52,6 +56,7 @@ class ListenerStats:
 
     malformed_requests: int = 0  # refused before reaching a handler (syntax, sizes, no HTTP/1.x)
     header_timeouts: int = 0  # closed: no complete request head within the deadline
+    response_timeouts: int = 0  # closed: a response not answered and read within the deadline
     connections_evicted: int = 0  # closed at the cap to make room for a new connection
     connections_refused: int = 0  # closed at accept: at the cap and nothing to evict
     accept_errors: int = 0  # accept failed for lack of file descriptors or memory
@@ -66,23 +71,31 @@ class Guard:
         self.limits = limits
         self.stats = stats
         self.error_body = error_body
-        self.evictable: dict[GuardedRequestHandler, None] = {}  # insertion order = age
+        # Connections that may be closed to make room, by state; insertion order = how long in it.
+        self.evictable: dict[GuardedRequestHandler, None] = {}  # never completed a request head
+        self.idle: dict[GuardedRequestHandler, None] = {}  # served, waiting for the next request
+        self.stalled: dict[GuardedRequestHandler, None] = {}  # writing to a client that does not read
         self.evicting = 0  # evicted, socket not closed yet (asyncio closes it on the next pass)
         self._logged_at: dict[str, float] = {}
         self._raised_this_tick = False
 
     def admit(self) -> bool:
         """A connection was accepted: may it stay?"""
-        if self.stats.open_connections - self.evicting < self.limits.max_connections:
+        if self.stats.open_connections - self.evicting <= self.limits.max_connections:  # the new one counted
             return True
-        if self.evictable:
-            victim = next(iter(self.evictable))
-            del self.evictable[victim]
-            self.evicting += 1
-            victim.evict()
-            self.stats.connections_evicted += 1
-            self._note("connection limit reached: closing connections that sent no request")
-            return True
+        for state, what in (
+            (self.evictable, "connections that sent no request"),
+            (self.idle, "idle keep-alive connections"),
+            (self.stalled, "connections whose client does not read its response"),
+        ):
+            if state:
+                victim = next(iter(state))
+                del state[victim]
+                self.evicting += 1
+                victim.evict()
+                self.stats.connections_evicted += 1
+                self._note(f"connection limit reached: closing {what}")
+                return True
         self.stats.connections_refused += 1
         self._note("connection limit reached: refusing new connections")
         return False
