@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 import time
 from collections import Counter
@@ -16,6 +14,7 @@ from rightsizer_core.workloads import workload_of
 from ..catalog import Catalog
 from ..cost import cost_json
 from .output import money, table, to_csv, to_json
+from .output_file import OutputError, check_output, write_output
 from .promapi import PrometheusClient, ReportError, add_auth_arguments, auth_headers, parse_duration
 from .report import as_rows, collect
 from .report_assumptions import assumptions
@@ -56,7 +55,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="table (default), json, csv, html (one self-contained file with charts, to attach to a "
         "ticket) or markdown (tables for a pull request)",
     )
-    p.add_argument("--output", metavar="FILE", help="write the report to FILE instead of standard output")
+    p.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the report to FILE (a new file or a regular one, replaced whole) instead of "
+        "standard output; - is standard output",
+    )
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per query in seconds (default 120)")
     add_auth_arguments(p, "Prometheus")
     p.add_argument(
@@ -115,6 +119,7 @@ class Progress:
 
 def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
     try:
+        check_output(args.output)
         window = parse_duration(args.window, "--window")
         idle_after = (
             parse_duration(args.idle_after, "--idle-after")
@@ -177,27 +182,10 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         else:
             text = render(args.window, at, totals, gpus, workloads, window, costs)
         write_output(text, args.output)
-    except ReportError as exc:
+    except (ReportError, OutputError) as exc:
         print(f"rightsizer: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-def write_output(text: str, path: str | None) -> None:
-    """To standard output, or to ``path`` whole: written beside it, then renamed over it."""
-    if path is None:
-        sys.stdout.write(text)
-        return
-    target = os.path.abspath(path)
-    tmp = f"{target}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise ReportError(f"--output {path}: {exc.strerror or exc}") from None
 
 
 def _cell(v: Any) -> Any:
