@@ -21,6 +21,8 @@ from .report_assumptions import assumptions
 from .report_common import HOURS_PER_MONTH, history_line
 from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
 
+MAX_TIMEOUT_SECONDS = 86400
+
 if TYPE_CHECKING:
     from .exporter_config import EngineSettings
 
@@ -129,8 +131,8 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         resolution = parse_duration(args.resolution, "--resolution") if args.resolution else None
         if resolution is None and window > 86400:
             resolution = window / 10080
-        if args.timeout <= 0:
-            raise ReportError("--timeout must be positive")
+        if not 0 < args.timeout <= MAX_TIMEOUT_SECONDS:  # inf and NaN included
+            raise ReportError(f"--timeout must be positive and at most {MAX_TIMEOUT_SECONDS} seconds")
         if args.max_series_per_query < 1 or args.concurrency < 1:
             raise ReportError("--max-series-per-query and --concurrency must be at least 1")
         client = PrometheusClient(args.prometheus_url, args.timeout, auth_headers(args))
