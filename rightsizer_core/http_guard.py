@@ -59,11 +59,11 @@ class Guard(Protocol):
     @property
     def stats(self) -> RefusalCounts: ...
     @property
-    def evictable(self) -> dict[GuardedRequestHandler, None]: ...
+    def evictable(self) -> dict[GuardedRequestHandler, float]: ...
     @property
-    def idle(self) -> dict[GuardedRequestHandler, None]: ...
+    def idle(self) -> dict[GuardedRequestHandler, float]: ...
     @property
-    def stalled(self) -> dict[GuardedRequestHandler, None]: ...
+    def stalled(self) -> dict[GuardedRequestHandler, float]: ...
     @property
     def error_body(self) -> Callable[[int, str], tuple[bytes, str]]: ...
 
@@ -94,7 +94,7 @@ class GuardedRequestHandler(web.RequestHandler):
     # -- connection ------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self._guard.evictable[self] = None
+        self._guard.evictable[self] = self._loop.time()
         self._start_head()
 
     def connection_lost(self, exc: BaseException | None) -> None:
@@ -116,7 +116,7 @@ class GuardedRequestHandler(web.RequestHandler):
 
     def pause_writing(self) -> None:
         super().pause_writing()
-        self._guard.stalled[self] = None  # the client is not reading what it asked for
+        self._guard.stalled[self] = self._loop.time()  # the client is not reading what it asked for
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -149,7 +149,8 @@ class GuardedRequestHandler(web.RequestHandler):
             elif self._messages:  # a pipelined request is already waiting: its deadline starts now
                 self._start_response()
             else:
-                self._guard.idle[self] = None  # idle from now: last in the eviction order
+                self._guard.idle.pop(self, None)
+                self._guard.idle[self] = self._loop.time()  # idle from now: last in the eviction order
     # -- request head ----------------------------------------------------------------------------
     def _start_head(self) -> None:
         self._head_bytes = 0

@@ -42,7 +42,8 @@ class ListenerLimits:
         256,
         "Open connections on the listener (TLS handshakes included). At the cap one is closed to make "
         "room: the oldest that has not sent a complete request, else the one idle longest between "
-        "requests, else the oldest whose client stopped reading its response; when none is, the new one is.",
+        "requests, else the oldest whose client stopped reading its response (idle or stalled for at "
+        "least a second); when none is, the new one is.",
         1,
         100000,
     )

@@ -102,15 +102,18 @@ def evicts_idle_connections_oldest_first(url: str, request: bytes) -> None:
         assert exchange(scraper, HEALTH) == 200
         with parked(url, CAP - 1, request) as parkers:  # now at the cap
             assert exchange(scraper, HEALTH) == 200  # the scraper is the latest to have been served
+            time.sleep(1.1)  # connections idle a moment are kept (SETTLED_SECONDS)
             assert probe(url) == 200  # the connection idle longest made room: the first parked
             assert closed_by_server(parkers[0]) and not closed_by_server(parkers[1])
             for sock in parkers[1:]:  # served again, in order: now the scraper has been idle longest
                 assert exchange(sock, request) in (200, 401)
             assert exchange(parkers[1], request) in (200, 401)  # ... and parkers[2] next
             with parked(url, 1, request):  # at the cap again
+                time.sleep(1.1)
                 assert probe(url) == 200
                 assert closed_by_server(scraper) and not closed_by_server(parkers[2])
                 with parked(url, 1, request):
+                    time.sleep(1.1)
                     assert probe(url) == 200
                     assert closed_by_server(parkers[2])
                     assert not closed_by_server(parkers[1]) and not closed_by_server(parkers[3])
@@ -143,7 +146,7 @@ def test_slow_readers_are_evicted_for_a_probe_and_closed_at_the_response_deadlin
                 # 40 scrapes of ~150 KB each, pipelined, never read: more than the kernel buffers, so
                 # every connection is stalled writing an answer when the probe comes.
                 sock.sendall(SCRAPE * 40)
-            time.sleep(1)
+            time.sleep(1.5)
             assert probe(p.url) == 200  # the oldest stalled connection made room
             # The others are closed at the response deadline: a stalled answer holds no slot for good.
             wait_for(lambda: dropped(p.url, "rightsizer_http", "response_timeout") >= CAP - 2, 15)
