@@ -1,9 +1,9 @@
 """Render deploy/ as ``kubectl kustomize`` does and validate objects as the API server would.
 
-``kubectl kustomize`` renders when kubectl is installed. Without it, a kustomization made only
-of ``resources`` and ``images`` (deploy/base, deploy/monitoring) is rendered here the same way:
-the listed files' documents, and listed directories' kustomizations, in order, with the images
-set; anything more (patches) needs kustomize, and the caller is told so.
+``kubectl kustomize`` renders when kubectl is installed (scripts/k8s-tools installs it). Without
+it, a kustomization made only of ``resources`` and ``images`` (deploy/base, deploy/monitoring) is
+rendered here the same way: the listed files' documents, and listed directories' kustomizations,
+in order, with the images set; anything more (patches) needs kustomize, and the caller is told so.
 
 Core objects are validated with kubernetes-validate (strict: unknown fields are errors, as with
 ``kubectl apply --validate=strict``); custom resources against their CRD's ``openAPIV3Schema``,
@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import yaml
+from k8s_tools import TOOLS
 from servers import ROOT, SHARED
 
 DEPLOY = ROOT / "deploy"
@@ -43,7 +44,9 @@ def supported_versions() -> list[str]:
 
 
 def kubectl() -> str | None:
-    return shutil.which("kubectl")
+    """scripts/k8s-tools' pinned kubectl, else one on PATH, else None."""
+    own = TOOLS / "kubectl"
+    return str(own) if own.is_file() else shutil.which("kubectl")
 
 
 def render_with_kubectl(directory: Path) -> list[dict[str, Any]]:
