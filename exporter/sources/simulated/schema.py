@@ -66,6 +66,12 @@ class WorkloadEntry:
     generated_tokens_per_second: float | None = _p("Mean tokens per second the queue's server generates.")
     prompt_tokens_per_second: float | None = _p("Mean prompt tokens per second the queue's server processes.")
     requests_per_second: float | None = _p("Mean requests per second the queue's server finishes.")
+    model: str | None = setting(
+        None, "Serving kinds: the model served, a `rightsizer plan` built-in such as llama-3-8b."
+    )
+    precision: Literal["bf16", "fp16", "fp8", "int8", "int4"] | None = setting(
+        None, "Serving kinds: the precision of the model's weights (default bf16)."
+    )
 
 
 @dataclass(frozen=True)
