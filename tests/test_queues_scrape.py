@@ -12,7 +12,7 @@ from queue_harness import QueueHarness, eventually
 from queue_servers import FakeHttpServer
 from servers import free_port
 
-from exporter.sources.queues.scrape import sample_lines
+from exporter.sources.queues.lines import SampleLines
 
 LABELS = {"namespace": "prod", "workload": "chat"}
 
@@ -151,6 +151,21 @@ async def test_auth_bearer_token_file_basic_auth_and_headers(tmp_path: Path) -> 
             assert h.api("wrong")["error"] == "HTTP 401 Unauthorized"
 
 
+async def test_a_token_with_a_line_break_is_refused_not_sent_as_headers(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cret-token\r\nX-Injected: yes\n")  # as a botched rotation might leave it
+    with FakeHttpServer() as srv:
+        route = srv.route("/bearer", body=tgi_metrics(4, 1))
+        entry = {"name": "bearer", "kind": "tgi", "url": srv.url("/bearer"), "bearer_token_file": str(token)}
+        async with QueueHarness([entry]) as h:
+            await eventually(lambda: h.up("bearer") == 0, what="the source down")
+            assert h.api("bearer")["error"] == (
+                f"bearer_token_file {token} holds a line break, a space or a character outside ASCII: "
+                "not a token an HTTP header can carry"
+            )
+            assert route.requests == 0 and h.depth("bearer") is None
+
+
 def _downs(caplog: pytest.LogCaptureFixture, queue: str) -> list[logging.LogRecord]:
     return [
         r
@@ -231,6 +246,16 @@ async def test_connection_refused_is_reported_without_delaying_the_sampler() -> 
         await eventually(lambda: h.sampler.cycles >= cycles + 3, what="sampler to keep rendering")
 
 
+def kept(text: str, names: list[str], split: int | None = None) -> list[str]:
+    """The lines SampleLines keeps of ``text``, fed whole or in two pieces cut at ``split``."""
+    lines = SampleLines(names, max_series=100, max_series_bytes=256)
+    data = text.encode()
+    for piece in (data,) if split is None else (data[:split], data[split:]):
+        lines.feed(piece)
+    lines.finish()
+    return [line.decode() for line in lines.take()]
+
+
 def test_only_sample_lines_of_the_wanted_names_reach_the_parser() -> None:
     text = (
         "# HELP vllm:num_requests_waiting Number of requests waiting.\n"
@@ -241,11 +266,12 @@ def test_only_sample_lines_of_the_wanted_names_reach_the_parser() -> None:
         "vllm:num_requests_waiting\t4\n"
         "vllm:num_requests_waiting 5"
     )
-    assert sample_lines(text, ["vllm:num_requests_waiting"]) == [
+    wanted = [
         'vllm:num_requests_waiting{model_name="m"} 3',
         "vllm:num_requests_waiting\t4",
         "vllm:num_requests_waiting 5",
     ]
-    assert sample_lines("tgi_queue_size 2\n", ["tgi_queue_size", "tgi_batch_current_size"]) == [
-        "tgi_queue_size 2"
-    ]
+    assert kept(text, ["vllm:num_requests_waiting"]) == wanted
+    for split in range(len(text)):  # wherever a read ends, the same lines are kept
+        assert kept(text, ["vllm:num_requests_waiting"], split) == wanted, split
+    assert kept("tgi_queue_size 2\n", ["tgi_queue_size", "tgi_batch_current_size"]) == ["tgi_queue_size 2"]
