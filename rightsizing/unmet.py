@@ -24,6 +24,8 @@ from .pressure import growing_queues, kv_pressure, offloading, saturated
 from .recommend import gib
 from .settings import RightsizingSettings
 
+SMALL_SHARE = 0.8  # under this share of the GPU, the server's own memory setting is the first fix
+
 
 @dataclass(frozen=True, slots=True)
 class Unmet:
@@ -97,6 +99,8 @@ def unmet_demand(
                 f"the inference server is out of KV cache ({pressure_words(ev)}) with memory {ratio:.0%} "
                 f"of {total} at peak: the server reserves a fixed share, so the KV cache is the limit"
             )
+            if ratio < SMALL_SHARE:  # a server given little of the GPU may only need a larger share
+                cause += " (a larger memory share for the server, vLLM's --gpu-memory-utilization, may do)"
         extra = tuple(n for n in at if n not in ("KV cache", "memory"))
         kind = "memory full" if full else "KV cache under pressure"
         needs = _needs(("memory", *extra))

@@ -85,6 +85,12 @@ def test_kv_pressure_is_unmet_whatever_nvml_memory_shows() -> None:
     # 0.55 x 362 = 199 TFLOPS fits the A100 80GB (312 -> 64 %); nothing cheaper holds 51.7 GiB.
     assert a.memory_need_bytes is not None and a.memory_need_bytes >= 1.15 * L40S_TOTAL
     assert a.recommended == "A100-SXM-80GB" and a.deciding == "memory", a.reason
+    assert "larger memory share" not in a.reason  # vLLM holds 90 %: its share is not the fix
+    # A server given half the GPU: still short of KV cache, and the reason names the cheaper fix.
+    half = assess(
+        ev(**{**l40s(queues=(vllm(0.99, 0.0),)), "memory_peak_bytes": 0.5 * L40S_TOTAL}), S, CATALOG
+    )
+    assert half.verdict == "underprovisioned" and "vLLM's --gpu-memory-utilization" in half.reason
     # Preemptions alone (KV usage not published, as SGLang retracting) are pressure too.
     assert assess(ev(**l40s(queues=(vllm(None, 12.0),))), S, CATALOG).verdict == "underprovisioned"
     # A KV cache with room and no preemptions is the reservation: no demand shown.
