@@ -12,6 +12,7 @@ from queue_harness import QueueHarness, eventually
 from queue_servers import FakeHttpServer
 from servers import free_port
 
+from exporter.sources.queues.base import QueueSourceError
 from exporter.sources.queues.lines import SampleLines
 
 LABELS = {"namespace": "prod", "workload": "chat"}
@@ -275,3 +276,20 @@ def test_only_sample_lines_of_the_wanted_names_reach_the_parser() -> None:
     for split in range(len(text)):  # wherever a read ends, the same lines are kept
         assert kept(text, ["vllm:num_requests_waiting"], split) == wanted, split
     assert kept("tgi_queue_size 2\n", ["tgi_queue_size", "tgi_batch_current_size"]) == ["tgi_queue_size 2"]
+
+
+def test_a_line_no_one_reads_is_skipped_however_long_and_kept_lines_are_capped() -> None:
+    wanted = ["vllm:num_requests_waiting"]
+    body = b'other_metric{x="' + b"a" * 100_000 + b'"} 1\nvllm:num_requests_waiting 4\n'
+    lines, held = SampleLines(wanted, max_series=3, max_series_bytes=256), 0
+    for at in range(0, len(body), 1000):  # read 1 KB at a time: the long line is never held whole
+        lines.feed(body[at : at + 1000])
+        held = max(held, len(lines._carry))
+    lines.finish()
+    assert lines.take() == [b"vllm:num_requests_waiting 4"] and held <= 256 + 1000
+    long_kept = b'vllm:num_requests_waiting{m="' + b"a" * 1000 + b'"} 1\n'
+    for piece in (long_kept, long_kept[:300]):  # whole, or its start only (the rest not yet read)
+        with pytest.raises(QueueSourceError, match=r"longer than 256 bytes \(max_series_bytes\)"):
+            SampleLines(wanted, max_series=3, max_series_bytes=256).feed(piece)
+    with pytest.raises(QueueSourceError, match=r"more than 3 series .* \(max_series\)"):
+        SampleLines(wanted, max_series=3, max_series_bytes=256).feed(b"vllm:num_requests_waiting 1\n" * 4)
