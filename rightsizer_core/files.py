@@ -126,6 +126,18 @@ def read_secret(path: str | Path) -> str:
     return read_text(path, MAX_SECRET_BYTES).strip()
 
 
+def read_token(path: str | Path) -> str:
+    """A token sent in an HTTP header (``Authorization: Bearer``): ``read_secret``, refused
+    (``UnreadableFile``) when it holds a character a header value cannot carry, such as a line
+    break inside it (two tokens in a rotated file), which would otherwise end the header."""
+    token = read_secret(path)
+    bad = next((i for i, c in enumerate(token) if not (c.isascii() and c.isprintable())), None)
+    if bad is not None:
+        what = "a line break" if token[bad] in "\r\n" else f"character U+{ord(token[bad]):04X}"
+        raise UnreadableFile(errno.EINVAL, f"holds {what} at offset {bad}; a token is one line", str(path))
+    return token
+
+
 class BoundedSafeLoader(yaml.SafeLoader):
     """PyYAML's safe loader, with aliases and nesting bounded.
 

@@ -152,19 +152,17 @@ async def test_auth_bearer_token_file_basic_auth_and_headers(tmp_path: Path) -> 
             assert h.api("wrong")["error"] == "HTTP 401 Unauthorized"
 
 
-async def test_a_token_with_a_line_break_is_refused_not_sent_as_headers(tmp_path: Path) -> None:
+async def test_a_bearer_token_of_two_lines_is_refused_not_sent_as_two_headers(tmp_path: Path) -> None:
     token = tmp_path / "token"
-    token.write_text("s3cret-token\r\nX-Injected: yes\n")  # as a botched rotation might leave it
+    token.write_text("s3cret-token\nX-Injected: yes\n")  # a rotated file holding two lines
     with FakeHttpServer() as srv:
         route = srv.route("/bearer", body=tgi_metrics(4, 1))
         entry = {"name": "bearer", "kind": "tgi", "url": srv.url("/bearer"), "bearer_token_file": str(token)}
         async with QueueHarness([entry]) as h:
-            await eventually(lambda: h.up("bearer") == 0, what="the source down")
-            assert h.api("bearer")["error"] == (
-                f"bearer_token_file {token} holds a line break, a space or a character outside ASCII: "
-                "not a token an HTTP header can carry"
-            )
-            assert route.requests == 0 and h.depth("bearer") is None
+            await eventually(lambda: h.up("bearer") is not None, what="the first poll")
+            assert h.up("bearer") == 0 and h.depth("bearer") is None
+            assert "holds a line break" in h.api("bearer")["error"]
+            assert route.requests == 0  # nothing was sent with the token spliced into the head
 
 
 def _downs(caplog: pytest.LogCaptureFixture, queue: str) -> list[logging.LogRecord]:
