@@ -28,7 +28,11 @@ class NvmlSettings:
         maximum=60,
     )
     slow_interval_seconds: float = setting(
-        10.0, "Cadence of slow NVML calls (PCIe throughput blocks ~20 ms per GPU).", minimum=1, maximum=3600
+        10.0,
+        "Cadence of slow NVML reads: power limit, PCIe link, energy and PCIe replay counters "
+        "(4 ms of CPU per read on an H200), PCIe throughput without GPM (blocks ~20 ms).",
+        minimum=1,
+        maximum=3600,
     )
     init_timeout_seconds: float = setting(
         10.0,

@@ -4,16 +4,12 @@ requests, for servers that count no tokens) at today's price, and on the recomme
 A workload is an inference server's queue and the GPUs it feeds (queue links). Its throughput is
 the server's own counter rate over the right-sizing window; its price is the sum of the hourly
 prices of those GPUs (MIG instances at their share). On the recommended options the throughput is
-projected by the resource that binds the work today (``recommend.Demand.binding``), the projection
-the recommendation itself uses:
-
-- demand met today: the same work is served, so the same rate; a faster option does not make more
-  requests arrive, and a slower one that fits carries them all;
-- the GPU is the limit (a GPU of the workload is underprovisioned, or the queue grows by its own
-  level, ``pressure.growing``): the rate scales with the binding resource's capacity, recommended
-  over current (dense FP16 for compute, memory bandwidth for bandwidth-bound work such as decode;
-  without a bandwidth signal, the lower of the two). Decode of a memory-bound model is never
-  projected faster on a GPU with less bandwidth.
+projected by ``projection``, the one rule ``rightsizer plan --measured-from`` uses as well: memory
+bandwidth binds decode unless SM active (measured) is above the bandwidth signal; when the GPU is
+the limit (a GPU of the workload is underprovisioned, or the queue grows by its own level,
+``pressure.growing``) the rate scales with the binding resource's capacity, recommended over
+current; when demand is met the same work is served while the option has room for it. The slowest
+member bounds a workload spread over several GPUs.
 
 No projection when a GPU's recommendation is not an option (release, none) or the workload moves
 to another number of GPUs (``workload_change``).
@@ -27,10 +23,11 @@ from typing import Any
 
 from rightsizer_core.snapshot import Row
 
+from . import projection
 from .catalog import Catalog
 from .evidence import Evidence
 from .pressure import INFERENCE_SERVERS, growing
-from .recommend import current_candidate, demand
+from .recommend import current_candidate
 from .settings import RightsizingSettings
 from .verdicts import Assessment
 
@@ -70,20 +67,23 @@ def _per(hourly: float, rate: float, unit: str) -> float | None:
     return hourly / (rate * 3600.0) * PER[unit]
 
 
-def capacity_ratio(ev: Evidence, a: Assessment, catalog: Catalog, s: RightsizingSettings) -> float | None:
-    """Recommended over current capacity of the resource that binds the work today."""
+def signals(ev: Evidence) -> tuple[float | None, float | None]:
+    """(SM active p95, bandwidth p95) as ``projection.binding`` reads them; None: not measured."""
+    sm = ev.activity_p95 if ev.activity_source == "sm_active" else None
+    return sm, None if ev.bandwidth is None else ev.bandwidth[1]
+
+
+def capacity_ratio(ev: Evidence, a: Assessment, catalog: Catalog) -> tuple[float, float | None] | None:
+    """(recommended over current capacity of the resource that binds the work, that resource's p95
+    today); None when the recommendation is not an option."""
     cur = current_candidate(catalog, ev.model, ev.mig_profile)
     rec = catalog.candidate(a.recommended)
     if cur is None or rec is None:
         return None
-    bw_mine, bw_theirs = cur.memory_bandwidth_bytes_per_second, rec.memory_bandwidth_bytes_per_second
-    bandwidth = bw_theirs / bw_mine if bw_mine > 0 else None
-    if demand(ev, s).binding == "memory bandwidth":
-        return bandwidth
-    compute = rec.fp16_dense_tflops / cur.fp16_dense_tflops if cur.fp16_dense_tflops > 0 else None
-    if compute is not None and bandwidth is not None and ev.bandwidth is None:
-        return min(compute, bandwidth)  # no bandwidth signal: never faster on less bandwidth
-    return compute
+    sm, bandwidth = signals(ev)
+    resource = projection.binding(sm, bandwidth)
+    busy = bandwidth if resource == projection.BANDWIDTH else sm
+    return projection.capacity_ratio(cur, rec, resource, bandwidth is not None), busy
 
 
 def workload_costs(
@@ -121,24 +121,22 @@ def _cost(
         return None  # the server counts nothing we can price
     hourly = 0.0
     recommended: float | None = 0.0
-    ratios: list[float] = []
+    limited = any(a.verdict == "underprovisioned" for _, _, a in members) or growing(q, s)
+    served: list[float] = []
     for _, ev, a in members:
         cur = current_candidate(catalog, ev.model, ev.mig_profile)
         if cur is None:
             return None  # a GPU without a price: no cost for the workload
         hourly += cur.hourly_price_dollars
         rec = catalog.candidate(a.recommended)
-        ratio = capacity_ratio(ev, a, catalog, s)
+        ratio = capacity_ratio(ev, a, catalog)
         if rec is None or ratio is None or a.workload_change or recommended is None:
             recommended = None
             continue
         recommended += rec.hourly_price_dollars
-        ratios.append(ratio)
-    projected = None
-    if recommended is not None and ratios:
-        # The slowest member bounds the workload when the GPUs are the limit.
-        limited = any(a.verdict == "underprovisioned" for _, _, a in members) or growing(q, s)
-        projected = rate * min(ratios) if limited else rate
+        served.append(projection.projected_rate(rate, ratio[0], limited, ratio[1]))
+    # The slowest member bounds the workload.
+    projected = min(served) if recommended is not None and served else None
     keys = tuple(k for k, _, _ in members)
     return WorkloadCost(instance, name, q.server or "", keys, unit, rate, hourly, recommended, projected)
 

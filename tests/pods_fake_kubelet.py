@@ -9,7 +9,9 @@ a JSON list of pods in the API's own field names, re-read on every call so a tes
 
 Modes (also re-read on every call, from ``<answer>.mode`` when that file exists): ``ok``;
 ``hang`` (never answers, so only the client's deadline ends the call); ``garbage`` (answers bytes
-that are not a ListPodResourcesResponse); ``unimplemented``.
+that are not a ListPodResourcesResponse); ``unimplemented``; ``raw`` (answers the bytes of
+``<answer>.bin`` as they are: a serialized answer too large to convert from JSON on every call,
+written by ``write_raw_answer``).
 
 In-process: ``async with FakeKubelet(socket, answer_path):``. As a separate process, so a test can
 kill it: ``kubelet_process(socket, answer_path)``, which runs this file as a script.
@@ -47,6 +49,16 @@ def write_answer(path: Path, pods: list[dict[str, Any]], mode: str = "ok") -> No
     tmp.write_text(json.dumps(pods))
     tmp.replace(path)  # atomic: the server never reads half a file
     set_mode(path, mode)
+
+
+def write_raw_answer(path: Path, pods: list[dict[str, Any]]) -> int:
+    """Serialize ``pods`` once into ``<path>.bin`` and switch to ``raw`` mode; the answer's size."""
+    data = json_format.ParseDict(
+        {"pod_resources": pods}, podresources_pb2.ListPodResourcesResponse()
+    ).SerializeToString()
+    Path(f"{path}.bin").write_bytes(data)
+    set_mode(path, "raw")
+    return len(data)
 
 
 def set_mode(answer_path: Path, mode: str) -> None:
@@ -88,6 +100,8 @@ class _Lister(podresources_pb2_grpc.PodResourcesListerServicer):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "unknown method List")
         if mode == "garbage":
             return GARBAGE
+        if mode == "raw":
+            return Path(f"{self.answer_path}.bin").read_bytes()
         pods = json.loads(self.answer_path.read_text())
         return json_format.ParseDict({"pod_resources": pods}, podresources_pb2.ListPodResourcesResponse())
 

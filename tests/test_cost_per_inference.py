@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from report_history import exporter_history
 
+from exporter.sources.simulated.scenario import SCENARIO_DIR
 from rightsizing.catalog import load_catalog
 from rightsizing.command.report_cli import cost_table
 from rightsizing.cost import cost_json, cost_rows, workload_costs
@@ -31,24 +32,26 @@ def price(key: str) -> float:
 def test_two_workloads_on_different_gpus_show_their_measured_cost_and_the_projection() -> None:
     fleet = exporter_history(SCENARIOS / "memory_reserved_by_server.yaml", 3600.0, 15.0, {}, None)
     costs = {c.queue: c for c in fleet.live.costs}
-    # vLLM on an A100 80GB serving 900 generated tokens/s (the scenario's rate): rightsized, demand
-    # met, so the same rate on the same option.
+    # vLLM on an A100 80GB serving 50 generated tokens/s (the scenario's rate, which its GPU can
+    # serve: the arithmetic is in the scenario file): rightsized, demand met, so the same rate on
+    # the same option.
     rag = costs["rag"]
     assert (rag.server, rag.unit, len(rag.gpus)) == ("vllm", "tokens", 1)
-    assert rag.rate == pytest.approx(900, rel=0.01)
-    assert rag.dollars == pytest.approx(price("A100-SXM-80GB") / (900 * 3600) * 1e6, rel=0.01)
+    assert rag.rate == pytest.approx(50, rel=0.01)
+    assert rag.dollars == pytest.approx(price("A100-SXM-80GB") / (50 * 3600) * 1e6, rel=0.01)
     assert rag.projected_rate == pytest.approx(rag.rate)
     assert rag.projected_dollars == pytest.approx(rag.dollars)
-    # SGLang on an L40S at 1,200 tokens/s, under memory pressure: underprovisioned -> A100 80GB. The
-    # GPU is the limit and compute binds (utilization ~0.4 over memory copy ~0.34), so the rate
-    # scales by dense FP16, 312 / 362 TFLOPS: more memory, but no faster.
+    # SGLang on an L40S at 36 tokens/s, under memory pressure: underprovisioned -> A100 80GB. The
+    # GPU is the limit; an L40S reports no SM active (GPU utilization says a kernel ran, not how much
+    # compute it used), so memory bandwidth binds decode: 2.039 TB/s / 864 GB/s = x2.36, as
+    # rightsizer plan --measured-from projects it (not x0.86 by dense FP16, 312 / 362 TFLOPS).
     agent = costs["agent"]
-    assert agent.rate == pytest.approx(1200, rel=0.01)
-    assert agent.dollars == pytest.approx(price("L40S-48GB") / (1200 * 3600) * 1e6, rel=0.01)
+    assert agent.rate == pytest.approx(36, rel=0.01)
+    assert agent.dollars == pytest.approx(price("L40S-48GB") / (36 * 3600) * 1e6, rel=0.01)
     assert agent.recommended_hourly_dollars == pytest.approx(price("A100-SXM-80GB"))
-    assert agent.projected_rate == pytest.approx(agent.rate * 312 / 362, rel=1e-6)
+    assert agent.projected_rate == pytest.approx(agent.rate * 2039 / 864, rel=1e-6)
     assert agent.projected_dollars == pytest.approx(
-        price("A100-SXM-80GB") / (agent.rate * 312 / 362 * 3600) * 1e6, rel=1e-6
+        price("A100-SXM-80GB") / (agent.rate * 2039 / 864 * 3600) * 1e6, rel=1e-6
     )
     # Published as series, today's and projected.
     rows = cost_rows([agent])
@@ -97,7 +100,7 @@ def test_memory_bound_decode_is_never_projected_faster_on_less_bandwidth() -> No
         S,
     )
     assert c.projected_rate == pytest.approx(2000 * 362 / 989)
-    # Without a bandwidth signal, a compute projection is capped by the bandwidth ratio as well.
+    # Without a bandwidth signal, SM active binds, capped by the bandwidth ratio as well.
     unseen = evidence(None, 0.9, growing_queue(2000.0))
     (c,) = workload_costs([("g", "", unseen, assessment("underprovisioned", "B200-SXM-180GB"))], CATALOG, S)
     b200 = CATALOG.candidate("B200-SXM-180GB")
@@ -112,10 +115,17 @@ def test_memory_bound_decode_is_never_projected_faster_on_less_bandwidth() -> No
 
 def test_demand_met_keeps_its_rate_and_unknown_stays_unknown() -> None:
     quiet = QueueEvidence("chat", 0, 2, 0.0, 0.5, 3599.0, "vllm", 0.3, 0.0, 400.0)
-    ev = evidence(0.2, 0.1, quiet)
+    ev = evidence(0.05, 0.04, quiet)
     (c,) = workload_costs([("g", "", ev, assessment("overprovisioned", "L4-24GB"))], CATALOG, S)
-    assert c.projected_rate == 400.0  # a slower GPU that fits carries the same work
+    # A slower GPU with room for the work carries the same work: DRAM active 5 % of 3.35 TB/s is
+    # 168 GB/s, 56 % of an L4's 300.
+    assert c.projected_rate == 400.0
     assert c.projected_dollars == pytest.approx(price("L4-24GB") / (400 * 3600) * 1e6)
+    # One without room for it serves what its bandwidth allows: 20 % of 3.35 TB/s is 670 GB/s, and
+    # an L4 moves 300: 400 x 300 / 670 tokens/s.
+    (c,) = workload_costs([("g", "", evidence(0.2, 0.1, quiet), assessment("overprovisioned", "L4-24GB"))],
+                          CATALOG, S)  # fmt: skip
+    assert c.projected_rate == pytest.approx(400 * 300 / (0.2 * 3350))
     # Triton counts requests only: dollars per thousand requests.
     (c,) = workload_costs([("g", "", evidence(0.2, 0.1, growing_queue(None, 3.0)), assessment("rightsized",
                           "H100-SXM-80GB"))], CATALOG, S)  # fmt: skip
@@ -130,8 +140,18 @@ def test_demand_met_keeps_its_rate_and_unknown_stays_unknown() -> None:
 
 def test_a_queue_feeding_two_gpus_pays_for_both() -> None:
     q = QueueEvidence("chat", 0, 2, 0.0, 0.5, 3599.0, "vllm", 0.3, 0.0, 1000.0)
-    units = [(k, "", evidence(0.2, 0.1, q), assessment("overprovisioned", "L4-24GB")) for k in ("a", "b")]
+    units = [(k, "", evidence(0.05, 0.04, q), assessment("overprovisioned", "L4-24GB")) for k in ("a", "b")]
     (c,) = workload_costs(units, CATALOG, S)
     assert c.gpus == ("a", "b") and c.hourly_dollars == pytest.approx(2 * price("H100-SXM-80GB"))
     assert c.dollars == pytest.approx(2 * price("H100-SXM-80GB") / (1000 * 3600) * 1e6)
     assert c.projected_dollars == pytest.approx(2 * price("L4-24GB") / (1000 * 3600) * 1e6)
+
+
+def test_the_default_fleets_chat_8b_projects_onto_the_l40s_by_bandwidth() -> None:
+    """One projection rule (rightsizing/projection.py): Llama 3 8B decode on an L4 (no SM active, so
+    bandwidth binds) that is the limit projects x864/300 = 2.88 onto the L40S, as rightsizer plan
+    --measured-from does, not x362/121 = 2.99 by dense FP16."""
+    fleet = exporter_history(SCENARIO_DIR / "default.yaml", 3600.0, 15.0, {}, None)
+    (chat,) = [c for c in fleet.live.costs if c.queue == "chat-requests"]
+    assert chat.recommended_hourly_dollars == pytest.approx(price("L40S-48GB"))
+    assert chat.projected_rate == pytest.approx(chat.rate * 864 / 300, rel=1e-9)

@@ -20,7 +20,7 @@ PER_CYCLE = {
     "nvmlDeviceGetUtilizationRates": 1,
     "nvmlDeviceGetMemoryInfo_v2": 1,
     "nvmlDeviceGetTemperatureV": 1,
-    "nvmlDeviceGetFieldValues": 1,  # memory temperature, energy, PCIe replays, ECC totals
+    "nvmlDeviceGetFieldValues": 1,  # memory temperature, ECC totals (energy and PCIe replays: slow)
     "nvmlDeviceGetPowerUsage": 1,
     "nvmlDeviceGetClockInfo": 2,
     "nvmlDeviceGetEncoderUtilization": 1,
@@ -79,3 +79,29 @@ def test_each_cycle_makes_only_the_planned_calls(nvml_double: NvmlDouble, tmp_pa
     for fn, per_cycle in PER_CYCLE.items():
         assert per_cycle * (n - 1) <= made[fn] <= per_cycle * (n + 1), (fn, made[fn], n)
     assert nvml_double.call_count("nvmlDeviceGetTotalEccErrors", 0) == 0  # in the field values call
+
+
+def test_energy_and_pcie_replay_counters_are_read_on_the_slow_cadence(
+    nvml_double: NvmlDouble, tmp_path: Path
+) -> None:
+    """On an H200 (driver 580) one read of the energy counter costs 4 ms of CPU, 2,000 times a power
+    reading, and the PCIe replay counter 0.15 ms: both are counters, read on the slow cadence."""
+    nvml_double.set({"gpus": 1, **gpu_values(0)})
+    with exporter(exporter_args(tmp_path, slow_interval_seconds=3600), env=nvml_double.env()) as proc:
+        scrape_until(proc.url, lambda s: value(s, "DCGM_FI_DEV_POWER_USAGE", gpu="0") == 250.5, what="first")
+        nvml_double.gpu(0, energy_mj=223_456_789, pcie__replay=9, power_mw=300_000)
+        samples = scrape_until(
+            proc.url, lambda s: value(s, "DCGM_FI_DEV_POWER_USAGE", gpu="0") == 300.0, what="new power"
+        )
+        now = cycles(nvml_double, 0)
+        wait_for(lambda: cycles(nvml_double, 0) >= now + 5, 20, what="5 more cycles")
+        samples = scrape(proc.url)
+        assert value(samples, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="0") == 123_456_789
+        assert value(samples, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", gpu="0") == 7
+    with exporter(exporter_args(tmp_path, slow_interval_seconds=1), env=nvml_double.env()) as proc:
+        samples = scrape_until(
+            proc.url,
+            lambda s: value(s, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="0") == 223_456_789,
+            what="energy on a 1 s slow cadence",
+        )
+        assert value(samples, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", gpu="0") == 9

@@ -56,7 +56,7 @@ PODS = [
 
 
 async def list_pod_resources(socket: str, timeout: float, resources: frozenset[str]) -> KubeletAnswer:
-    async with PodResourcesClient(socket) as client:
+    async with PodResourcesClient(socket, 16 * 2**20, 5000) as client:
         return await client.list(timeout, resources)
 
 
@@ -186,7 +186,7 @@ async def test_incomplete_entries_are_skipped_with_a_reason(where: tuple[Path, P
 
 async def test_one_client_follows_a_kubelet_restart(where: tuple[Path, Path]) -> None:
     sock, answer = where
-    async with PodResourcesClient(str(sock)) as client:
+    async with PodResourcesClient(str(sock), 16 * 2**20, 5000) as client:
         async with FakeKubelet(sock, answer):
             assert (await client.list(2.0, GPUS)).pods == 3
         with pytest.raises(PodResourcesError, match="does not exist"):

@@ -91,6 +91,18 @@ BAD = {
         [{**GOOD[1], "headers": {"X-Tenant": "a\r\nX-Admin: yes"}}],
         "queues[0]: queue 'chat': header X-Tenant has a line break in its value",
     ),
+    "header outside latin-1": (
+        [{**GOOD[1], "headers": {"X-Tenant": "équipe-東京"}}],
+        "queues[0]: queue 'chat': header X-Tenant has a control character or a character outside Latin-1",
+    ),
+    "max_series on redis": (
+        [{**GOOD[0], "max_series": 10}],
+        "queues[0]: queue 'jobs': 'max_series' does not apply to kind redis",
+    ),
+    "max_groups without a group": (
+        [{**GOOD[0], "max_groups": 10}],
+        "queues[0]: queue 'jobs': 'max_groups' applies only with 'group'",
+    ),
     "host header": (
         [{**GOOD[1], "headers": {"Host": "x"}}],
         "queues[0]: queue 'chat': 'Host' cannot be set in headers",

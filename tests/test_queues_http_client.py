@@ -82,7 +82,7 @@ async def test_oversized_answers_non_http_answers_and_redirects_are_faults() -> 
         ]
         async with QueueHarness(entries) as h:
             await eventually(lambda: all(h.up(n) == 0 for n in ("huge", "ssh", "moved")), what="all down")
-            assert h.api("huge")["error"] == "answer larger than 16 MiB"
+            assert h.api("huge")["error"] == "answer larger than 16 MiB (max_body_bytes)"
             assert h.api("ssh")["error"].startswith("not an HTTP answer")
             assert h.api("moved")["error"] == "HTTP 302 Found"
 

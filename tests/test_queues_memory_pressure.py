@@ -11,8 +11,7 @@ from exporter.sources.queues.scrape import PRESETS, ExpositionReader
 
 
 def reader(kind: str) -> ExpositionReader:
-    p = PRESETS[kind]
-    return ExpositionReader(p.depth, p.in_flight, {}, p.kv_cache, p.preemptions)
+    return ExpositionReader(PRESETS[kind], {})
 
 
 @pytest.mark.parametrize("openmetrics", [False, True])

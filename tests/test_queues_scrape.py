@@ -12,7 +12,8 @@ from queue_harness import QueueHarness, eventually
 from queue_servers import FakeHttpServer
 from servers import free_port
 
-from exporter.sources.queues.scrape import sample_lines
+from exporter.sources.queues.base import QueueSourceError
+from exporter.sources.queues.lines import SampleLines
 
 LABELS = {"namespace": "prod", "workload": "chat"}
 
@@ -244,6 +245,16 @@ async def test_connection_refused_is_reported_without_delaying_the_sampler() -> 
         await eventually(lambda: h.sampler.cycles >= cycles + 3, what="sampler to keep rendering")
 
 
+def kept(text: str, names: list[str], split: int | None = None) -> list[str]:
+    """The lines SampleLines keeps of ``text``, fed whole or in two pieces cut at ``split``."""
+    lines = SampleLines(names, max_series=100, max_series_bytes=256)
+    data = text.encode()
+    for piece in (data,) if split is None else (data[:split], data[split:]):
+        lines.feed(piece)
+    lines.finish()
+    return [line.decode() for line in lines.take()]
+
+
 def test_only_sample_lines_of_the_wanted_names_reach_the_parser() -> None:
     text = (
         "# HELP vllm:num_requests_waiting Number of requests waiting.\n"
@@ -254,11 +265,29 @@ def test_only_sample_lines_of_the_wanted_names_reach_the_parser() -> None:
         "vllm:num_requests_waiting\t4\n"
         "vllm:num_requests_waiting 5"
     )
-    assert sample_lines(text, ["vllm:num_requests_waiting"]) == [
+    wanted = [
         'vllm:num_requests_waiting{model_name="m"} 3',
         "vllm:num_requests_waiting\t4",
         "vllm:num_requests_waiting 5",
     ]
-    assert sample_lines("tgi_queue_size 2\n", ["tgi_queue_size", "tgi_batch_current_size"]) == [
-        "tgi_queue_size 2"
-    ]
+    assert kept(text, ["vllm:num_requests_waiting"]) == wanted
+    for split in range(len(text)):  # wherever a read ends, the same lines are kept
+        assert kept(text, ["vllm:num_requests_waiting"], split) == wanted, split
+    assert kept("tgi_queue_size 2\n", ["tgi_queue_size", "tgi_batch_current_size"]) == ["tgi_queue_size 2"]
+
+
+def test_a_line_no_one_reads_is_skipped_however_long_and_kept_lines_are_capped() -> None:
+    wanted = ["vllm:num_requests_waiting"]
+    body = b'other_metric{x="' + b"a" * 100_000 + b'"} 1\nvllm:num_requests_waiting 4\n'
+    lines, held = SampleLines(wanted, max_series=3, max_series_bytes=256), 0
+    for at in range(0, len(body), 1000):  # read 1 KB at a time: the long line is never held whole
+        lines.feed(body[at : at + 1000])
+        held = max(held, len(lines._carry))
+    lines.finish()
+    assert lines.take() == [b"vllm:num_requests_waiting 4"] and held <= 256 + 1000
+    long_kept = b'vllm:num_requests_waiting{m="' + b"a" * 1000 + b'"} 1\n'
+    for piece in (long_kept, long_kept[:300]):  # whole, or its start only (the rest not yet read)
+        with pytest.raises(QueueSourceError, match=r"longer than 256 bytes \(max_series_bytes\)"):
+            SampleLines(wanted, max_series=3, max_series_bytes=256).feed(piece)
+    with pytest.raises(QueueSourceError, match=r"more than 3 series .* \(max_series\)"):
+        SampleLines(wanted, max_series=3, max_series_bytes=256).feed(b"vllm:num_requests_waiting 1\n" * 4)

@@ -31,8 +31,7 @@ def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
 
 
 def reader(kind: str) -> ExpositionReader:
-    p = PRESETS[kind]
-    return ExpositionReader(p.depth, p.in_flight, {}, p.kv_cache, p.preemptions, p.counters)
+    return ExpositionReader(PRESETS[kind], {})
 
 
 @pytest.mark.parametrize("openmetrics", [False, True])

@@ -59,8 +59,10 @@ def test_h100_in_mig_mode_shows_per_instance_memory_and_ratios(scenario: Path) -
         free = instances(samples, "DCGM_FI_DEV_FB_FREE")
         assert {gi: p for gi, (p, _) in used.items()} == {"1": "3g.40gb", "2": "1g.10gb"}
         assert used["1"][1] == pytest.approx(30 * 1024, rel=0.02)
-        assert used["1"][1] + free["1"][1] == pytest.approx(40 * 1024, rel=0.01)  # the profile's memory
-        assert used["2"][1] + free["2"][1] == pytest.approx(10 * 1024, rel=0.01)
+        # The profile's memory as nvidia-smi mig -lgip reports it (H100: 3g.40gb 39.5 GiB, 1g.10gb
+        # 9.62 GiB in the catalog), not its nominal size.
+        assert used["1"][1] + free["1"][1] == pytest.approx(39.5 * 1024, abs=1)
+        assert used["2"][1] + free["2"][1] == pytest.approx(9.62 * 1024, abs=1)
         sm = instances(samples, "DCGM_FI_PROF_SM_ACTIVE")
         assert sm["1"][1] > 0.3 and sm["2"][1] < 0.05  # each instance its own workload
         assert set(instances(samples, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")) == {"1", "2"}

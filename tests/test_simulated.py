@@ -62,7 +62,9 @@ def test_every_workload_is_physically_coherent(kind: str, model: str, offset: fl
     spec = src.scenario.gpus[0].spec
     sample = src.reading_at(T0 + offset).gpus[0]
     f = sample.fields
-    total = spec.memory_bytes
+    # NVML's memory.total is the usable size (ECC and the driver's reserve off), as the catalog says.
+    total = spec.usable_memory
+    assert total == spec.usable_memory_bytes <= spec.memory_bytes
     assert f["memory_used_bytes"] + f["memory_free_bytes"] + f["memory_reserved_bytes"] == total
     assert 0 <= f["memory_used_bytes"] <= total and f["memory_total_bytes"] == total
     assert f["compute_processes_memory_bytes"] <= f["memory_used_bytes"]
@@ -184,6 +186,9 @@ def test_mig_instances_report_their_own_memory_ratios_and_pods() -> None:
         assert ident.index == parent.identity.index and ident.pci_bus_id == parent.identity.pci_bus_id
         assert f["memory_used_bytes"] + f["memory_free_bytes"] == f["memory_total_bytes"]
         assert f["memory_total_bytes"] == ident.memory_total_bytes
+        # What nvidia-smi mig -lgip reports for the profile, not its nominal size.
+        profile = src.scenario.gpus[0].spec.mig_profile(ident.mig_profile or "")
+        assert profile is not None and f["memory_total_bytes"] == profile.usable_memory_bytes
         assert f["sm_occupancy_ratio"] <= f["sm_active_ratio"] <= f["gr_engine_active_ratio"] <= 1
         assert "gpu_utilization_ratio" not in f and "power_usage_watts" in inst.unsupported
         assert inst.pod is not None

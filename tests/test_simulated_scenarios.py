@@ -72,7 +72,9 @@ def test_count_replicates_with_own_identity_pod_and_queue(tmp_path: Path) -> Non
     assert len({g.identity.uuid for g in gpus}) == 4 and gpus[3].identity.uuid == "GPU-fixed"
     assert gpus[3].identity.pci_bus_id == "00000000:99:00.0"
     assert [g.pod.pod for g in gpus[:3] if g.pod] == ["chat-0", "chat-1", "chat-2"]
-    assert gpus[0].identity.memory_total_bytes == 24 * GIB
+    # What NVML reports for an L4 (ECC on): 23034 MiB, not the nominal 24 GiB.
+    assert gpus[0].identity.memory_total_bytes == 23034 * 2**20
+    assert gpus[3].identity.memory_total_bytes == 81559 * 2**20
     queues = src.queue_samples(T0)
     assert [q.name for q in queues] == ["q-0", "q-1", "q-2"]
     assert [q.gpus for q in queues] == [(g.identity.uuid,) for g in gpus[:3]]
@@ -97,7 +99,7 @@ BAD = [
     ),
     (
         {"gpus": [{"model": "L4", "workload": {"kind": "training", "memory_gib": 30}}]},
-        "gpus[0] (L4).workload.memory_gib: 30 GiB is more than the L4-24GB's 24 GiB",
+        "gpus[0] (L4).workload.memory_gib: 30 GiB is more than the L4-24GB's 22.49 GiB usable",
     ),
     (
         {"gpus": [{"model": "L4", "workload": {"kind": "steady_inference", "activity": 2}}]},

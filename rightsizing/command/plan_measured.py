@@ -10,29 +10,34 @@ From a Prometheus holding the exporter's series (instant queries at now):
 - the GPUs it runs on: ``rightsizer_gpu_info`` whose pod belongs to the workload (its model and
   count), and whether any is ``underprovisioned`` (``rightsizer_gpu_verdict``).
 
-Each plan option gets the measured rate projected by the resource that binds decode, memory
-bandwidth (the same projection the live recommendation uses for bandwidth-bound work): when the
-GPUs are the limit (a GPU of the workload underprovisioned), rate x option bandwidth / today's
-bandwidth (GPU counts included); when demand is met, the same work is served, so the measured rate,
-but never more than that bandwidth share: decode is never projected faster on less bandwidth.
+Each plan option gets the measured rate projected by the one rule the live exporter and ``rightsizer
+report`` use (``rightsizing.projection``): the resource that binds the work is read from the GPUs'
+p95 SM active and bandwidth signal (DRAM active, else memory-copy utilization) over the last hour,
+memory bandwidth unless SM active is measured and above it; when the GPUs are the limit (a GPU of
+the workload underprovisioned), rate x option capacity / today's (GPU counts included); when demand
+is met, the same work is served while the option has room for it (rate x capacity ratio / today's
+p95 of that resource, at most the measured rate).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rightsizer_core.workloads import workload_of
 
-from ..catalog import Catalog
+from .. import projection
+from ..catalog import Candidate, Catalog
 from ..cost import PER, TOKENS
 from ..models import PlanError
 from ..planner import Option, Plan
 from ..recommend import current_candidate
 from .output import money, rate, table
 from .promapi import PrometheusClient, ReportError, Sample
+
+WINDOW = "1h"  # the live engine's default window: the signals that say what binds the work
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,15 +50,20 @@ class Measured:
     dollars: float | None  # per million tokens (thousand requests) at today's price
     current: str | None  # catalog key of the GPUs it runs on; None: not found
     gpus: int
-    bandwidth: float | None  # today's memory bandwidth, all its GPUs, bytes/s
     limited: bool  # a GPU of the workload is underprovisioned: the GPUs are the limit
+    resource: str = projection.BANDWIDTH  # what binds the work (``projection.binding``)
+    busy: float | None = None  # that resource's p95 today (None: not measured)
+    bandwidth_seen: bool = False  # a bandwidth signal was measured
+    option: Candidate | None = None  # the catalog option of the GPUs it runs on
 
-    def projected(self, bandwidth: float, hourly_dollars: float) -> tuple[float | None, float | None]:
-        """(rate, dollars per unit) on an option with ``bandwidth`` bytes/s over all its GPUs."""
-        if not self.bandwidth or bandwidth <= 0:
+    def projected(
+        self, option: Candidate, gpus: int, hourly_dollars: float
+    ) -> tuple[float | None, float | None]:
+        """(rate, dollars per unit) on ``gpus`` x ``option``."""
+        if self.option is None or self.gpus <= 0:
             return None, None
-        share = bandwidth / self.bandwidth
-        rate = self.rate * share if self.limited else self.rate * min(1.0, share)
+        ratio = projection.capacity_ratio(self.option, option, self.resource, self.bandwidth_seen)
+        rate = projection.projected_rate(self.rate, ratio * gpus / self.gpus, self.limited, self.busy)
         if rate <= 0:
             return rate, None
         return rate, hourly_dollars / (rate * 3600.0) * PER[self.unit]
@@ -112,33 +122,45 @@ def measure(
         if r.labels.get("queue") == s.labels.get("queue") and r.labels.get("unit") == unit
     )
     dollars = hourly / (rate * 3600.0) * PER[unit] if rate > 0 and hourly > 0 else None
-    current, count, bandwidth, limited = None, 0, None, False
-    if slash:
-        current, count, bandwidth, limited = _gpus(client, namespace, name, catalog, at)
-    return Measured(workload, url, tuple(queues), unit, rate, dollars, current, count, bandwidth, limited)
+    measured = Measured(workload, url, tuple(queues), unit, rate, dollars, None, 0, False)
+    return _gpus(client, namespace, name, catalog, at, measured) if slash else measured
 
 
 def _gpus(
-    client: PrometheusClient, namespace: str, name: str, catalog: Catalog, at: float
-) -> tuple[str | None, int, float | None, bool]:
-    """(catalog key, GPU count, total bandwidth, limited) of the whole GPUs the workload's pods hold."""
+    client: PrometheusClient, namespace: str, name: str, catalog: Catalog, at: float, m: Measured
+) -> Measured:
+    """``m`` with the whole GPUs the workload's pods hold: their catalog key and count, whether
+    they are the limit, and the signals that say what binds the work."""
     info = _query(client, f'rightsizer_gpu_info{{namespace="{_quote(namespace)}"}}', at)
     held = [s for s in info if "UUID" in s.labels and workload_of(s.labels.get("pod", "")) == name]
     if any(s.labels.get("GPU_I_ID") for s in held):
-        return None, len(held), None, False  # MIG instances: the plan compares whole GPUs only
+        return replace(m, gpus=len(held))  # MIG instances: the plan compares whole GPUs only
     mine = {s.labels["UUID"]: s.labels.get("model_name", "") for s in held}
     candidates = {current_candidate(catalog, model, None) for model in mine.values()}
     if not mine or len(candidates) != 1 or None in candidates:
-        return None, len(mine), None, False  # none found, or a mix: no projection
+        return replace(m, gpus=len(mine))  # none found, or a mix: no projection
     (cur,) = candidates
     assert cur is not None
     under = _query(client, 'rightsizer_gpu_verdict{verdict="underprovisioned"} == 1', at)
     limited = any(s.labels.get("UUID") in mine for s in under)
-    return cur.key, len(mine), cur.memory_bandwidth_bytes_per_second * len(mine), limited
+    pick = "|".join(_quote(re.escape(u)) for u in sorted(mine))
+
+    def p95(metric: str, scale: float = 1.0) -> float | None:
+        found = _query(client, f'max(quantile_over_time(0.95, {metric}{{UUID=~"{pick}"}}[{WINDOW}]))', at)
+        return found[0].value * scale if found else None
+
+    sm = p95("DCGM_FI_PROF_SM_ACTIVE")
+    bandwidth = p95("DCGM_FI_PROF_DRAM_ACTIVE")
+    if bandwidth is None:
+        bandwidth = p95("DCGM_FI_DEV_MEM_COPY_UTIL", 0.01)
+    resource = projection.binding(sm, bandwidth)
+    busy = bandwidth if resource == projection.BANDWIDTH else sm
+    return replace(m, current=cur.key, gpus=len(mine), limited=limited, resource=resource, busy=busy,
+                   bandwidth_seen=bandwidth is not None, option=cur)  # fmt: skip
 
 
 def projected(m: Measured, o: Option) -> tuple[float | None, float | None]:
-    return m.projected(o.candidate.memory_bandwidth_bytes_per_second * o.gpus, o.hourly_price_dollars)
+    return m.projected(o.candidate, o.gpus, o.hourly_price_dollars)
 
 
 def _round(x: float | None, digits: int) -> float | None:
@@ -157,6 +179,8 @@ def measured_dict(m: Measured) -> dict[str, Any]:
         "current": m.current,
         "gpus": m.gpus,
         "gpus_are_the_limit": m.limited,
+        "projected_by": m.resource if m.option is not None else None,
+        "binding_p95": _round(m.busy, 4) if m.option is not None else None,
     }
 
 
@@ -181,9 +205,17 @@ def render_measured(r: Plan, m: Measured | None) -> str:
         out.append(
             table(["option", f"measured {unit}, projected", f"$/{per}, projected"], rows, [False, True, True])
         )
-        why = "the GPUs are the limit" if m.limited else "demand is met today"
+        if m.limited:
+            why = "the GPUs are the limit: the rate scales with it"
+        else:
+            busy = "" if m.busy is None else f" (p95 {m.busy:.0%} today)"
+            why = f"demand is met today: the same rate while an option has room for it{busy}"
+        signal = (
+            "SM active above the bandwidth signal" if m.resource == projection.COMPUTE
+            else "decode reads the weights every step; no SM active above the bandwidth signal"
+        )  # fmt: skip
         out.append(
-            f"Projected by memory bandwidth, the resource that binds decode ({why}; never faster on less "
-            "bandwidth)."
+            f"Projected by {m.resource}, the resource that binds the work ({signal}); {why}. The exporter "
+            "and rightsizer report project by the same rule."
         )
     return "\n".join(out) + "\n"

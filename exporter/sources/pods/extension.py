@@ -74,7 +74,9 @@ class PodAttribution:
         self.settings = settings
         self._processes = processes
         self._resources = frozenset(settings.resource_names)
-        self._client = PodResourcesClient(settings.socket)
+        self._client = PodResourcesClient(
+            settings.socket, settings.max_answer_bytes, settings.max_pods
+        )
         self._state: _Attribution | None = None
         self._status = CollectorStatus(self.name, False, 0.0, "not refreshed yet")
         self._api: dict[str, Any] = {"enabled": True, "ok": False, "error": "not refreshed yet"}

@@ -59,6 +59,21 @@ class PodSettings:
         "Extended resources that are whole or time-sliced GPUs; nvidia.com/mig-* is always included.",
     )
 
+    max_answer_bytes: int = setting(
+        4 * 2**20,
+        "Largest kubelet List answer read, in bytes (gRPC's own default; a node with 110 pods answers a "
+        "few tens of KiB); a larger one is refused and attribution is off until a smaller one comes.",
+        minimum=65536,
+        maximum=64 * 2**20,
+    )
+    max_pods: int = setting(
+        5000,
+        "Most pods a kubelet List answer may list (Kubernetes' default is 110 per node); an answer with "
+        "more is refused, not read in part.",
+        minimum=1,
+        maximum=1_000_000,
+    )
+
     def validate(self) -> None:
         if self.timeout_seconds >= self.refresh_interval_seconds:
             raise ValueError("timeout_seconds must be shorter than refresh_interval_seconds")

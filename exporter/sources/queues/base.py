@@ -51,6 +51,14 @@ def finite(value: float, what: str) -> float:
     return value
 
 
+def how_many(value: float, what: str) -> float:
+    """A count of requests (depth, in flight): finite and not negative, else the source is bad."""
+    value = finite(value, what)
+    if value < 0:
+        raise QueueSourceError(f"{what} is negative ({value:g}): not a number of requests")
+    return value
+
+
 def shorten(text: str, limit: int = REASON_LIMIT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

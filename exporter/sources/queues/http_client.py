@@ -5,8 +5,10 @@ sources, and polls of one source never overlap); responses are parsed by httptoo
 of llhttp that uvicorn uses. Why not aiohttp's client: measured on a 2-core machine it cost 250 to
 450 us of CPU per request, this client about 110 us plus parsing; with 200 sources at 1 s that
 difference was most of the 5 % CPU budget and set how long the burst of polls before each render
-takes (bench/queues.py measures both). Redirects are not followed; bodies are capped in size; the
-poller's deadline bounds every request (a request cut short closes its connection).
+takes (bench/queues.py measures both). Redirects are not followed; bodies are capped in size
+(``max_body_bytes``) and, for expositions, handed to a sink chunk by chunk instead of being held
+whole; an encoded body (gzip...) is refused, none being asked for; the poller's deadline bounds
+every request (a request cut short closes its connection).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import base64
 import os
 import socket
 import ssl
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import httptools
@@ -26,8 +30,16 @@ from ... import __version__
 from .base import QueueSourceError, SecretFile
 from .settings import QueueSettings
 
-MAX_BODY_BYTES = 16 * 2**20
 USER_AGENT = f"rightsizer-exporter/{__version__}"
+
+
+# Streaming a 200 answer's body: called with its content type once the head is read, then with each
+# piece of the body. Either may raise QueueSourceError to refuse the answer.
+Sink = tuple[Callable[[str], None], Callable[[bytes], None]]
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n % 2**20 == 0 else f"{n} bytes"
 
 
 class _StaleConnection(Exception):
@@ -37,7 +49,8 @@ class _StaleConnection(Exception):
 class _Exchange(asyncio.Protocol):
     """One TCP (or TLS) connection; answers one request at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_body_bytes: int) -> None:
+        self.max_body_bytes = max_body_bytes
         self.transport: asyncio.Transport | None = None
         self.open = False
         self._answer: asyncio.Future[tuple[int, str, str, bytes]] | None = None
@@ -47,8 +60,11 @@ class _Exchange(asyncio.Protocol):
         self._framed = False  # Content-Length or chunked: the body's end is known
         self._reason = ""
         self._content_type = ""
+        self._encoding = ""
         self._body: list[bytes] = []
         self._size = 0
+        self._sink: Sink | None = None
+        self._sinking = False  # the sink takes this answer's body
 
     # -- asyncio.Protocol ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -84,19 +100,40 @@ class _Exchange(asyncio.Protocol):
         lowered = name.lower()
         if lowered == b"content-type":
             self._content_type = value.decode("latin-1").split(";", 1)[0].strip().lower()
+        elif lowered == b"content-encoding":
+            self._encoding = value.decode("latin-1").strip().lower()
         else:
             chunked = lowered == b"transfer-encoding" and b"chunked" in value.lower()
             self._framed = self._framed or chunked or lowered == b"content-length"
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
+        parser = self._parser
+        if parser is None or parser.get_status_code() != 200:
+            return  # only the status of another answer is used: its body is dropped as it comes
+        if self._encoding not in ("", "identity"):
+            self._fail(QueueSourceError(f"answer is {self._encoding}-encoded; no encoding was asked for"))
+        elif self._sink is not None:
+            self._sinking = True
+            self._call(self._sink[0], self._content_type)
 
     def on_body(self, body: bytes) -> None:
+        if self._answer is None or self._answer.done():
+            return
         self._size += len(body)
-        if self._size > MAX_BODY_BYTES:
-            self._fail(QueueSourceError(f"answer larger than {MAX_BODY_BYTES >> 20} MiB"))
-        else:
+        if self._size > self.max_body_bytes:
+            self._fail(QueueSourceError(f"answer larger than {_size(self.max_body_bytes)} (max_body_bytes)"))
+        elif self._sinking:
+            assert self._sink is not None
+            self._call(self._sink[1], body)
+        elif self._parser is not None and self._parser.get_status_code() == 200:
             self._body.append(body)
+
+    def _call(self, step: Callable[[Any], None], arg: Any) -> None:
+        try:
+            step(arg)
+        except QueueSourceError as exc:
+            self._fail(exc)
 
     def on_message_complete(self) -> None:
         parser, answer = self._parser, self._answer
@@ -106,15 +143,17 @@ class _Exchange(asyncio.Protocol):
         if not parser.should_keep_alive():
             self.close()
         self._parser = None
-        answer.set_result((status, self._reason, self._content_type, b"".join(self._body)))
+        body, self._body = b"".join(self._body), []
+        answer.set_result((status, self._reason, self._content_type, body))
 
     # -- use --------------------------------------------------------------------------------------
-    async def request(self, head: bytes) -> tuple[int, str, str, bytes]:
+    async def request(self, head: bytes, sink: Sink | None = None) -> tuple[int, str, str, bytes]:
         assert self.transport is not None
         self._answer = asyncio.get_running_loop().create_future()
         self._parser = httptools.HttpResponseParser(self)
-        self._received = self._headers_done = self._framed = False
-        self._reason, self._content_type, self._body, self._size = "", "", [], 0
+        self._received = self._headers_done = self._framed = self._sinking = False
+        self._reason, self._content_type, self._encoding, self._body, self._size = "", "", "", [], 0
+        self._sink = sink
         self.transport.write(head)
         try:
             return await self._answer
@@ -157,7 +196,7 @@ def _ssl_context(cfg: QueueSettings) -> ssl.SSLContext:
 class HttpGetter:
     """GETs one URL with the entry's headers, auth and TLS settings over one kept-alive connection."""
 
-    def __init__(self, cfg: QueueSettings, accept: str) -> None:
+    def __init__(self, cfg: QueueSettings, accept: str, max_body_bytes: int) -> None:
         url = urlsplit(cfg.url)
         self.host = url.hostname or ""
         self.tls = url.scheme == "https"
@@ -183,12 +222,14 @@ class HttpGetter:
             secret = SecretFile(password_file, "basic_auth.password_file") if password_file else None
             self._basic = (auth.username, secret or auth.password or "")
         self._cfg = cfg
+        self.max_body_bytes = max_body_bytes
         self._ssl: ssl.SSLContext | None = None
         self._exchange: _Exchange | None = None
 
     def _request_head(self) -> bytes:
         if self._bearer is not None:
-            return self._head + f"Authorization: Bearer {self._bearer.value()}\r\n\r\n".encode("latin-1")
+            token = self._bearer.value()  # read_token: one line of printable ASCII, or refused
+            return self._head + f"Authorization: Bearer {token}\r\n\r\n".encode("latin-1")
         if self._basic is not None:
             user, password = self._basic
             secret = password.value() if isinstance(password, SecretFile) else password
@@ -202,27 +243,31 @@ class HttpGetter:
         loop = asyncio.get_running_loop()
         try:
             _, exchange = await loop.create_connection(
-                _Exchange, self.host, self.port, ssl=self._ssl if self.tls else None
+                lambda: _Exchange(self.max_body_bytes),
+                self.host,
+                self.port,
+                ssl=self._ssl if self.tls else None,
             )
         except OSError as exc:
             raise QueueSourceError(f"cannot connect to {self.host}:{self.port}: {_why(exc)}") from None
         self._exchange = exchange
         return exchange
 
-    async def get(self) -> tuple[str, bytes]:
-        """(content type, body) of a 200 answer; anything else raises QueueSourceError."""
+    async def get(self, sink: Sink | None = None) -> tuple[str, bytes]:
+        """(content type, body) of a 200 answer; anything else raises QueueSourceError. With a
+        ``sink``, the body goes to it as it arrives and the body returned is empty."""
         head = self._request_head()
         exchange = self._exchange
         reused = exchange is not None and exchange.open
         if exchange is None or not reused:
             exchange = await self._connect()
         try:
-            status, reason, content_type, body = await exchange.request(head)
+            status, reason, content_type, body = await exchange.request(head, sink)
         except _StaleConnection:
             if not reused:
                 raise QueueSourceError("server closed the connection without answering") from None
             try:  # the server dropped the idle connection: one new connection, one more try
-                status, reason, content_type, body = await (await self._connect()).request(head)
+                status, reason, content_type, body = await (await self._connect()).request(head, sink)
             except _StaleConnection:
                 raise QueueSourceError("server closed the connection without answering") from None
         if status != 200:

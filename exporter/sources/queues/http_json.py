@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from .base import QueueSourceError, QueueValue, finite, shorten
+from .base import QueueSourceError, QueueValue, how_many, shorten
 from .http_client import HttpGetter
 from .settings import QueueSettings
 
@@ -47,11 +47,14 @@ def number(value: Any, where: str) -> float:
         kind = "null" if value is None else type(value).__name__
         raise QueueSourceError(f"value at {where} is {kind}, not a number")
     if isinstance(value, int | float):
-        return finite(float(value), f"value at {where}")
+        try:
+            return how_many(float(value), f"value at {where}")
+        except OverflowError:  # an integer past float's range
+            raise QueueSourceError(f"value at {where} is too large") from None
     match = _QUANTITY.fullmatch(str(value).strip())
     if match is None:
         raise QueueSourceError(f"value at {where} is not a number: {shorten(repr(value), 40)}")
-    return finite(float(match.group(1)) * _SUFFIX[match.group(2)], f"value at {where}")
+    return how_many(float(match.group(1)) * _SUFFIX[match.group(2)], f"value at {where}")
 
 
 def lookup(doc: Any, path: tuple[str, ...], text: str) -> Any:
@@ -69,7 +72,7 @@ def lookup(doc: Any, path: tuple[str, ...], text: str) -> Any:
 class HttpJsonSource:
     def __init__(self, cfg: QueueSettings) -> None:
         assert cfg.path is not None  # checked by the configuration schema
-        self.http = HttpGetter(cfg, ACCEPT)
+        self.http = HttpGetter(cfg, ACCEPT, cfg.body_limit)
         self.path_text = cfg.path
         self.path = split_path(cfg.path)
         self.in_flight_text = cfg.in_flight_path
@@ -81,6 +84,8 @@ class HttpJsonSource:
             doc = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise QueueSourceError(f"answer is not JSON: {shorten(str(exc), 80)}") from None
+        except RecursionError:  # the C decoder stops at the interpreter's recursion limit
+            raise QueueSourceError("answer is not usable JSON: nested too deep") from None
         depth = number(lookup(doc, self.path, self.path_text), self.path_text)
         in_flight = None
         if self.in_flight is not None and self.in_flight_text is not None:

@@ -1,16 +1,19 @@
 """Queue depth from a Prometheus exposition: vLLM, TGI, Triton, SGLang presets or any metric.
 
-The answer is parsed by prometheus-client's parsers (text 0.0.4, or OpenMetrics when the server
-answers with it). To keep 200 sources at 1 s cheap, only the sample lines of the wanted metric
-names are handed to the parser (a vLLM exposition is some 400 lines, mostly histograms, and the
-parser reads about one line per 50 us), and when those lines are the same as at the previous poll
-the previous result is reused.
+The answer is read as it arrives and never held whole (``lines.py``): only the sample lines of the
+names the preset reads are kept, capped in count and length, and handed to prometheus-client's
+parsers (text 0.0.4, or OpenMetrics when the server answers with it) a batch at a time. A vLLM
+exposition is some 400 lines, mostly histograms, and the parser reads about one line per 50 us, so
+keeping only the wanted lines also keeps 200 sources at 1 s cheap; when those lines are the same as
+at the previous poll the previous result is reused.
 """
 
 from __future__ import annotations
 
+import codecs
+import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from prometheus_client.openmetrics.parser import (
@@ -18,15 +21,22 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
-from .base import QueueSourceError, QueueValue, finite, shorten
+from .base import QueueSourceError, QueueValue, how_many, shorten
 from .http_client import HttpGetter
-from .settings import QueueSettings
+from .lines import SampleLines
+from .settings import DEFAULT_MAX_SERIES, DEFAULT_MAX_SERIES_BYTES, QueueSettings
 
 ACCEPT = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
+BATCH_BYTES = 256 * 1024  # kept lines parsed at once when an answer keeps more
 
 
 @dataclass(frozen=True)
 class Preset:
+    """What one kind of server is read for. Every name in it is a sample name read from the page;
+    ``read_names`` collects them all (a field marked ``histogram`` in its metadata names histogram
+    families, read as their ``_bucket``, ``_sum`` and ``_count`` samples), and only those lines are
+    kept from an answer: a name added here is read, with no other list to update."""
+
     depth: str
     in_flight: str | None
     # Memory pressure, read on the same poll for right-sizing: KV-cache usage 0-1 (the first name
@@ -42,6 +52,16 @@ class Preset:
     @property
     def counters(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
         return (self.generated_tokens, self.prompt_tokens, self.requests)
+
+    @property
+    def read_names(self) -> frozenset[str]:
+        names: set[str] = set()
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            found = (value,) if isinstance(value, str) else tuple(value or ())
+            suffixes = ("_bucket", "_sum", "_count") if f.metadata.get("histogram") else ("",)
+            names.update(name + suffix for name in found for suffix in suffixes)
+        return frozenset(names)
 
 
 # The metric names each inference server publishes (see the README's presets table). TGI and
@@ -89,83 +109,69 @@ def preset_for(cfg: QueueSettings) -> Preset:
     return PRESETS[cfg.kind]
 
 
-def sample_lines(text: str, names: Iterable[str]) -> list[str]:
-    """The lines of ``text`` that are samples of one of ``names`` (the name at the start of the line,
-    followed by labels, a blank or the end of the line), in order, per name."""
-    lines: list[str] = []
-    size = len(text)
-    for name in names:
-        at = text.find(name)
-        while at >= 0:
-            end = text.find("\n", at)
-            end = size if end < 0 else end
-            after = at + len(name)
-            if (at == 0 or text[at - 1] == "\n") and (after == end or text[after] in "{ \t\r"):
-                lines.append(text[at:end].rstrip("\r"))
-            at = text.find(name, end)
-    return lines
-
-
 class ExpositionReader:
-    """Sums the wanted samples of one exposition text, narrowed by ``match``."""
+    """Sums the wanted samples of one exposition, narrowed by ``match``: ``scan()`` for an answer
+    read in chunks, ``read()`` for a whole text."""
 
     def __init__(
         self,
-        depth: str,
-        in_flight: str | None,
+        preset: Preset,
         match: Mapping[str, str],
-        kv_cache: tuple[str, ...] = (),
-        preemptions: str | None = None,
-        counters: tuple[tuple[str, ...], ...] = (),
+        max_series: int = DEFAULT_MAX_SERIES,
+        max_series_bytes: int = DEFAULT_MAX_SERIES_BYTES,
     ) -> None:
-        self.depth = depth
-        self.in_flight = in_flight
+        self.preset = preset
         self.match = dict(match)
-        self.kv_cache = kv_cache
-        self.preemptions = preemptions
-        self.counters = tuple(counters) + ((),) * (3 - len(counters))  # generated, prompt, requests
-        names = [depth] if in_flight is None else [depth, in_flight]
-        counted = [n for names_ in self.counters for n in names_]
-        self._names = (*names, *kv_cache, *([preemptions] if preemptions else []), *counted)
-        self._summed = {depth, *([in_flight] if in_flight else []), *([preemptions] if preemptions else [])}
-        self._summed.update(counted)
-        self._last: tuple[str, bool, QueueValue] | None = None
+        self.max_series = max_series
+        self.max_series_bytes = max_series_bytes
+        self._names = preset.read_names
+        p = preset
+        self._summed = {p.depth, *(n for n in (p.in_flight, p.preemptions) if n)}
+        self._summed.update(n for names in p.counters for n in names)
+        self._last: tuple[bytes, bool, QueueValue] | None = None
+
+    def scan(self, openmetrics: bool) -> ExpositionScan:
+        return ExpositionScan(self, openmetrics)
 
     def read(self, text: str, openmetrics: bool) -> QueueValue:
-        wanted = "\n".join(sample_lines(text, self._names)) + "\n"
-        last = self._last
-        if last is not None and last[0] == wanted and last[1] == openmetrics:
-            return last[2]
-        value = self._parse(wanted, openmetrics)
-        self._last = (wanted, openmetrics, value)
-        return value
+        scan = self.scan(openmetrics)
+        scan.feed(text.encode())
+        return scan.finish()
 
-    def _parse(self, wanted: str, openmetrics: bool) -> QueueValue:
-        totals: dict[str, float] = {}
-        highest: dict[str, float] = {}
+    def _add(self, lines: list[bytes], openmetrics: bool, sums: _Sums) -> None:
+        if not lines:
+            return
+        try:
+            wanted = b"\n".join(lines).decode() + "\n"
+        except UnicodeDecodeError:
+            raise QueueSourceError("answer is not UTF-8 text") from None
         try:
             families = openmetrics_families(wanted + "# EOF\n") if openmetrics else text_families(wanted)
             for family in families:
                 for sample in family.samples:
                     if not self._matches(sample.labels):
                         continue
-                    if sample.name in self.kv_cache:
+                    if sample.name in self.preset.kv_cache:
+                        highest = sums.highest
                         highest[sample.name] = max(highest.get(sample.name, sample.value), sample.value)
                     elif sample.name in self._summed:
-                        totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+                        sums.totals[sample.name] = sums.totals.get(sample.name, 0.0) + sample.value
         except Exception as exc:  # prometheus-client raises ValueError and friends on bad input
             raise QueueSourceError(f"cannot parse the exposition: {shorten(str(exc), 120)}") from None
-        if self.depth not in totals:
-            raise QueueSourceError(self._missing(self.depth))
-        depth = finite(totals[self.depth], self.depth)
+
+    def _value(self, sums: _Sums) -> QueueValue:
+        p, totals = self.preset, sums.totals
+        if p.depth not in totals:
+            raise QueueSourceError(self._missing(p.depth))
+        depth = how_many(totals[p.depth], p.depth)
         in_flight = None
-        if self.in_flight is not None and self.in_flight in totals:
-            in_flight = finite(totals[self.in_flight], self.in_flight)
+        if p.in_flight is not None and p.in_flight in totals:
+            in_flight = how_many(totals[p.in_flight], p.in_flight)
         # Memory-pressure figures are extras: a missing or broken one is left out, never a fault.
-        kv = next((highest[n] for n in self.kv_cache if n in highest), None)
+        kv = next((sums.highest[n] for n in p.kv_cache if n in sums.highest), None)
         kv = kv if kv is not None and 0.0 <= kv <= 1.0 else None
-        preempted = _count(totals, (self.preemptions,) if self.preemptions else ())
-        generated, prompt, requests = (_count(totals, names) for names in self.counters)
+        preempted = _count(totals, (p.preemptions,) if p.preemptions else ())
+        generated, prompt, requests = (_count(totals, names) for names in p.counters)
         return QueueValue(depth, in_flight, kv, preempted, generated, prompt, requests)
 
     def _matches(self, labels: Mapping[str, str]) -> bool:
@@ -178,6 +184,50 @@ class ExpositionReader:
         return f"metric {name} not found"
 
 
+@dataclass
+class _Sums:
+    totals: dict[str, float] = dataclasses.field(default_factory=dict)
+    highest: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+class ExpositionScan:
+    """One answer, fed as it arrives (``feed``), summed at its end (``finish``)."""
+
+    def __init__(self, reader: ExpositionReader, openmetrics: bool) -> None:
+        self.reader = reader
+        self.openmetrics = openmetrics
+        self.lines = SampleLines(reader._names, reader.max_series, reader.max_series_bytes)
+        self.sums = _Sums()
+        self.batched = False  # some lines were parsed already: the previous result cannot be reused
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()  # checks the text, keeps nothing
+
+    def feed(self, chunk: bytes) -> None:
+        try:
+            self._utf8.decode(chunk)
+        except UnicodeDecodeError:
+            raise QueueSourceError("answer is not UTF-8 text") from None
+        self.lines.feed(chunk)
+        if self.lines.kept_bytes > BATCH_BYTES:
+            self.batched = True
+            self.reader._add(self.lines.take(), self.openmetrics, self.sums)
+
+    def finish(self) -> QueueValue:
+        try:
+            self._utf8.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise QueueSourceError("answer is not UTF-8 text") from None
+        self.lines.finish()
+        reader, rest = self.reader, self.lines.take()
+        key = None if self.batched else b"\n".join(rest)
+        last = reader._last
+        if key is not None and last is not None and last[0] == key and last[1] == self.openmetrics:
+            return last[2]
+        reader._add(rest, self.openmetrics, self.sums)
+        value = reader._value(self.sums)
+        reader._last = None if key is None else (key, self.openmetrics, value)
+        return value
+
+
 def _count(totals: Mapping[str, float], names: tuple[str, ...]) -> float | None:
     """The first of ``names`` found, when it is a usable counter value (finite, not negative)."""
     value = next((totals[n] for n in names if n in totals), None)
@@ -188,26 +238,29 @@ class ScrapeSource:
     """One inference server's (or any exporter's) /metrics."""
 
     def __init__(self, cfg: QueueSettings) -> None:
-        preset = preset_for(cfg)
-        self.http = HttpGetter(cfg, ACCEPT)
+        self.http = HttpGetter(cfg, ACCEPT, cfg.body_limit)
         self.reader = ExpositionReader(
-            preset.depth,
-            preset.in_flight,
-            dict(cfg.match),
-            preset.kv_cache,
-            preset.preemptions,
-            preset.counters,
+            preset_for(cfg), dict(cfg.match), cfg.series_limit, cfg.series_bytes_limit
         )
+        self._scan: ExpositionScan | None = None
 
-    async def read(self) -> QueueValue:
-        content_type, body = await self.http.get()
-        try:
-            text = body.decode()
-        except UnicodeDecodeError:
-            raise QueueSourceError("answer is not UTF-8 text") from None
+    def _begin(self, content_type: str) -> None:
         if content_type in ("text/html", "application/json"):
             raise QueueSourceError(f"answer is {content_type}, not a Prometheus exposition")
-        return self.reader.read(text, openmetrics=content_type == "application/openmetrics-text")
+        self._scan = self.reader.scan(openmetrics=content_type == "application/openmetrics-text")
+
+    def _feed(self, chunk: bytes) -> None:
+        assert self._scan is not None
+        self._scan.feed(chunk)
+
+    async def read(self) -> QueueValue:
+        self._scan = None
+        try:
+            await self.http.get(sink=(self._begin, self._feed))
+            assert self._scan is not None
+            return self._scan.finish()
+        finally:
+            self._scan = None
 
     async def close(self) -> None:
         self.http.close()

@@ -20,7 +20,14 @@ RESERVED_LABELS = frozenset({"queue", "kind"})
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # RFC 9110 field-value: VCHAR, SP, HTAB, obs-text
 _HEADERS_SET_BY_THE_EXPORTER = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+
+# Bounds on what one source may send (each a setting of the entry; these are the defaults).
+DEFAULT_MAX_SERIES = 10_000
+DEFAULT_MAX_SERIES_BYTES = 8192
+DEFAULT_MAX_BODY_BYTES = {"exposition": 16 * 2**20, "http_json": 2**20}
+DEFAULT_MAX_GROUPS = 1000
 
 # Which optional keys make sense for which kinds; any other use is a configuration error.
 _KEYS_FOR = {
@@ -33,6 +40,10 @@ _KEYS_FOR = {
     "in_flight_path": ("http_json",),
     "bearer_token_file": (*SCRAPE_KINDS, "http_json"),
     "headers": (*SCRAPE_KINDS, "http_json"),
+    "max_series": SCRAPE_KINDS,
+    "max_series_bytes": SCRAPE_KINDS,
+    "max_body_bytes": (*SCRAPE_KINDS, "http_json"),
+    "max_groups": ("redis",),
 }
 
 
@@ -102,6 +113,52 @@ class QueueSettings:
     headers: dict[str, str] = setting({}, "HTTP kinds: extra request headers (e.g. X-API-Key).")
     tls_ca_file: str | None = setting(None, "CA bundle to verify an https:// or rediss:// server with.")
     tls_insecure_skip_verify: bool = setting(False, "Do not verify the server's TLS certificate.")
+    max_body_bytes: int | None = setting(
+        None,
+        "HTTP kinds: largest answer read, in bytes; a larger one marks the source down. Default 16 MiB "
+        "for expositions (read as they arrive, never held whole) and 1 MiB for http_json (parsed whole).",
+        minimum=1024,
+        maximum=256 * 2**20,
+    )
+    max_series: int | None = setting(
+        None,
+        f"Exposition kinds: most series of the metrics read (default {DEFAULT_MAX_SERIES:,}); an answer "
+        "with more marks the source down, never read in part.",
+        minimum=1,
+        maximum=1_000_000,
+    )
+    max_series_bytes: int | None = setting(
+        None,
+        f"Exposition kinds: longest sample line of a metric read, labels included (default "
+        f"{DEFAULT_MAX_SERIES_BYTES:,} bytes); a longer one marks the source down.",
+        minimum=256,
+        maximum=2**20,
+    )
+    max_groups: int | None = setting(
+        None,
+        "kind redis with a group: most consumer groups the stream may have (default "
+        f"{DEFAULT_MAX_GROUPS:,}); with more the groups are not read and the source is down.",
+        minimum=1,
+        maximum=1_000_000,
+    )
+
+    @property
+    def body_limit(self) -> int:
+        if self.max_body_bytes is not None:
+            return self.max_body_bytes
+        return DEFAULT_MAX_BODY_BYTES["http_json" if self.kind == "http_json" else "exposition"]
+
+    @property
+    def series_limit(self) -> int:
+        return DEFAULT_MAX_SERIES if self.max_series is None else self.max_series
+
+    @property
+    def series_bytes_limit(self) -> int:
+        return DEFAULT_MAX_SERIES_BYTES if self.max_series_bytes is None else self.max_series_bytes
+
+    @property
+    def groups_limit(self) -> int:
+        return DEFAULT_MAX_GROUPS if self.max_groups is None else self.max_groups
 
     @property
     def who(self) -> str:
@@ -120,6 +177,8 @@ class QueueSettings:
         for key, kinds in _KEYS_FOR.items():
             if getattr(self, key) not in (None, {}) and self.kind not in kinds:
                 raise ValueError(f"{self.who}: '{key}' does not apply to kind {self.kind}")
+        if self.max_groups is not None and self.group is None:
+            raise ValueError(f"{self.who}: 'max_groups' applies only with 'group'")
         required = {"prometheus": "metric", "redis": "key", "http_json": "path"}.get(self.kind)
         if required and not getattr(self, required):
             raise ValueError(f"{self.who}: kind {self.kind} needs '{required}'")
@@ -145,6 +204,11 @@ class QueueSettings:
                 raise ValueError(f"{self.who}: {name!r} cannot be set in headers")
             if "\r" in value or "\n" in value:
                 raise ValueError(f"{self.who}: header {name} has a line break in its value")
+            if not _HEADER_VALUE.fullmatch(value):
+                raise ValueError(
+                    f"{self.who}: header {name} has a control character or a character outside "
+                    "Latin-1 in its value (HTTP cannot carry it)"
+                )
             auth = self.bearer_token_file is not None or self.basic_auth is not None
             if auth and name.lower() == "authorization":
                 raise ValueError(f"{self.who}: Authorization header and bearer_token_file/basic_auth clash")

@@ -30,6 +30,11 @@ INSTANCE_FIELDS = frozenset(
 )
 
 
+def usable(mig: SimMig) -> int:
+    """The instance's memory as NVML reports it (nvidia-smi mig -lgip), else the profile's size."""
+    return mig.profile.usable_memory_bytes or mig.profile.memory_bytes
+
+
 class Instance:
     """One simulated MIG instance: identity, noise, and its workload's start."""
 
@@ -45,7 +50,7 @@ class Instance:
             model=parent.model,
             minor_number=parent.minor_number,
             driver_version=parent.driver_version,
-            memory_total_bytes=mig.profile.memory_bytes,
+            memory_total_bytes=usable(mig),
             mig_profile=mig.profile.name,
             mig_instance_id=mig.instance_id,
             parent_uuid=parent.uuid,
@@ -58,7 +63,7 @@ class Instance:
         return evaluate(self.mig.workload, self.noise, t, t - began)
 
     def fields(self, a: Activity) -> dict[str, float]:
-        total = self.mig.profile.memory_bytes
+        total = usable(self.mig)
         used = float(min(round(a.memory_bytes / MIB) * MIB, total))
         out = {
             "memory_total_bytes": float(total),
@@ -81,7 +86,8 @@ class Instance:
 
 def combined(instances: list[Instance], activities: list[Activity], memory_total: int) -> Activity:
     """The whole GPU's activity: instance ratios weighted by their compute (memory for DRAM)
-    share; memory, traffic and host CPU added up."""
+    share of the GPU (``memory_total``: its nominal size, which the profiles' sizes divide);
+    memory, traffic and host CPU added up."""
     whole = Activity()
     for inst, a in zip(instances, activities, strict=True):
         share = inst.mig.profile.sm_fraction

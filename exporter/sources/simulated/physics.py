@@ -59,7 +59,7 @@ class Board:
 
     @classmethod
     def of(cls, spec: GpuSpec) -> Board:
-        total = spec.memory_bytes
+        total = spec.usable_memory  # NVML's memory.total: ECC and the driver's reserve already off
         reserved = round(total * 0.006 / MIB) * MIB  # what the driver keeps (NVML memory v2 "reserved")
         hbm = spec.memory_clock_max_mhz < 4500  # GDDR boards report 5000+ MHz memory clocks
         m = re.search(r"NVLink[^,]*,\s*([0-9.]+)\s*(GB|TB)/s", spec.interconnect)

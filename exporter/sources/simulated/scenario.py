@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rightsizer_core.settings import ConfigError, build, read_yaml
-from rightsizing.catalog import Catalog, GpuSpec, load_catalog
+from rightsizing.catalog import Candidate, Catalog, GpuSpec, load_catalog
 
 from . import workloads as wl
 from .numa import check_numa
@@ -32,6 +32,7 @@ from .schema import (
     SimMig,
     WorkloadEntry,
 )
+from .serving import serving
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 GIB = 2**30
@@ -132,13 +133,20 @@ def _check_size(devices: int, history_seconds: float, where: str) -> None:
         )
 
 
-def _workload(entry: WorkloadEntry | None, capacity: int, what: str, where: str) -> wl.Workload:
-    """The entry's workload on a device (GPU or MIG instance ``what``) of ``capacity`` bytes."""
+def _workload(entry: WorkloadEntry | None, device: Candidate, where: str) -> wl.Workload:
+    """The entry's workload on a device (a GPU or a MIG instance: a catalog candidate)."""
     if entry is None or entry.kind is None:
         raise ConfigError(f"{where}.workload: a workload with a kind is required (or mig instances)")
-    kind = entry.kind
+    kind, what, capacity = entry.kind, device.key, device.usable_memory
     allowed = {*wl.parameters_of(kind), "memory_gib", "memory_fraction"}
-    given = {k: v for k, v in dataclasses.asdict(entry).items() if k != "kind" and v is not None}
+    named = ("kind", "model", "precision")
+    given = {k: v for k, v in dataclasses.asdict(entry).items() if k not in named and v is not None}
+    serves = "generated_tokens_per_second" in allowed
+    for key in ("model", "precision"):
+        if getattr(entry, key) is not None and not serves:
+            raise ConfigError(
+                f"{where}.workload.{key}: does not apply to kind {kind!r} (it serves no tokens)"
+            )
     for key, value in given.items():
         if key not in allowed:
             raise ConfigError(
@@ -163,9 +171,19 @@ def _workload(entry: WorkloadEntry | None, capacity: int, what: str, where: str)
     if memory > capacity:
         raise ConfigError(
             f"{where}.workload.memory_gib: {memory / GIB:g} GiB is more than the {what}'s "
-            f"{capacity / GIB:g} GiB"
+            f"{capacity / GIB:.2f} GiB usable (the total NVML reports)"
         )
-    return wl.Workload(kind, params, memory)
+    physics = None
+    if serves:
+        at = f"{where}.workload"
+        physics = serving(kind, params, memory, device, entry.model, entry.precision or "bf16", at)
+    return wl.Workload(kind, params, memory, physics)
+
+
+def _device(catalog: Catalog, key: str) -> Candidate:
+    found = catalog.candidate(key)
+    assert found is not None, key  # GPUs and profiles come from this catalog
+    return found
 
 
 def _expectation(e: ExpectEntry | None, where: str, catalog: Catalog) -> Expectation | None:
@@ -201,7 +219,7 @@ def _migs(e: GpuEntry, spec: GpuSpec, where: str, catalog: Catalog) -> list[tupl
         if same > profile.max_instances or used > 1 + 1e-9:
             raise ConfigError(f"{at}: the instances do not fit one {spec.key} (too many compute slices)")
         _check_links(m, at)
-        work = _workload(m.workload, profile.memory_bytes, f"{spec.key}/{profile.name}", at)
+        work = _workload(m.workload, _device(catalog, f"{spec.key}/{profile.name}"), at)
         expect = _expectation(m.expect, at, catalog)
         out.append((m, SimMig(m.name or profile.name, profile, i + 1, "", work, m.pod, m.queue, expect)))
     return out
@@ -216,7 +234,7 @@ def _expand(e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Ca
     if e.mig and e.workload is not None:
         raise ConfigError(f"{where}: in MIG mode the workloads belong to the instances (mig[…].workload)")
     migs = _migs(e, spec, where, catalog)
-    work = None if migs else _workload(e.workload, spec.memory_bytes, spec.key, where)
+    work = None if migs else _workload(e.workload, _device(catalog, spec.key), where)
     _check_links(e, where)
     if (e.uuid or e.pci_bus_id) and e.count > 1:
         raise ConfigError(f"{where}: uuid and pci_bus_id overrides need count 1")

@@ -32,8 +32,13 @@ Kind = Literal[
 ]  # fmt: skip
 
 
-def _p(doc: str) -> Any:
-    return setting(None, doc, minimum=0)
+# Every parameter is finite (a file may say .inf or 1e308, which pass as floats and then overflow the
+# simulation's arithmetic at start); periods are at least a second (0 or 1e-300 divide by zero).
+MAX_PARAMETER = 1e9
+
+
+def _p(doc: str, minimum: float = 0) -> Any:
+    return setting(None, doc, minimum=minimum, maximum=MAX_PARAMETER)
 
 
 @dataclass(frozen=True)
@@ -51,11 +56,11 @@ class WorkloadEntry:
     tensor: float | None = _p("Mean tensor pipe active ratio.")
     occupancy: float | None = _p("Mean SM occupancy ratio.")
     swing: float | None = _p("Relative amplitude of the slow load wave.")
-    period_seconds: float | None = _p("Period of the load wave, of bursts, or between checkpoints.")
+    period_seconds: float | None = _p("Period of the load wave, of bursts, or between checkpoints.", 1)
     base_activity: float | None = _p("bursty_inference: SM active between bursts.")
-    burst_seconds: float | None = _p("bursty_inference: length of each burst.")
+    burst_seconds: float | None = _p("bursty_inference: length of each burst.", minimum=1)
     queue_burst_depth: float | None = _p("bursty_inference: queue depth at the end of a burst.")
-    checkpoint_seconds: float | None = _p("training: length of each checkpoint dip.")
+    checkpoint_seconds: float | None = _p("training: length of each checkpoint dip.", minimum=1)
     nvlink_ratio: float | None = _p("training: NVLink traffic as a share of its bandwidth.")
     gap_fraction: float | None = _p("data_starved: share of seconds the GPU waits for data.")
     queue_depth: float | None = _p("Mean depth of the GPU's queue.")
@@ -63,9 +68,15 @@ class WorkloadEntry:
     batch: float | None = _p("Requests in flight at full load.")
     kv_cache_usage: float | None = _p("KV-cache usage (0-1) the queue's inference server reports.")
     preemptions_per_hour: float | None = _p("Requests the queue's inference server preempts per hour.")
-    generated_tokens_per_second: float | None = _p("Mean tokens per second the queue's server generates.")
-    prompt_tokens_per_second: float | None = _p("Mean prompt tokens per second the queue's server processes.")
-    requests_per_second: float | None = _p("Mean requests per second the queue's server finishes.")
+    generated_tokens_per_second: float | None = _p("Tokens/s offered (counted as its GPU serves them).")
+    prompt_tokens_per_second: float | None = _p("Prompt tokens/s offered (counted as its GPU serves them).")
+    requests_per_second: float | None = _p("Requests/s offered (counted as its GPU serves them).")
+    model: str | None = setting(
+        None, "Serving kinds: the model served, a `rightsizer plan` built-in such as llama-3-8b."
+    )
+    precision: Literal["bf16", "fp16", "fp8", "int8", "int4"] | None = setting(
+        None, "Serving kinds: the precision of the model's weights (default bf16)."
+    )
 
 
 @dataclass(frozen=True)

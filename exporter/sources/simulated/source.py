@@ -106,7 +106,7 @@ class _Device:
             model=gpu.spec.nvml_names[0] if gpu.spec.nvml_names else gpu.spec.key,
             minor_number=gpu.index,
             driver_version=scenario.driver_version,
-            memory_total_bytes=gpu.spec.memory_bytes,
+            memory_total_bytes=gpu.spec.usable_memory,
         )
         self.pod = PodRef(gpu.pod.pod, gpu.pod.namespace, gpu.pod.container) if gpu.pod else None
         origin = start - scenario.history_seconds - ENERGY_BUCKET_SECONDS
@@ -293,7 +293,7 @@ class SimulatedSource:
         if d.gpu.workload is not None:
             a = evaluate(d.gpu.workload, d.noise, t, t - d.began[0])
         else:
-            a = combined(d.instances, self._instance_activities(d, t), d.board.total)
+            a = combined(d.instances, self._instance_activities(d, t), d.gpu.spec.memory_bytes)
         d.last_t, d.last = t, a
         return a
 

@@ -17,6 +17,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .serving import Serving
+
 MASK = (1 << 64) - 1
 
 
@@ -196,6 +198,7 @@ class Workload:
     kind: str
     params: Mapping[str, float]  # every parameter of the kind, defaults filled in
     memory_bytes: float  # memory the workload holds while running
+    serving: Serving | None = None  # serving kinds: what the server counts on its device
 
 
 @dataclass(slots=True)
@@ -269,10 +272,11 @@ def evaluate(w: Workload, noise: Noise, t: float, elapsed: float) -> Activity:
     if "kv_cache_usage" in p:
         a.kv_cache = _clip(p["kv_cache_usage"] * (1.0 + 0.02 * noise.signed("queue", sec + 1)))
         a.preemptions = float(math.floor(p["preemptions_per_hour"] * elapsed / 3600.0))
-    if "generated_tokens_per_second" in p:
-        a.generated_tokens = float(math.floor(p["generated_tokens_per_second"] * elapsed))
-        a.prompt_tokens = float(math.floor(p["prompt_tokens_per_second"] * elapsed))
-        a.requests = float(math.floor(p["requests_per_second"] * elapsed))
+    if w.serving is not None:  # the rates its GPU serves (serving.py), never more than it can
+        generated, prompt, requests = w.serving.served
+        a.generated_tokens = float(math.floor(generated * elapsed))
+        a.prompt_tokens = float(math.floor(prompt * elapsed))
+        a.requests = float(math.floor(requests * elapsed))
     level *= scale
     a.sm = _clip(p["activity"] * level)
     a.utilization = _clip(max(p["utilization"] * level, a.sm))
