@@ -21,6 +21,7 @@ from pathlib import Path
 import grpc
 import pytest
 from adapter_support import ANONYMOUS, adapter
+from fake_thanos import FakeThanosQuery
 from gpu_rig import POD_A, POD_B, Grpc, Reads, two_nodes, unavailable
 from queue_servers import FakeHttpServer
 from servers import Process, free_port, http_get, prometheus, wait_for
@@ -120,3 +121,26 @@ def test_an_exporter_never_reached_fails_every_request(tmp_path: Path) -> None:
         queues = Reads(busy.adapter, busy.channel, "rightsizer_queue_depth")
         unavailable(queues.everywhere("queue=jobs"), why)  # it might hold that queue
         assert busy.pods()[0] == 503
+
+
+@pytest.mark.parametrize("honours", [True, False], ids=["asked-complete", "answers-partial-anyway"])
+def test_a_thanos_store_down_is_never_half_the_series(honours: bool, tmp_path: Path) -> None:
+    """Thanos Query over two stores, node b's store down: a complete answer is asked for and refused
+    (422), and a partial one (warnings) is refused too; never pod a's 0 as the workload's value."""
+    with (
+        two_nodes(tmp_path) as (a, b),
+        prometheus({"rightsizer-exporter": [n.url.removeprefix("http://") for n in (a, b)]}) as both,
+        prometheus({"rightsizer-exporter": [a.url.removeprefix("http://")]}) as only_a,
+        FakeThanosQuery(both.url, only_a.url) as thanos,
+    ):
+        thanos.honours_partial_response = honours
+        args = ["--prometheus-url", thanos.url, "--refresh-interval", "0.5", "--grpc-listen", "127.0.0.1:0"]
+        with adapter(args, env=ANONYMOUS) as p, grpc.insecure_channel(p.extra["grpc"]) as channel:
+            busy = Reads(p, channel)
+            worker = "workload=worker"
+            wait_for(lambda: busy.external(worker) == (200, ["0", "1"]), 60, what="both pods' gpu_busy")
+            thanos.store_b_up = False
+            wait_for(lambda: busy.external(worker)[0] == 503, 30, what="the store's loss to be seen")
+            unavailable(busy.everywhere(worker), "receive series from Addr: 127.0.0.1:10902")
+            unavailable(busy.everywhere(f"pod={POD_A}"))  # the answer is partial: nothing of it is used
+            assert all(f.get("partial_response") == "false" for f in thanos.forms)
