@@ -1,17 +1,20 @@
 """Partial failure is not a smaller number: one workload on two nodes, one node's exporter killed.
 
 Real processes: two simulated exporters (``gpu_rig``: pod a idle, pod b busy), the adapter, and in
-Prometheus mode a real Prometheus scraping both every second. Before the kill every interface
-reads the workload's ``rightsizer_gpu_busy`` as 1 (pod a 0 + pod b 1; KEDA active). Once node b's
-exporter is killed (SIGKILL) no interface may read the workload as 0 (which would let KEDA scale
-it to zero): external and metrics-api 503, gRPC GetMetrics and IsActive UNAVAILABLE, each naming
-node b's exporter, StreamIsActive pushes nothing; the namespace's GPU utilisation is 503 as well.
-The custom metrics API still serves pod a (its own exporter is up) and refuses pod b.
+Prometheus mode a real Prometheus (or VictoriaMetrics) scraping both every second. Before the
+kill every interface reads the workload's ``rightsizer_gpu_busy`` as 1 (pod a 0 + pod b 1; KEDA
+active). Once node b's exporter is killed (SIGKILL) no interface may read the workload as 0
+(which would let KEDA scale it to zero): external and metrics-api 503, gRPC GetMetrics and
+IsActive UNAVAILABLE, each naming node b's exporter, StreamIsActive pushes nothing; the
+namespace's GPU utilisation is 503 as well. The custom metrics API still serves pod a (its own
+exporter is up) and refuses pod b. Junk answers, an exporter never reached and a Thanos store
+that is down are refused the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 import random
 import signal
@@ -25,10 +28,11 @@ from fake_thanos import FakeThanosQuery
 from gpu_rig import POD_A, POD_B, Grpc, Reads, two_nodes, unavailable
 from queue_servers import FakeHttpServer
 from servers import Process, free_port, http_get, prometheus, wait_for
+from victoria_metrics import victoria_metrics
 
 from adapter.kubernetes.quantities import parse_quantity
 
-SETTINGS = {"direct": "direct:\n  stale_after_seconds: 1\n", "prometheus": ""}
+SETTINGS = {"direct": "direct:\n  stale_after_seconds: 1\n"}
 
 
 @contextlib.contextmanager
@@ -41,10 +45,15 @@ def adapter_on(
     config.write_text((settings if settings is not None else SETTINGS).get(mode) or "{}\n")
     args = ["--config", str(config), "--grpc-listen", "127.0.0.1:0"]
     with contextlib.ExitStack() as stack:
+        targets = [node.url.removeprefix("http://") for node in nodes]
         if mode == "direct":
             args += [arg for node in nodes for arg in ("--exporter", node.url)]
+        elif mode == "victoria-metrics":
+            jobs = (f"  - job_name: rightsizer-exporter\n    scrape_interval: 1s\n    static_configs:\n"
+                    f"      - targets: {json.dumps(targets)}")  # fmt: skip
+            vm = stack.enter_context(victoria_metrics(jobs))
+            args += ["--prometheus-url", vm.url, "--refresh-interval", "0.5"]
         else:
-            targets = [node.url.removeprefix("http://") for node in nodes]
             prom = stack.enter_context(prometheus({"rightsizer-exporter": targets}))
             args += ["--prometheus-url", prom.url, "--refresh-interval", "0.5"]
         p = stack.enter_context(adapter(args, env=ANONYMOUS))
@@ -52,7 +61,7 @@ def adapter_on(
         yield Reads(p, channel)
 
 
-@pytest.mark.parametrize("mode", ["direct", "prometheus"])
+@pytest.mark.parametrize("mode", ["direct", "prometheus", "victoria-metrics"])
 def test_one_nodes_exporter_killed_never_reads_as_a_smaller_number(mode: str, tmp_path: Path) -> None:
     with two_nodes(tmp_path) as (a, b), adapter_on(mode, tmp_path, (a, b)) as busy:
         worker = "workload=worker"
