@@ -63,7 +63,8 @@ def extra_series(end: float) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def adapters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, Process], list[str]]]:
     config = tmp_path_factory.mktemp("adapter") / "adapter.yaml"
-    config.write_text(yaml.safe_dump({"rules": readme_rules()}))
+    # the history ends when it is written: its last samples count as current for the whole test
+    config.write_text(yaml.safe_dump({"rules": readme_rules(), "prometheus": {"stale_after_seconds": 3600}}))
     with engines_with_history(SCENARIOS, 600, 15, extra=extra_series(time.time())) as (urls, _):
         series = prom_query(urls["prometheus"], 'group by (namespace) ({__name__=~"rightsizer_.+"})')
         namespaces = [*sorted({s["metric"].get("namespace", "") for s in series} - {""}), "default"]

@@ -71,11 +71,11 @@ class Exporter:
             )
         if self.error is not None and now - self.last_success > cfg.stale_after_seconds:
             return f"exporter {self.url} is not answering: {self.error}"
-        still = now - self.stamp_moved
-        if still > cfg.stale_after_seconds + max(self.pace.period or 0.0, self.pace.fallback):
+        allowed = cfg.stale_after_seconds + max(self.pace.period or 0.0, self.pace.fallback)
+        if now - self.stamp_moved > allowed:
             return (
-                f"exporter {self.url} is frozen: its sample time has not moved for {still:.0f}s "
-                f"(rightsizer_last_sample_timestamp_seconds, interval {self.pace.period or 'unknown'}s)"
+                f"exporter {self.url} is frozen: its sample time "
+                f"(rightsizer_last_sample_timestamp_seconds) has not moved for over {allowed:g}s"
             )
         return ""
 
