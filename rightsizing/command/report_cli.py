@@ -20,6 +20,7 @@ from .promapi import PrometheusClient, ReportError, add_auth_arguments, auth_hea
 from .report import as_rows, collect
 from .report_assumptions import assumptions
 from .report_common import HOURS_PER_MONTH, history_line
+from .report_patches import add_patch_arguments, patches, write_patches
 from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
 
 if TYPE_CHECKING:
@@ -51,14 +52,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--format",
-        choices=["table", "json", "csv", "html", "markdown"],
+        choices=["table", "json", "csv", "html", "markdown", "patches"],
         default="table",
         help="table (default), json, csv, html (one self-contained file with charts, to attach to a "
-        "ticket) or markdown (tables for a pull request)",
+        "ticket), markdown (tables for a pull request) or patches (a folder of kustomize patches, one "
+        "per workload to move, with a README: needs --output DIR)",
     )
-    p.add_argument("--output", metavar="FILE", help="write the report to FILE instead of standard output")
+    p.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the report to FILE instead of standard output (--format patches: the folder DIR)",
+    )
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per query in seconds (default 120)")
     add_auth_arguments(p, "Prometheus")
+    add_patch_arguments(p)
     p.add_argument(
         "--max-series-per-query",
         type=int,
@@ -128,6 +135,8 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             raise ReportError("--timeout must be positive")
         if args.max_series_per_query < 1 or args.concurrency < 1:
             raise ReportError("--max-series-per-query and --concurrency must be at least 1")
+        if args.format == "patches" and not args.output:
+            raise ReportError("--format patches writes a folder: give it with --output DIR")
         client = PrometheusClient(args.prometheus_url, args.timeout, auth_headers(args))
         at = _at(args.at)
         progress = Progress(args.progress)
@@ -138,6 +147,9 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             )  # fmt: skip
         finally:
             progress(0, 0, "")
+        if args.format == "patches":
+            write_patches(patches(args, fleet, client, catalog, cfg.patches), args.output)
+            return 0
         gpus = as_rows(fleet)
         costs = [{"instance": c.instance or None, **cost_json(c)} for c in fleet.costs]
         workloads = by_workload(gpus)
