@@ -90,13 +90,16 @@ def _milliseconds(line: str) -> str:
 @contextlib.contextmanager
 def prometheus_with_history(
     paths: Sequence[Path], seconds: float, step: float, instances: bool = False, engine: str = "prometheus",
-    published: frozenset[str] | None = None,
+    published: frozenset[str] | None = None, extra: dict[str, list[str]] | None = None,
 ) -> Iterator[tuple[str, list[Fleet]]]:
-    """``engine`` (one of ENGINES) holding the fleets' history; yields its URL and the fleets.
-    ``published``: the exporter's ``families`` setting (None: all)."""
+    """``engine`` (one of ENGINES) holding the fleets' history and ``extra`` samples (name ->
+    OpenMetrics lines); yields its URL and the fleets. ``published``: the exporter's ``families``
+    setting (None: all)."""
     families: dict[str, list[str]] = {}
     fleets = [exporter_history(p, seconds, step, families, p.stem if instances else None, published)
               for p in paths]  # fmt: skip
+    for name, lines in (extra or {}).items():
+        families.setdefault(name, []).extend(lines)
     with engine_holding(engine, families) as url:
         yield url, fleets
 

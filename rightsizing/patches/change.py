@@ -25,6 +25,8 @@ AFFINITY = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringEx
 
 @dataclass(frozen=True)
 class Rename:
+    """A GPU container's resource today and after the move (the same name when it stays)."""
+
     container: str
     count: int  # what one pod's container holds (pod attribution)
     old: str
@@ -79,8 +81,9 @@ def _containers(template: dict[str, Any], field: str) -> list[dict[str, Any]]:
     return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
 
 
-def _unread(owner: Owner, product: str, renames: list[Rename]) -> Body:
+def _unread(owner: Owner, product: str, held: list[Rename]) -> Body:
     """Without a manifest: what the measurements alone say."""
+    renames = [r for r in held if r.old != r.new]
     spec: dict[str, Any] = {"nodeSelector": {PRODUCT_LABEL: product}}
     notes = ["no manifest was read (--manifests): nodes are selected by nodeSelector, which is only right "
              "when the object does not already require node affinity on the GPU product"]  # fmt: skip
@@ -104,13 +107,19 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _renamed(c: dict[str, Any], r: Rename, owner: Owner, where: str) -> dict[str, Any] | str:
+def _renamed(c: dict[str, Any], r: Rename, owner: Owner, where: str) -> dict[str, Any] | str | None:
+    """The container's new resources; None when its resource stays; why not when it asks for
+    another resource than the one measured."""
     resources = _mapping(c.get("resources"))
     limits = _mapping(resources.get("limits"))
     if r.old not in limits:
         asks = ", ".join(sorted(str(k) for k in limits)) or "nothing"
+        if "mig-" in asks or "mig-" in r.old:
+            asks += "; is patches.mig_strategy the cluster's?"
         return (f"{where}: container {r.container} of {owner.kind} {owner.name} does not ask for {r.old} in "
                 f"its limits (it asks for {asks}): the manifest and the measured pod differ")  # fmt: skip
+    if r.old == r.new:
+        return None
     new: dict[str, Any] = {"limits": {r.old: None, r.new: limits[r.old]}}
     requests = resources.get("requests")
     if isinstance(requests, dict) and r.old in requests:
@@ -118,10 +127,10 @@ def _renamed(c: dict[str, Any], r: Rename, owner: Owner, where: str) -> dict[str
     return new
 
 
-def build(owner: Owner, product: str, renames: list[Rename], manifests: Manifests | None) -> Body | str:
-    """The patch, or why none can be written against the manifest."""
+def build(owner: Owner, product: str, held: list[Rename], manifests: Manifests | None) -> Body | str:
+    """The patch for the GPU containers ``held``, or why none can be written against the manifest."""
     if manifests is None:
-        return _unread(owner, product, renames)
+        return _unread(owner, product, held)
     found = manifests.find(owner.kind, owner.namespace, owner.name)
     if isinstance(found, str):
         return found
@@ -142,16 +151,17 @@ def build(owner: Owner, product: str, renames: list[Rename], manifests: Manifest
     for field in ("initContainers", "containers"):
         names = [c.get("name") for c in _containers(template, field)]
         changed: dict[str, dict[str, Any]] = {}
-        for r in renames:
+        for r in held:
             if r.container in names:
                 new = _renamed(_containers(template, field)[names.index(r.container)], r, owner, where)
                 if isinstance(new, str):
                     return new
-                changed[r.container] = new
+                if new is not None:
+                    changed[r.container] = new
                 placed.add(r.container)
         if changed:  # every container named, in the manifest's order: kustomize keeps that order
             spec[field] = [{"name": n, **({"resources": changed[n]} if n in changed else {})} for n in names]
-    missing = [r.container for r in renames if r.container not in placed]
+    missing = [r.container for r in held if r.container not in placed]
     if missing:
         return f"{where}: {owner.kind} {owner.name} has no container {missing[0]} in its pod template"
     meta = {

@@ -227,11 +227,8 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
             "and one pod lands on one node",
         )
     product = products[0]
-    renames = [
-        change.Rename(c, max(counts[c]), p.resource, q.resource)
-        for c, (p, q) in sorted(where.items())
-        if p.resource != q.resource
-    ]
+    held = [change.Rename(c, max(counts[c]), p.resource, q.resource) for c, (p, q) in sorted(where.items())]
+    renames = [r for r in held if r.old != r.new]
     words = [f"nodes labelled {PRODUCT_LABEL}={product}"]
     words += [f"container {r.container}: {r.old} -> {r.new}" for r in renames] or ["the GPU count is kept"]
     if changes:
@@ -247,7 +244,7 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
         return replace(move, outcome="manual", why=(
             f"{owner.kind} is not a kind this tool patches (its pod template's place is not known here): "
             f"by hand, in its pod template select {'; '.join(words)}"))  # fmt: skip
-    body = change.build(owner, product, renames, ctx.manifests)
+    body = change.build(owner, product, held, ctx.manifests)
     if isinstance(body, str):
         return replace(move, why=body)
     notes = list(body.notes)

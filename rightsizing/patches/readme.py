@@ -124,7 +124,8 @@ def readme_text(moves: list[Move], ctx: Context) -> str:
                  money(m.hourly_savings_dollars), m.file] for m in by["patch"]]  # fmt: skip
         out += ["## Patches", "", md_table(["workload", "kind", "move", "money", "patch"], rows), ""]
         for m in by["patch"]:
-            out += [_title(m), "", f"- Patch: `{cell(m.file)}`: {cell(m.why)}.", *_common(m, ctx)]
+            # A file name is made of Kubernetes names and '_': nothing a code span would misread.
+            out += [_title(m), "", f"- Patch: `{m.file}`: {cell(m.why)}.", *_common(m, ctx)]
             out += [f"- Note: {cell(n)}." for n in m.notes] + [""]
     if by["idle"]:
         out += ["## Idle: scale to zero or delete", ""]

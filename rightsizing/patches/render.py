@@ -44,6 +44,8 @@ def count(n: int, what: str) -> str:
 def money(dollars: float | None) -> str:
     if dollars is None:
         return "unknown"
+    if abs(dollars) < 0.005:
+        return "at the same price"
     return f"saves ${dollars:,.2f}/h" if dollars >= 0 else f"costs ${-dollars:,.2f}/h more"
 
 
