@@ -33,8 +33,31 @@ def comment(text: str) -> str:
     return "# " + _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+# Plain scalars some YAML reader takes for something else than a string: YAML 1.1's booleans and
+# nulls (PyYAML, sigs.k8s.io/yaml), YAML 1.2's and Go's numbers (kustomize reads 1e3, 0o17, 0b101 and
+# 1_000 as numbers). Any string that starts like a number, or is one of those words, is quoted.
+_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "nan", "inf", "infinity"}
+
+
+def _ambiguous(value: str) -> bool:
+    return value == "" or value[0] in "0123456789+-.~" or value.lower() in _WORDS
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'" if _ambiguous(value) else None)
+
+
+_Dumper.add_representer(str, _string)
+
+
 def dump(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=False, width=1 << 20)
+    """YAML every reader reads back as ``data`` (strings stay strings)."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=False,
+                     width=1 << 20)  # fmt: skip
 
 
 def count(n: int, what: str) -> str:
