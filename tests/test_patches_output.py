@@ -1,0 +1,75 @@
+"""``--format patches --output DIR`` writes a folder and nothing else: a link, a file, a FIFO or a
+device named as DIR is refused before anything is written; files in it that the command did not
+write are neither replaced nor removed; patches it wrote before and no longer lists are removed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from patches_units import held, patch_set
+
+from rightsizing.command.promapi import ReportError
+from rightsizing.command.report_patches import write_patches
+
+ONE = [held("chat-7b9c4-x2k9q", "H100-SXM-80GB", "L4-24GB")]
+TWO = [*ONE, held("ranker-0", "A100-SXM-80GB", "A100-SXM-80GB/1g.20gb", namespace="search")]
+
+
+def test_a_new_folder_holds_the_files_and_a_rerun_replaces_its_own(tmp_path: Path) -> None:
+    out = tmp_path / "patches"
+    write_patches(patch_set(TWO), str(out))
+    assert sorted(os.listdir(out)) == ["README.md", "kustomization.yaml", "llm_deployment_chat.yaml",
+                                       "search_statefulset_ranker.yaml"]  # fmt: skip
+    (out / "notes.yaml").write_text("mine: true\n")  # a reviewer's own file
+    write_patches(patch_set(ONE), str(out))
+    # The ranker's patch, written by the first run and not listed by the second, is gone.
+    kept = ["README.md", "kustomization.yaml", "llm_deployment_chat.yaml", "notes.yaml"]
+    assert sorted(os.listdir(out)) == kept
+    assert (out / "notes.yaml").read_text() == "mine: true\n"
+    assert (out / "kustomization.yaml").read_text() == patch_set(ONE).files["kustomization.yaml"]
+
+
+def test_files_it_did_not_write_are_not_replaced(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("# our team's notes\n")
+    with pytest.raises(ReportError, match=r"README\.md is not a file this command wrote: not replaced"):
+        write_patches(patch_set(ONE), str(tmp_path))
+    assert (tmp_path / "README.md").read_text() == "# our team's notes\n"
+    assert sorted(os.listdir(tmp_path)) == ["README.md"]
+
+
+def test_a_link_a_file_or_a_fifo_as_the_folder_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    for name, kind in (("link", "a symbolic link"), ("file", "not a folder"), ("fifo", "not a folder")):
+        refused = f"--output .*{name}: {kind}: patches are written into a folder"
+        with pytest.raises(ReportError, match=refused):
+            write_patches(patch_set(ONE), str(tmp_path / name))
+    assert os.listdir(target) == [] and (tmp_path / "file").read_text() == "x"
+    with pytest.raises(ReportError, match="No such file or directory"):
+        write_patches(patch_set(ONE), str(tmp_path / "missing" / "patches"))
+
+
+def test_a_link_inside_the_folder_is_not_followed(tmp_path: Path) -> None:
+    out = tmp_path / "patches"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (out / "kustomization.yaml").symlink_to(victim)
+    with pytest.raises(ReportError, match=r"kustomization\.yaml is not a file this command wrote"):
+        write_patches(patch_set(ONE), str(out))
+    assert victim.read_text() == "keep"
+
+
+def test_patches_without_an_output_folder_is_one_line_and_exit_2() -> None:
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", "http://127.0.0.1:9",
+           "--format", "patches"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "rightsizer: --format patches writes a folder: give it with --output DIR\n"
