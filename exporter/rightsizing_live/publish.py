@@ -222,6 +222,7 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
             "verdict": a.verdict,
             "reason": a.reason,
             "summary": a.summary,
+            "deciding": a.deciding or None,
             "bottlenecks": list(a.bottlenecks),
             "recommended": a.recommended,
             "current": a.current,
