@@ -87,6 +87,11 @@ def owner_line(move: Move) -> str:
     return f"Owner: {o.kind} {o.namespace}/{o.name}, {o.source}."
 
 
+def one_of(move: Move) -> str:
+    """Whose reason is quoted: a workload's GPUs agree on the move, each with its own figures."""
+    return "" if move.gpus == 1 else f" (one of its {move.gpus} GPUs)"
+
+
 def header(move: Move, ctx: Context) -> list[str]:
     lines = [
         f"{MARKER} ({ctx.generator}) on {when(ctx.at)}: review it before merging.",
@@ -95,7 +100,7 @@ def header(move: Move, ctx: Context) -> list[str]:
         f"Move: {count(move.gpus, 'GPU')} in {count(move.pods, 'pod')} ({move.verdict}): {move.change}; "
         f"{money(move.hourly_savings_dollars)}.",
         f"Changes: {move.why}.",
-        f"Why: {move.reason}",
+        f"Why{one_of(move)}: {move.reason}",
         *(f"Price: {p}" for p in move.prices),
         *(f"Note: {n}." for n in move.notes),
     ]
