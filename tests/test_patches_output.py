@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from patches_units import held, patch_set
 
-from rightsizing.command.promapi import ReportError
+from rightsizing.command.output_file import OutputError
 from rightsizing.command.report_patches import write_patches
 
 ONE = [held("chat-7b9c4-x2k9q", "H100-SXM-80GB", "L4-24GB")]
@@ -35,7 +35,7 @@ def test_a_new_folder_holds_the_files_and_a_rerun_replaces_its_own(tmp_path: Pat
 
 def test_files_it_did_not_write_are_not_replaced(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("# our team's notes\n")
-    with pytest.raises(ReportError, match=r"README\.md is not a file this command wrote: not replaced"):
+    with pytest.raises(OutputError, match=r"README\.md is not a file this command wrote: not replaced"):
         write_patches(patch_set(ONE), str(tmp_path))
     assert (tmp_path / "README.md").read_text() == "# our team's notes\n"
     assert sorted(os.listdir(tmp_path)) == ["README.md"]
@@ -49,10 +49,10 @@ def test_a_link_a_file_or_a_fifo_as_the_folder_is_refused(tmp_path: Path) -> Non
     os.mkfifo(tmp_path / "fifo")
     for name, kind in (("link", "a symbolic link"), ("file", "not a folder"), ("fifo", "not a folder")):
         refused = f"--output .*{name}: {kind}: patches are written into a folder"
-        with pytest.raises(ReportError, match=refused):
+        with pytest.raises(OutputError, match=refused):
             write_patches(patch_set(ONE), str(tmp_path / name))
     assert os.listdir(target) == [] and (tmp_path / "file").read_text() == "x"
-    with pytest.raises(ReportError, match="No such file or directory"):
+    with pytest.raises(OutputError, match="No such file or directory"):
         write_patches(patch_set(ONE), str(tmp_path / "missing" / "patches"))
 
 
@@ -62,7 +62,7 @@ def test_a_link_inside_the_folder_is_not_followed(tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("keep")
     (out / "kustomization.yaml").symlink_to(victim)
-    with pytest.raises(ReportError, match=r"kustomization\.yaml is not a file this command wrote"):
+    with pytest.raises(OutputError, match=r"kustomization\.yaml is not a file this command wrote"):
         write_patches(patch_set(ONE), str(out))
     assert victim.read_text() == "keep"
 

@@ -4,19 +4,16 @@ The owners of the GPUs' pods come from kube-state-metrics in the same Prometheus
 (``kube_pod_owner``, ``kube_replicaset_owner``, ``kube_job_owner``), each query joined to the pods
 that held a GPU over the window so that its answer stays as small as the fleet; without those
 series, from the pods' names (``rightsizing.patches.owners``). The folder is written file by file,
-each whole or not at all, through a descriptor of the folder itself (so the folder cannot be
-swapped for a link halfway); a path that exists and is not a folder, or a link, is refused, and so
-are files in it that this command did not write.
+each whole or not at all (``output_file.write_output``: only over a regular file); a path that
+exists and is not a folder, or a link, is refused before any query, and so are files in it that
+this command did not write.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
-import errno
 import os
-import secrets
 import stat
 from typing import Any
 
@@ -28,6 +25,7 @@ from ..patches.plan import Context, Held
 from ..patches.readme import README_MARKER
 from ..patches.render import MARKER
 from ..patches.settings import PatchSettings
+from .output_file import OutputError, write_output
 from .promapi import PrometheusClient, ReportError, promql_duration
 from .report import Fleet
 
@@ -134,66 +132,56 @@ def patches(
     return build_patches(held_of(fleet), ctx)
 
 
-def _first_line(fd: int, name: str) -> str:
+def _ours(path: str) -> bool:
+    """Whether ``path`` is a regular file this command wrote (its first line says so)."""
     try:
-        f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return ""
+        return False
     try:
-        if not stat.S_ISREG(os.fstat(f).st_mode):
-            return ""
-        return os.read(f, 256).decode("utf-8", "replace").split("\n", 1)[0]
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        line = os.read(fd, 256).decode("utf-8", "replace").split("\n", 1)[0]
     finally:
-        os.close(f)
-
-
-def _ours(fd: int, name: str) -> bool:
-    line = _first_line(fd, name)
+        os.close(fd)
     return line.startswith(f"# {MARKER}") or line.startswith(README_MARKER)
 
 
+def check_patch_folder(directory: str | None) -> None:
+    """Refuse, before any query, an ``--output`` that is missing or exists as anything but a folder."""
+    if not directory or directory == "-":
+        raise OutputError("--format patches writes a folder: give it with --output DIR")
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise OutputError(f"--output {directory}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a folder"
+        raise OutputError(f"--output {directory}: {kind}: patches are written into a folder of their own")
+
+
 def write_patches(ps: PatchSet, directory: str) -> None:
-    """``ps``'s files in ``directory`` (made when missing); patches it wrote before and no longer
-    lists are removed, nothing else."""
-    where = f"--output {directory}"
+    """``ps``'s files in ``directory`` (made when missing), each through ``write_output`` (whole, and
+    only over a regular file); patches it wrote before and no longer lists are removed, nothing else."""
+    check_patch_folder(directory)
     try:
         os.mkdir(directory)
     except FileExistsError:
-        pass
+        check_patch_folder(directory)  # made by someone else meanwhile: still a folder?
     except OSError as exc:
-        raise ReportError(f"{where}: {exc.strerror or exc}") from None
+        raise OutputError(f"--output {directory}: {exc.strerror or exc}") from None
     try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-            raise ReportError(f"{where}: {exc.strerror or exc}") from None
-        kind = "a symbolic link" if os.path.islink(directory) else "not a folder"
-        raise ReportError(f"{where}: {kind}: patches are written into a folder of their own") from None
-    try:
-        existing = set(os.listdir(fd))
-        for name in existing & set(ps.files):
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            if not stat.S_ISREG(st.st_mode) or not _ours(fd, name):
-                raise ReportError(f"{where}: {name} is not a file this command wrote: not replaced")
+        existing = set(os.listdir(directory))
+        for name in sorted(existing & set(ps.files)):
+            if not _ours(os.path.join(directory, name)):
+                why = f"{name} is not a file this command wrote: not replaced"
+                raise OutputError(f"--output {directory}: {why}")
         for name, text in ps.files.items():
-            _write(fd, name, text)
+            write_output(text, os.path.join(directory, name))
         for name in sorted(existing - set(ps.files)):
-            if name.endswith(".yaml") and _ours(fd, name):
-                os.unlink(name, dir_fd=fd)
+            if name.endswith(".yaml") and _ours(os.path.join(directory, name)):
+                os.unlink(os.path.join(directory, name))
     except OSError as exc:
-        raise ReportError(f"{where}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-
-
-def _write(fd: int, name: str, text: str) -> None:
-    tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}"
-    f = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666, dir_fd=fd)
-    try:
-        with os.fdopen(f, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=fd)
-        raise
+        raise OutputError(f"--output {directory}: {exc.strerror or exc}") from None
