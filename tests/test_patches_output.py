@@ -67,9 +67,16 @@ def test_a_link_inside_the_folder_is_not_followed(tmp_path: Path) -> None:
     assert victim.read_text() == "keep"
 
 
-def test_patches_without_an_output_folder_is_one_line_and_exit_2() -> None:
+def test_a_bad_output_folder_is_refused_before_any_query(tmp_path: Path) -> None:
+    """Prometheus at a port nobody listens on: the answer is about --output, not about Prometheus."""
+    (tmp_path / "link").symlink_to(tmp_path)
     cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", "http://127.0.0.1:9",
            "--format", "patches"]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == "rightsizer: --format patches writes a folder: give it with --output DIR\n"
+    for args, said in (
+        ([], "--format patches writes a folder: give it with --output DIR"),
+        (["--output", "-"], "--format patches writes a folder: give it with --output DIR"),
+        (["--output", str(tmp_path / "link")], f"--output {tmp_path / 'link'}: a symbolic link: patches are "
+         "written into a folder of their own"),
+    ):  # fmt: skip
+        done = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", f"rightsizer: {said}\n")
