@@ -80,3 +80,28 @@ def test_a_bad_output_folder_is_refused_before_any_query(tmp_path: Path) -> None
     ):  # fmt: skip
         done = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60)
         assert (done.returncode, done.stdout, done.stderr) == (2, "", f"rightsizer: {said}\n")
+
+
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True)
+)
+
+
+def test_unreadable_manifests_are_one_line_before_any_query(tmp_path: Path) -> None:
+    (tmp_path / "broken.yaml").write_text("kind: Deployment\nmetadata: [unclosed\n")
+    (tmp_path / "laughs.yaml").write_text(LAUGHS)  # 10^8 values once the aliases are expanded
+    os.mkfifo(tmp_path / "fifo.yaml")
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", "http://127.0.0.1:9",
+           "--format", "patches", "--output", str(tmp_path / "out")]  # fmt: skip
+    for name, said in (
+        ("broken.yaml", "not valid YAML at line 3"),
+        ("laughs.yaml", "more than 100000 values"),
+        ("fifo.yaml", "not a regular file (a FIFO)"),
+        ("missing.yaml", "No such file or directory"),
+    ):
+        done = subprocess.run([*cmd, "--manifests", str(tmp_path / name)], capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        assert done.returncode == 2 and done.stdout == "", name
+        assert done.stderr.startswith("rightsizer: ") and done.stderr.count("\n") == 1, done.stderr
+        assert said in done.stderr and name in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()

@@ -19,7 +19,7 @@ from .promapi import PrometheusClient, ReportError, add_auth_arguments, auth_hea
 from .report import as_rows, collect
 from .report_assumptions import assumptions
 from .report_common import HOURS_PER_MONTH, history_line
-from .report_patches import add_patch_arguments, check_patch_folder, patches, write_patches
+from .report_patches import add_patch_arguments, patches, prepare_patches, write_patches
 from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
 
 MAX_TIMEOUT_SECONDS = 86400
@@ -124,9 +124,8 @@ class Progress:
 
 def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
     try:
-        if args.format == "patches":
-            check_patch_folder(args.output)
-        else:
+        manifests = prepare_patches(args) if args.format == "patches" else None
+        if args.format != "patches":
             check_output(args.output)
         window = parse_duration(args.window, "--window")
         idle_after = (
@@ -152,7 +151,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         finally:
             progress(0, 0, "")
         if args.format == "patches":
-            write_patches(patches(args, fleet, client, catalog, cfg.patches), args.output)
+            write_patches(patches(args, fleet, client, catalog, cfg.patches, manifests), args.output)
             return 0
         gpus = as_rows(fleet)
         costs = [{"instance": c.instance or None, **cost_json(c)} for c in fleet.costs]

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..catalog import Catalog
 from ..patches.build import PatchSet, build_patches
-from ..patches.manifests import ManifestError, read_manifests
+from ..patches.manifests import ManifestError, Manifests, read_manifests
 from ..patches.owners import OwnerSeries, Ref
 from ..patches.plan import Context, Held
 from ..patches.readme import README_MARKER
@@ -110,17 +110,23 @@ def held_of(fleet: Fleet) -> list[Held]:
     return out
 
 
+def prepare_patches(args: argparse.Namespace) -> Manifests | None:
+    """Before any query: the output folder checked and the manifests read (None without any)."""
+    check_patch_folder(args.output)
+    try:
+        return read_manifests(args.manifests) if args.manifests else None
+    except ManifestError as exc:
+        raise ReportError(str(exc)) from None
+
+
 def patches(
     args: argparse.Namespace,
     fleet: Fleet,
     client: PrometheusClient,
     catalog: Catalog,
     configured: PatchSettings,
+    manifests: Manifests | None,
 ) -> PatchSet:
-    try:
-        manifests = read_manifests(args.manifests) if args.manifests else None
-    except ManifestError as exc:
-        raise ReportError(str(exc)) from None
     series = owner_series(client, fleet.at, fleet.window_seconds)
     read = (
         "kube-state-metrics in the same Prometheus (kube_pod_owner)"
