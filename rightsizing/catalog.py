@@ -46,6 +46,7 @@ class MigProfile:
     max_instances: int
     usable_memory_bytes: int = 0  # memory.total as NVML reports it for the instance; 0 = nominal
     gfd_product: str = ""  # GFD's nvidia.com/gpu.product under the "single" MIG strategy
+    gfd_product_source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,7 @@ class MigEntry:
     gfd_product: str | None = setting(
         None, "GFD's nvidia.com/gpu.product under the single MIG strategy; default <GPU's>-MIG-<name>."
     )
+    gfd_product_source: str = setting("", "Where the profile's gfd_product comes from.")
 
 
 @dataclass(frozen=True)
@@ -236,9 +238,10 @@ def _mig(entry: MigEntry, parent_memory: int, where: str, parent_label: str) -> 
     fraction = _fraction(entry.sm_fraction, f"{where}.sm_fraction")
     usable = _usable(entry.usable_memory_bytes, memory, "the profile's", where)
     label = _label(entry.gfd_product, f"{where}.gfd_product") if entry.gfd_product is not None else ""
+    source = entry.gfd_product_source or ("the catalog entry" if label else "")
     if not label and parent_label and LABEL_VALUE.match(derived := f"{parent_label}-MIG-{entry.name}"):
-        label = derived
-    return MigProfile(entry.name, memory, fraction, int(entry.max_instances or 1), usable, label)
+        label, source = derived, "GFD's single MIG strategy: the GPU's gfd_product with -MIG-<profile>"
+    return MigProfile(entry.name, memory, fraction, int(entry.max_instances or 1), usable, label, source)
 
 
 def _usable(value: int | str | None, nominal: int, whose: str, where: str) -> int:

@@ -33,6 +33,7 @@ def test_every_built_in_gpu_names_the_label_gfd_writes_and_its_source() -> None:
     assert a100 is not None
     assert [p.gfd_product for p in a100.mig_profiles][:2] == [
         "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "NVIDIA-A100-SXM4-40GB-MIG-1g.10gb"]  # fmt: skip
+    assert all("single MIG strategy" in p.gfd_product_source for g in catalog.all() for p in g.mig_profiles)
 
 
 def test_an_added_gpu_takes_gfds_rule_or_its_own_label_and_a_bad_one_is_refused() -> None:
