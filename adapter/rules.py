@@ -82,6 +82,7 @@ class RuleConfig:
         "otherwise 503 naming it. Not with up_family.",
         env=False,
     )
+
     namespace: NamespaceMode = setting(
         "match",
         "How the request's namespace selects series: the namespace label must equal it (match), "

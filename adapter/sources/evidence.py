@@ -53,7 +53,7 @@ class Horizon:
 
 def _group(rule: RuleConfig, expr: str) -> str:
     by, _ = rule.key_labels
-    return f"max by ({', '.join([*by, 'instance', 'job'])}) ({expr})" if by else expr
+    return f"max by ({', '.join(dict.fromkeys([*by, 'instance', 'job']))}) ({expr})" if by else expr
 
 
 def rule_parts(rule: RuleConfig, selector: str, horizon: Horizon) -> dict[str, str]:
