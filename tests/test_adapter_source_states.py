@@ -1,6 +1,6 @@
 """Source states on both engines: one upstream query per rule per refresh, and every fault told apart.
 
-A real Prometheus and a real VictoriaMetrics hold the same half hour of four exporters (``up``,
+A real Prometheus and a real VictoriaMetrics hold the same half hour of six exporter pods (``up``,
 ``rightsizer_last_sample_timestamp_seconds``, queues and GPU utilisation; 15 s apart). What each
 request must get, written from the history before running (``stale_after_seconds`` 600, so the
 import's own age does not count; the engines' lookback is 5 minutes):
