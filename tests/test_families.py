@@ -23,6 +23,7 @@ from test_dashboards import targets, variable_selectors
 from test_rules import all_rules
 
 from adapter.rules import BUILTIN_RULES
+from adapter.sources.pace import STAMP_FAMILY
 from exporter.families import HEADLESS, PRESETS, SHIPPED, resolve
 from exporter.metrics import FAMILIES_BY_NAME
 
@@ -48,7 +49,8 @@ def families_named(texts: Iterable[str]) -> set[str]:
 def headless_readers() -> list[str]:
     rules = [r["expr"] for r in all_rules()]
     adapter = [r.query or "" for r in BUILTIN_RULES] + [r.direct.family for r in BUILTIN_RULES if r.direct]
-    adapter += [r.up_family for r in BUILTIN_RULES if r.up_family]
+    adapter += [r.states_family for r in BUILTIN_RULES if r.states_family]
+    adapter += [STAMP_FAMILY]  # whether each exporter is current (both modes; direct mode needs it)
     report = [path.read_text() for path in REPORT_SOURCES]
     return rules + adapter + report
 
