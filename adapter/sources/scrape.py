@@ -180,6 +180,8 @@ class ScrapeSource:
                 f"its answer holds no {STAMP_FAMILY}: not a Rightsizer exporter's /metrics "
                 f"({len(body)} bytes, starting {body[:40]!r})"
             )
+        if not math.isfinite(stamps[0].value):  # NaN would differ from itself: always "moving"
+            raise ScrapeError(f"its {STAMP_FAMILY} is {stamps[0].value}, not a time")
         exporter.samples, exporter.digest, exporter.read_families = samples, digest, families
         exporter.version += 1
 
