@@ -161,6 +161,7 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
                 source,
                 QueueExtensionFeed(queues) if queues is not None else None,
                 getattr(pods, "numa_placements", None),
+                cfg.slos,
             )
         )
     return extensions

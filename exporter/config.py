@@ -12,6 +12,7 @@ from rightsizer_core.listen import parse_listen
 from rightsizer_core.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 from rightsizing.catalog import CatalogSettings
 from rightsizing.settings import RightsizingSettings
+from rightsizing.slo import SloDeclaration
 
 from .sources.pods.settings import PodSettings
 from .sources.queues.settings import QueueSettings, check_queue_names
@@ -104,6 +105,11 @@ class ExporterConfig:
     )
     rightsizing: RightsizingSettings = setting(
         RightsizingSettings(), "Right-sizing: windows, verdict and bottleneck thresholds, queue links."
+    )
+    slos: list[SloDeclaration] = setting(
+        [],
+        "Latency SLOs of inference workloads, matched to queues by namespace and workload labels "
+        "(or queue name); see docs/slos.md.",
     )
     families: list[str] = setting(
         [],

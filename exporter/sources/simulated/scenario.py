@@ -202,6 +202,8 @@ def _check_links(e: GpuEntry | MigEntry, where: str) -> None:
         raise ConfigError(f"{where}.pod.pod: the pod name is required")
     if e.queue is not None and not e.queue.name:
         raise ConfigError(f"{where}.queue.name: the queue name is required")
+    if e.queue is not None and e.queue.slo is not None and e.queue.server is None:
+        raise ConfigError(f"{where}.queue.slo: needs the queue's server (its latency histograms)")
 
 
 def _migs(e: GpuEntry, spec: GpuSpec, where: str, catalog: Catalog) -> list[tuple[MigEntry, SimMig]]:

@@ -66,6 +66,9 @@ class WorkloadEntry:
     generated_tokens_per_second: float | None = _p("Mean tokens per second the queue's server generates.")
     prompt_tokens_per_second: float | None = _p("Mean prompt tokens per second the queue's server processes.")
     requests_per_second: float | None = _p("Mean requests per second the queue's server finishes.")
+    latency_spread: float | None = _p(
+        "Serving kinds: sigma of the logarithm of each service time (the server's latency shape)."
+    )
     model: str | None = setting(
         None, "Serving kinds: the model served, a `rightsizer plan` built-in such as llama-3-8b."
     )
@@ -85,6 +88,23 @@ class PodEntry:
 
 
 @dataclass(frozen=True)
+class SloEntry:
+    ttft_seconds: float | None = setting(None, "Target time to first token, seconds.", minimum=1e-6)
+    itl_seconds: float | None = setting(None, "Target inter-token latency, seconds.", minimum=1e-6)
+    e2e_seconds: float | None = setting(None, "Target end-to-end latency, seconds.", minimum=1e-6)
+    queue_seconds: float | None = setting(None, "Target queue time, seconds.", minimum=1e-6)
+    objective: float = setting(
+        0.95, "Share of requests that must meet each target.", minimum=0.5, maximum=0.9999
+    )
+
+    def validate(self) -> None:
+        if all(
+            x is None for x in (self.ttft_seconds, self.itl_seconds, self.e2e_seconds, self.queue_seconds)
+        ):
+            raise ValueError("an SLO needs a target: ttft_seconds, itl_seconds, e2e_seconds or queue_seconds")
+
+
+@dataclass(frozen=True)
 class QueueEntry:
     name: str = setting("", "Queue name (required).")
     labels: dict[str, str] = setting({}, "Labels, e.g. namespace and workload to link it to pods.")
@@ -93,6 +113,9 @@ class QueueEntry:
         "Inference server behind the queue; vllm and sglang report KV-cache usage and preemptions "
         "(the workload's kv_cache_usage, preemptions_per_hour), tgi and triton none; vllm, sglang "
         "and tgi count tokens and requests, triton requests only.",
+    )
+    slo: SloEntry | None = setting(
+        None, "The latency SLO of the workload behind the queue (needs server): targets and objective."
     )
 
 

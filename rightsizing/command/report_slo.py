@@ -1,0 +1,102 @@
+"""The report's latency SLOs: the exporters' workload latency series over the report's window.
+
+Per workload (``namespace``, ``workload``) and kind (``slo``), summed over the exporters that serve it:
+
+- attainment over the whole window: the increase of ``rightsizer_workload_slo_good_requests_total``
+  over that of ``rightsizer_workload_slo_requests_total`` (requests at or under the target over all
+  requests; a window with fewer than ``slo_min_requests`` requests judges nothing);
+- the target and objective: their latest values (``rightsizer_workload_slo_target_seconds``,
+  ``..._objective_ratio``);
+- latency at each quantile and the mean: the time average of the exporters' rolling-window values
+  (``rightsizer_workload_latency_seconds``, ``..._latency_mean_seconds``), the highest exporter's.
+
+The verdicts then read the same ``SloEvidence`` the live engine builds from the histograms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Protocol
+
+from ..evidence import QueueEvidence
+from ..latency import KINDS
+from ..links import QueueReading
+from ..settings import RightsizingSettings
+from ..slo import Latency as LatencyEvidence
+from ..slo import SloDeclaration, SloEvidence
+from .promapi import Sample
+
+QUERIES = 7
+WL = "namespace, workload, slo"
+Key = tuple[str, str]
+
+
+class Collector(Protocol):
+    w: str
+
+    def run(self, what: str, expr: str) -> list[Sample]: ...
+
+
+def _by(samples: list[Sample], *labels: str) -> dict[tuple[str, ...], float]:
+    return {tuple(s.labels.get(k, "") for k in labels): s.value for s in samples}
+
+
+def collect(c: Collector, s: RightsizingSettings) -> dict[Key, SloEvidence]:
+    w = c.w
+    labels = ("namespace", "workload", "slo")
+
+    def by(what: str, expr: str, *extra: str) -> dict[tuple[str, ...], float]:
+        return _by(c.run(what, expr), *labels, *extra)
+
+    target = by("SLOs", f"max by ({WL}) (last_over_time(rightsizer_workload_slo_target_seconds[{w}]))")
+    objective = by("SLOs", f"max by ({WL}) (last_over_time(rightsizer_workload_slo_objective_ratio[{w}]))")
+    requests = by("SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_requests_total[{w}]))")
+    good = by("SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_good_requests_total[{w}]))")
+    seen = by("latency", f"max by ({WL}) (max_over_time(rightsizer_workload_latency_requests[{w}]))")
+    latency = f"avg_over_time(rightsizer_workload_latency_seconds[{w}])"
+    quantiles = by("latency", f"max by ({WL}, quantile) ({latency})", "quantile")
+    means = by("latency", f"max by ({WL}) (avg_over_time(rightsizer_workload_latency_mean_seconds[{w}]))")
+    workloads = sorted({k[:2] for k in (*target, *seen, *means)})
+    out: dict[Key, SloEvidence] = {}
+    for ns, wl in workloads:
+        targets = {kind: target[(ns, wl, kind)] for kind in KINDS if (ns, wl, kind) in target}
+        obj = next((objective[(ns, wl, k)] for k in targets if (ns, wl, k) in objective), 0.95)
+        declared = None
+        if targets:
+            ttft, itl, e2e, queue = (targets.get(k) for k in KINDS)
+            declared = SloDeclaration(ns or None, wl, None, ttft, itl, e2e, queue, obj)
+        found = []
+        for kind in KINDS:
+            k = (ns, wl, kind)
+            if k not in seen and k not in target and k not in means:
+                continue
+            qs = tuple(sorted((float(q), v) for (a, b, c_, q), v in quantiles.items() if (a, b, c_) == k))
+            counted = requests.get(k) if kind in targets else None
+            n = counted if counted is not None else seen.get(k, 0.0)
+            mean_only = not qs and k in means
+            attainment = None
+            if kind in targets and counted and not mean_only:
+                attainment = max(0.0, min(1.0, good.get(k, 0.0) / counted))
+            at = next((v for q, v in qs if abs(q - obj) < 1e-9), None)
+            found.append(LatencyEvidence(
+                kind, targets.get(kind), obj, n, n >= s.slo_min_requests and n > 0, attainment, False,
+                at, qs, means.get(k), mean_only,
+            ))  # fmt: skip
+        if found or declared is not None:
+            out[(ns, wl)] = SloEvidence(ns, wl, declared, tuple(found), s.slo_min_requests, None, 0.0)
+    return out
+
+
+def attach(
+    queues: Mapping[tuple[str, str], tuple[QueueReading, QueueEvidence]], slos: Mapping[Key, SloEvidence]
+) -> dict[tuple[str, str], tuple[QueueReading, QueueEvidence]]:
+    """Each queue's evidence with its workload's SLO (by its namespace and workload labels, or its name)."""
+    out = {}
+    for key, (reading, ev) in queues.items():
+        labels = reading.labels
+        wl = (labels.get("namespace", ""), labels["workload"]) if "workload" in labels else ("", reading.name)
+        found = slos.get(wl)
+        server = ev.server
+        out[key] = (reading, ev if found is None else replace(ev, slo=replace(found, server=server)))
+    return out

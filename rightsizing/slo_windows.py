@@ -1,0 +1,165 @@
+"""Each workload's latency histograms over the right-sizing window and the short scaling window.
+
+Fed every cycle with each queue's latest cumulative histograms (``links.QueueReading.latency``);
+each queue keeps, per kind, a ``HistogramWindow`` over ``window_seconds`` (``window_buckets``
+buckets) and one over ``slo_scaling_window_seconds`` (12 buckets). A workload is the queues with
+the same ``namespace`` and ``workload`` labels (a queue without them is a workload of its own,
+named after it), or the queues an SLO declaration names; its window is the sum of its queues'.
+
+For a declared target, ``requests`` and ``good`` count on from the exporter's start: every
+observation, and those at or under the target (interpolated inside a bucket like the attainment):
+the counters a report or a burn-rate alert divides over any window of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .latency import KINDS, Histogram, at_or_under
+from .latency_window import HistogramWindow
+from .settings import RightsizingSettings
+from .slo import SloDeclaration, SloEvidence, declaration_for, evaluate
+
+SCALING_BUCKETS = 12
+
+
+@dataclass
+class _Queue:
+    key: tuple[str, str]  # (namespace, workload)
+    declared: SloDeclaration | None
+    server: str | None
+    long: dict[str, HistogramWindow] = field(default_factory=dict)
+    short: dict[str, HistogramWindow] = field(default_factory=dict)
+    seen_at: float = 0.0
+    fresh: bool = False  # read in the latest cycle
+
+
+@dataclass
+class Counted:
+    """Cumulative observations and good observations of one declared target."""
+
+    requests: float = 0.0
+    good: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Scaling:
+    """A workload's SLO over the scaling window: evidence when it can be judged, else why not."""
+
+    evidence: SloEvidence | None
+    why_not: str | None  # "source down", "no requests in the window", ...
+
+
+class SloTracker:
+    def __init__(self, settings: RightsizingSettings, slos: Iterable[SloDeclaration] = ()) -> None:
+        self.s = settings
+        self.slos = tuple(slos)
+        self._queues: dict[str, _Queue] = {}
+        self.counted: dict[tuple[str, str, str], Counted] = {}  # (namespace, workload, kind)
+
+    def add(
+        self,
+        t: float,
+        queue: str,
+        labels: Mapping[str, str],
+        server: str | None,
+        latency: Mapping[str, Histogram] | None,
+    ) -> None:
+        q = self._queues.get(queue)
+        if q is None:
+            declared = declaration_for(self.slos, queue, labels)
+            if declared is not None:
+                key = declared.key(queue)
+            elif "namespace" in labels and "workload" in labels:
+                key = (labels["namespace"], labels["workload"])
+            else:
+                key = ("", queue)
+            q = self._queues[queue] = _Queue(key, declared, server)
+        q.seen_at, q.fresh = t, latency is not None
+        if latency is None:
+            return
+        s = self.s
+        targets = q.declared.targets if q.declared is not None else {}
+        for kind, h in latency.items():
+            if kind not in KINDS:
+                continue
+            long = q.long.get(kind)
+            if long is None:
+                long = q.long[kind] = HistogramWindow(s.window_seconds, s.window_buckets)
+                q.short[kind] = HistogramWindow(s.slo_scaling_window_seconds, SCALING_BUCKETS)
+            q.short[kind].add(t, h)
+            delta = long.add(t, h)
+            if delta is not None and kind in targets and not delta.mean_only:
+                counted = self.counted.setdefault((*q.key, kind), Counted())
+                counted.requests += delta.count
+                good = at_or_under(delta, targets[kind])
+                if good is not None:
+                    counted.good += good
+
+    def begin_cycle(self) -> None:
+        """Before a cycle's readings: a queue not read in it is down (its source failed)."""
+        for q in self._queues.values():
+            q.fresh = False
+
+    def forget(self, horizon: float) -> None:
+        """Drop queues not seen since ``horizon`` (gone for a whole window)."""
+        for name in [n for n, q in self._queues.items() if q.seen_at < horizon]:
+            del self._queues[name]
+
+    def workloads(self) -> dict[tuple[str, str], list[_Queue]]:
+        out: dict[tuple[str, str], list[_Queue]] = {}
+        for q in self._queues.values():
+            out.setdefault(q.key, []).append(q)
+        return out
+
+    def queue_key(self, queue: str) -> tuple[str, str] | None:
+        q = self._queues.get(queue)
+        return None if q is None else q.key
+
+    def _sum(self, queues: list[_Queue], short: bool) -> dict[str, Histogram]:
+        out: dict[str, Histogram] = {}
+        for q in queues:
+            for kind, w in (q.short if short else q.long).items():
+                h = w.total()
+                if h is not None:
+                    out[kind] = h if kind not in out else out[kind].plus(h)
+        return out
+
+    def evidence(self) -> dict[tuple[str, str], SloEvidence]:
+        """Each workload's latencies over the right-sizing window, with its SLO where declared."""
+        out = {}
+        for key, queues in self.workloads().items():
+            found = self._sum(queues, short=False)
+            declared = next((q.declared for q in queues if q.declared is not None), None)
+            if not found and declared is None:
+                continue
+            server = next((q.server for q in queues if q.server), None)
+            span = max((w.span_seconds() for q in queues for w in q.long.values()), default=0.0)
+            out[key] = evaluate(*key, declared, found, self.s.slo_min_requests, server, span)
+        return out
+
+    def scaling(self) -> dict[tuple[str, str], Scaling]:
+        """Each workload with a declared SLO over the scaling window: judged only when every one of
+        its queues was read in the latest cycle and the window holds enough requests."""
+        out = {}
+        for key, queues in self.workloads().items():
+            declared = next((q.declared for q in queues if q.declared is not None), None)
+            if declared is None:
+                continue
+            down = [q for q in queues if not q.fresh]
+            if down:
+                out[key] = Scaling(None, f"{len(down)} of {len(queues)} sources down")
+                continue
+            server = next((q.server for q in queues if q.server), None)
+            found = self._sum(queues, short=True)
+            ev = evaluate(*key, declared, found, self.s.slo_scaling_min_requests, server,
+                          self.s.slo_scaling_window_seconds)  # fmt: skip
+            judged = [x for x in ev.latencies if x.judged]
+            if not judged:
+                n = max((x.requests for x in ev.latencies), default=0.0)
+                why = "no requests in the window" if n <= 0 else f"{n:.0f} requests in the window"
+                out[key] = Scaling(None, why if found else "no latency histogram read")
+                continue
+            out[key] = Scaling(ev, None)
+        return out
