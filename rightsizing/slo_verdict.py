@@ -33,7 +33,7 @@ from .latency import WORDS
 from .recommend import current_candidate, demand, fits
 from .settings import RightsizingSettings
 from .slo import Latency, SloEvidence, seconds_words
-from .slo_projection import LatencyProjection, decode_binding, project
+from .slo_projection import LatencyProjection, decode_binding, project, queue_time
 from .verdicts import Assessment, assess
 
 CAPACITY = "capacity"
@@ -53,8 +53,7 @@ def assess_with_slo(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> A
 def binding_of(x: Latency, slo: SloEvidence, ev: Evidence) -> str:
     """The resource a missed target points at, in words."""
     decode, _ = decode_binding(ev)
-    q = slo.get("queue")
-    waited = q.at_objective if q is not None and q.requests > 0 else None
+    waited = queue_time(slo)
     if x.kind == "queue":
         return CAPACITY
     if x.kind == "itl":
