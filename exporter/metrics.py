@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-MetricType = Literal["gauge", "counter", "info"]
+MetricType = Literal["gauge", "counter", "info", "summary"]
 Scope = Literal[
     "gpu",  # one row per GPU that is up and reports ``field``
     "gpu_up",  # one row per known GPU, up or down
@@ -584,12 +584,12 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         "rightsizer_workload_latency_seconds",
-        "gauge",
+        "summary",
         "seconds",
-        "Latency of an inference workload over the right-sizing window at quantile=0.5, 0.95, 0.99 "
-        "and its SLO's objective, from the servers' histogram buckets (PromQL's histogram_quantile "
-        "convention); absent with fewer than slo_min_requests requests or without a distribution "
-        "(Triton's means).",
+        "Latency of an inference workload: quantile=0.5, 0.95, 0.99 and its SLO's objective over the "
+        "right-sizing window, from the servers' histogram buckets (PromQL's histogram_quantile "
+        "convention), absent with fewer than slo_min_requests requests or without a distribution "
+        "(Triton's means); _sum and _count: every observation since the exporter started.",
         "extension",
         extra_labels=("namespace", "workload", "slo", "quantile"),
     ),

@@ -6,8 +6,8 @@ buckets) and one over ``slo_scaling_window_seconds`` (12 buckets). A workload is
 the same ``namespace`` and ``workload`` labels (a queue without them is a workload of its own,
 named after it), or the queues an SLO declaration names; its window is the sum of its queues'.
 
-For a declared target, ``requests`` and ``good`` count on from the exporter's start: every
-observation, and those at or under the target (interpolated inside a bucket like the attainment):
+Every kind's observations and their sum count on from the exporter's start (``counted``), and
+for a declared target those at or under it (interpolated inside a bucket like the attainment):
 the counters a report or a burn-rate alert divides over any window of its own.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .latency import KINDS, Histogram, at_or_under
+from .latency import KINDS, Histogram, at_or_under, empty
 from .latency_window import HistogramWindow
 from .settings import RightsizingSettings
 from .slo import SloDeclaration, SloEvidence, declaration_for, evaluate
@@ -33,14 +33,17 @@ class _Queue:
     short: dict[str, HistogramWindow] = field(default_factory=dict)
     seen_at: float = 0.0
     fresh: bool = False  # read in the latest cycle
+    read: bool = False  # read before: a kind that appears later started from zero
 
 
 @dataclass
 class Counted:
-    """Cumulative observations and good observations of one declared target."""
+    """Cumulative observations of one kind of latency (and their sum), and those at or under its
+    target when one is declared."""
 
     requests: float = 0.0
-    good: float = 0.0
+    good: float = 0.0  # declared targets only
+    seconds: float = 0.0  # sum of the observations
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +79,8 @@ class SloTracker:
             else:
                 key = ("", queue)
             q = self._queues[queue] = _Queue(key, declared, server)
-        q.seen_at, q.fresh = t, latency is not None
+        q.seen_at, q.fresh = t, True
+        first, q.read = not q.read, True
         if latency is None:
             return
         s = self.s
@@ -88,12 +92,16 @@ class SloTracker:
             if long is None:
                 long = q.long[kind] = HistogramWindow(s.window_seconds, s.window_buckets)
                 q.short[kind] = HistogramWindow(s.slo_scaling_window_seconds, SCALING_BUCKETS)
+                if not first:  # absent from the previous readings (a server creates it on first use)
+                    long.add(t, empty(h.bounds))
+                    q.short[kind].add(t, empty(h.bounds))
             q.short[kind].add(t, h)
             delta = long.add(t, h)
-            if delta is not None and kind in targets and not delta.mean_only:
+            if delta is not None:
                 counted = self.counted.setdefault((*q.key, kind), Counted())
                 counted.requests += delta.count
-                good = at_or_under(delta, targets[kind])
+                counted.seconds += delta.total
+                good = at_or_under(delta, targets[kind]) if kind in targets else None
                 if good is not None:
                     counted.good += good
 

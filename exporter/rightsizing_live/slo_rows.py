@@ -29,14 +29,20 @@ GOOD_TOTAL = "rightsizer_workload_slo_good_requests_total"
 SCALING_RATIO = "rightsizer_workload_slo_scaling_latency_ratio"
 SCALING_ATTAINMENT = "rightsizer_workload_slo_scaling_attainment_ratio"
 SCALING_UP = "rightsizer_workload_slo_scaling_up"
+LATENCY_SUM, LATENCY_COUNT = f"{LATENCY}_sum", f"{LATENCY}_count"  # the summary's other samples
 FAMILY_NAMES = (
     ATTAINMENT, TARGET, OBJECTIVE, LATENCY, MEAN, REQUESTS, RATIO, REQUESTS_TOTAL, GOOD_TOTAL,
-    SCALING_RATIO, SCALING_ATTAINMENT, SCALING_UP,
+    SCALING_RATIO, SCALING_ATTAINMENT, SCALING_UP, LATENCY_SUM, LATENCY_COUNT,
 )  # fmt: skip
 
 
 def _r(x: float, digits: int = 6) -> float:
     return round(x, digits)
+
+
+def _mean_only(ev: SloEvidence, kind: str) -> bool:
+    x = ev.get(kind)
+    return x is not None and x.mean_only
 
 
 def slo_rows(
@@ -67,8 +73,12 @@ def slo_rows(
             out[RATIO].append(Row(_r(ratio), base))
     for (namespace, workload, kind), c in sorted(counted.items()):
         labels = (("namespace", namespace), ("workload", workload), ("slo", kind))
-        out[REQUESTS_TOTAL].append(Row(_r(c.requests, 3), labels))
-        out[GOOD_TOTAL].append(Row(_r(c.good, 3), labels))
+        out[LATENCY_COUNT].append(Row(_r(c.requests, 3), labels))
+        out[LATENCY_SUM].append(Row(_r(c.seconds, 6), labels))
+        found = evidence.get((namespace, workload))
+        if found is not None and kind in found.targets and not _mean_only(found, kind):
+            out[REQUESTS_TOTAL].append(Row(_r(c.requests, 3), labels))
+            out[GOOD_TOTAL].append(Row(_r(c.good, 3), labels))
     for (namespace, workload), sc in sorted(scaling.items()):
         base = (("namespace", namespace), ("workload", workload))
         out[SCALING_UP].append(Row(1.0 if sc.evidence is not None else 0.0, base))
