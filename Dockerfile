@@ -1,9 +1,9 @@
 # One image for both commands: rightsizer-exporter (one per GPU node) and rightsizer-adapter.
-#   docker build -t rightsizer:0.1.0 \
+#   docker build -t ghcr.io/rightsizer/rightsizer:0.1.0 \
 #     --build-arg VERSION=$(python3 -c 'import tomllib;print(tomllib.load(open("pyproject.toml","rb"))["project"]["version"])') \
 #     --build-arg REVISION=$(git rev-parse --short HEAD) .
-#   docker run --rm -p 9430:9430 rightsizer:0.1.0 rightsizer-exporter --simulate
-#   docker run --rm -p 6443:6443 rightsizer:0.1.0 rightsizer-adapter --exporter http://host:9430
+#   docker run --rm -p 9430:9430 ghcr.io/rightsizer/rightsizer:0.1.0 rightsizer-exporter --simulate
+#   docker run --rm -p 6443:6443 ghcr.io/rightsizer/rightsizer:0.1.0 rightsizer-adapter --exporter http://host:9430
 #
 # Stage 1 installs the project and its dependencies (all published as wheels) into a virtual
 # environment; stage 2 copies only that environment onto a fresh slim Python, so pip's caches,

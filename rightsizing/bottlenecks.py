@@ -3,6 +3,8 @@
 Thresholds live in ``rightsizing.bottlenecks``; "high" means at the configured percentile (p90):
 - memory_capacity: peak memory need >= 95 % of the GPU's memory, unless a linked inference server
   (which reserves memory by design) shows no pressure or publishes nothing to show it (``pressure``);
+  also, whatever NVML's memory fraction, when the server shows pressure or the work offloads to the
+  host or queues behind full memory (``unmet``: added by the verdict);
 - memory_bandwidth: DRAM active high >= 0.60 (without profiling metrics, NVML's memory-controller
   utilization, DCGM_FI_DEV_MEM_COPY_UTIL, stands in);
 - compute: SM active (else the activity signal) high >= 0.80;
@@ -70,12 +72,14 @@ def find_bottlenecks(
     return tuple(found)
 
 
-def describe(ev: Evidence, names: tuple[str, ...], starving_demand: bool = True) -> str:
-    """The evidence for each bottleneck, in words."""
+def describe(ev: Evidence, names: tuple[str, ...], starving_demand: bool = True, pressure: str = "") -> str:
+    """The evidence for each bottleneck, in words (``pressure``: the server's memory pressure in
+    words, when it shows any)."""
     parts: list[str] = []
     for name in names:
         if name == "memory_capacity" and ev.memory_peak_ratio is not None:
-            parts.append(f"memory {ev.memory_peak_ratio:.0%} full at peak")
+            server = f" ({pressure})" if pressure else ""
+            parts.append(f"memory {ev.memory_peak_ratio:.0%} full at peak{server}")
         elif name == "memory_bandwidth" and ev.dram_active_high is not None:
             parts.append(f"DRAM active {ev.dram_active_high:.0%}")
         elif name == "memory_bandwidth" and ev.memory_copy_high is not None:

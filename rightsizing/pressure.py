@@ -13,6 +13,18 @@
   above ``starved_demand_activity_ratio``). A GPU that is never busy is under-used, not starved.
 - Queue growth: the fitted trend's gain per hour relative to the queue's own mean depth, at least
   ``queue_growth_ratio_per_hour``, and at least ``queue_growth_min`` items over the history.
+
+Unmet demand (``unmet`` turns these into an underprovisioned verdict), each a named check:
+- ``kv_pressure``: the server shows memory pressure, whatever NVML's memory fraction (vLLM reserves
+  ``--gpu-memory-utilization`` 0.9, so NVML never shows it 95 % full);
+- ``saturated``: the resources at their limit, for a queue growing by its own level: the KV cache
+  (``kv_pressure``), memory full (peak at or above ``memory_full_ratio``, unless the server's own
+  counters show no pressure), DRAM bandwidth (DRAM active, else memory-copy utilization, at the
+  bottleneck percentile at or above the ``memory_bandwidth`` flag) or compute (median activity at
+  or above ``saturation_activity_ratio``);
+- ``offloading``: memory full with the PCIe host link at the ``data_loading`` flag while the GPU is
+  underfed (no compute bottleneck): the work keeps part of its state in host memory and streams
+  it (ZeRO-Offload, UVM oversubscription, CPU-offloaded weights or KV); more memory removes it.
 """
 
 from __future__ import annotations
@@ -61,3 +73,44 @@ def growing(q: QueueEvidence, s: RightsizingSettings) -> bool:
 
 def growing_queues(ev: Evidence, s: RightsizingSettings) -> list[QueueEvidence]:
     return [q for q in ev.queues if growing(q, s)]
+
+
+def kv_pressure(ev: Evidence, s: RightsizingSettings) -> bool:
+    """A linked inference server shows memory pressure (KV-cache usage p95 or preemptions),
+    whatever NVML's memory fraction: the server reserves a fixed share of the memory."""
+    return memory_pressure(ev, s) is True
+
+
+def memory_full(ev: Evidence, s: RightsizingSettings, pressure: bool | None) -> bool:
+    """Peak memory at or above ``memory_full_ratio``, unless the server's counters show no pressure
+    (then it is the server's reservation, not a limit)."""
+    return (ev.memory_peak_ratio or 0.0) >= s.memory_full_ratio and pressure is not False
+
+
+def bandwidth_saturated(ev: Evidence, s: RightsizingSettings) -> bool:
+    """DRAM active (else memory-copy utilization) at the bottleneck percentile at the bandwidth flag."""
+    high = ev.dram_active_high if ev.dram_active_high is not None else ev.memory_copy_high
+    return high is not None and high >= s.bottlenecks.memory_bandwidth_dram_active_ratio
+
+
+def compute_saturated(ev: Evidence, s: RightsizingSettings) -> bool:
+    return (ev.activity_p50 or 0.0) >= s.saturation_activity_ratio
+
+
+def saturated(ev: Evidence, s: RightsizingSettings, pressure: bool | None) -> tuple[str, ...]:
+    """The resources at their limit: "KV cache", "memory", "memory bandwidth", "compute"."""
+    found = (
+        ("KV cache", pressure is True),
+        ("memory", memory_full(ev, s, pressure)),
+        ("memory bandwidth", bandwidth_saturated(ev, s)),
+        ("compute", compute_saturated(ev, s)),
+    )
+    return tuple(name for name, held in found if held)
+
+
+def offloading(ev: Evidence, s: RightsizingSettings, bottlenecks: tuple[str, ...]) -> bool:
+    """Memory full, the PCIe host link at the data_loading flag and the GPU underfed (no compute
+    bottleneck): the offload signature."""
+    full = (ev.memory_peak_ratio or 0.0) >= s.memory_full_ratio
+    link = ev.pcie_link_high is not None and ev.pcie_link_high >= s.bottlenecks.pcie_link_ratio
+    return full and link and "compute" not in bottlenecks

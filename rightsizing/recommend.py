@@ -87,18 +87,29 @@ def uses_nvlink(ev: Evidence, s: RightsizingSettings) -> bool:
 
 
 def demand(
-    ev: Evidence, s: RightsizingSettings, memory_floor: float = 0.0, activity_floor: float = 0.0
+    ev: Evidence,
+    s: RightsizingSettings,
+    memory_floor: float = 0.0,
+    activity_floor: float = 0.0,
+    bandwidth_floor: float = 0.0,
 ) -> Demand:
     w = widening(ev, s)
     need = max(ev.memory_peak_bytes or 0.0, memory_floor)
     bandwidth = ev.bandwidth
     activity = ev.activity_p95
-    # A floor on compute (saturated: at least today's capacity) raises bandwidth in proportion.
-    raised = activity_floor / activity if activity is not None and activity_floor > activity > 0 else 1.0
+    # A floor on compute or bandwidth (saturated: at least today's capacity) raises the other in
+    # proportion: more throughput does more FLOPs and moves more bytes.
+    raised = 1.0
+    if activity is not None and activity_floor > activity > 0:
+        raised = activity_floor / activity
+    if bandwidth is not None and bandwidth_floor > bandwidth[1] > 0:
+        raised = max(raised, bandwidth_floor / bandwidth[1])
     return Demand(
         memory_bytes=need * (1.0 + s.memory_margin_ratio) * w,
-        activity=None if activity is None else max(activity, activity_floor),
-        bandwidth=None if bandwidth is None else min(1.0, bandwidth[1] * raised),
+        activity=None
+        if activity is None
+        else min(max(1.0, activity_floor), max(activity * raised, activity_floor)),
+        bandwidth=None if bandwidth is None else min(1.0, max(bandwidth[1] * raised, bandwidth_floor)),
         widening=w,
         whole_gpus=multi_gpu(ev, s),
         nvlink=uses_nvlink(ev, s),

@@ -137,13 +137,14 @@ class RightsizingSettings:
     )
     memory_full_ratio: float = setting(
         0.95,
-        "underprovisioned: peak memory need at or above this share of the GPU's memory.",
+        "Memory full: peak memory at or above this share of the GPU's memory (underprovisioned with a "
+        "growing queue, or with PCIe host traffic while the GPU is underfed: the offload signature).",
         minimum=0.5,
         maximum=1.0,
     )
     saturation_activity_ratio: float = setting(
         0.90,
-        "underprovisioned: median activity at or above this while a linked queue grows.",
+        "Compute saturated: median activity at or above this (underprovisioned while a linked queue grows).",
         minimum=0.5,
         maximum=1.0,
     )
@@ -162,7 +163,7 @@ class RightsizingSettings:
     kv_cache_full_ratio: float = setting(
         0.95,
         "Memory pressure on an inference server: KV-cache usage at p95 at or above this (or any "
-        "preemption in the window).",
+        "preemption in the window); underprovisioned whatever NVML's memory fraction.",
         minimum=0.5,
         maximum=1.0,
     )

@@ -9,11 +9,11 @@ Decided in this order (``rightsizing`` settings, defaults in brackets):
    too where reported (no kernel ran: a trickle of work is downsized, not released); without any
    activity signal, when no process held memory over the window (``empty_without_signal``). Never
    inferred from memory use: vLLM reserves 90 % of memory whatever it is doing.
-3. underprovisioned: memory full (peak >= ``memory_full_ratio``, 95 %) AND memory pressure shown by
-   a linked inference server (``pressure``), or median activity >= ``saturation_activity_ratio``
-   (90 %) while a linked queue grows (by its own level, ``pressure.growing``). Recommends the
-   same GPU model's options at no extra cost first, then the cheapest option that fits.
-   A full GPU without pressure evidence is rightsized: "memory reserved by the server; need unknown".
+3. underprovisioned: unmet demand (``unmet``): a linked inference server out of KV cache whatever
+   NVML's memory fraction, a linked queue growing by its own level at any saturated resource
+   (compute, DRAM bandwidth, memory full, KV cache), or the offload signature. Recommends the same
+   GPU model's options at no extra cost first, then the cheapest option with more of what is short.
+   A full GPU without such evidence is rightsized: "memory reserved by the server; need unknown".
 4. overprovisioned: a catalog option at least ``min_savings_ratio`` (10 %) cheaper fits (see
    ``recommend``: every resource, each from its own signal).
 5. rightsized: none of the above.
@@ -21,22 +21,26 @@ Decided in this order (``rightsizing`` settings, defaults in brackets):
 Work spread over several GPUs (``Evidence.workload_gpus`` > 1) is sized as a whole: n whole GPUs
 (n at most today's count; NVLink when fewer or when it uses NVLink) carrying the whole workload, as
 ``4 x H100-SXM-80GB -> 2 x H200-SXM-141GB``; each GPU's savings are the workload's divided by its count.
+
+Every reason names the resource that decided (``deciding``), and says when young history's wider
+margins changed the verdict (``history``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from .bottlenecks import describe, find_bottlenecks
+from .bottlenecks import BOTTLENECKS, describe, find_bottlenecks
 from .catalog import Candidate, Catalog
+from .deciding import Decider, deciding
 from .evidence import Evidence
-from .pressure import backlog, growing, growing_queues, memory_pressure, server_queue, starvation_demand
+from .history import history_note
+from .pressure import backlog, growing, memory_pressure, server_queue, starvation_demand
 from .recommend import (
-    BURST_CEILING,
     Demand,
     Fit,
     binding_burst,
-    burst_share,
     cheapest_fit,
     current_candidate,
     demand,
@@ -44,6 +48,17 @@ from .recommend import (
     project,
 )
 from .settings import RightsizingSettings
+from .unmet import Unmet, pressure_words, unmet_demand
+from .words import binding_words as _deciding
+from .words import bursts as _bursts
+from .words import cost as _cost
+from .words import delta as _delta
+from .words import duration, price_source
+from .words import estimated as _estimated
+from .words import load as _load
+from .words import pct as _pct
+from .words import projected as _projected
+from .words import ratio as _ratio
 from .workload_fit import WorkloadFit, workload_fit
 
 VERDICTS = ("idle", "overprovisioned", "rightsized", "underprovisioned", "insufficient_data")
@@ -63,42 +78,9 @@ class Assessment:
     summary: str = ""  # the reason in a few stable words (a label value: no numbers in it)
     price_source: str = ""  # of the recommended option's price: list, estimate or configured
     workload_change: str = ""  # multi-GPU work: "4 x H100-SXM-80GB -> 2 x H200-SXM-141GB"
-
-
-def duration(seconds: float) -> str:
-    if seconds >= 86400 and seconds % 86400 == 0:
-        return f"{seconds / 86400:.0f} d"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.0%}"
-
-
-def price_source(c: Candidate | None) -> str:
-    if c is None:
-        return ""
-    if c.gpu.price_source.startswith("configured"):
-        return "configured"
-    estimated = c.price_estimated or c.gpu.price_source.lower().startswith("estimate")
-    return "estimate" if estimated else "list"
-
-
-def _estimated(c: Candidate) -> str:
-    return f"; {c.gpu.key}'s price is an estimate, not a list price" if price_source(c) == "estimate" else ""
-
-
-def _cost(delta: float) -> str:
-    """Price change of a move in words: never a negative 'more'."""
-    if delta > 0.005:
-        return f"${delta:.2f}/h more"
-    if delta < -0.005:
-        return f"saves ${-delta:.2f}/h"
-    return "at the same price"
+    # The resource that decided, named in the reason: memory, compute, memory bandwidth, host link,
+    # bursts, whole GPUs, NVLink; activity (idle), history (not enough data), catalog (unknown GPU).
+    deciding: str = ""
 
 
 def idle_kernels(ev: Evidence, s: RightsizingSettings) -> bool:
@@ -147,6 +129,18 @@ def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] 
 
 
 def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment:
+    a = _assess(ev, s, catalog)
+
+    def full_window() -> tuple[str, str]:
+        """The same signals judged as a whole window (confidence 1: no widening)."""
+        other = _assess(dataclasses.replace(ev, window_seconds=0.98 * ev.history_seconds), s, catalog)
+        return other.verdict, other.recommended
+
+    note = history_note((a.verdict, a.recommended), ev, s, full_window)
+    return dataclasses.replace(a, reason=f"{a.reason} {note}") if note else a
+
+
+def _assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment:
     current = current_candidate(catalog, ev.model, ev.mig_profile)
     current_key = current.key if current else None
     if ev.samples < s.min_samples or ev.history_seconds < s.min_history_seconds:
@@ -161,6 +155,7 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
             None,
             None,
             summary="not enough data yet",
+            deciding="history",
         )
     idle = (
         ev.activity_recent_max is not None
@@ -188,12 +183,19 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
             0.0,
             summary="idle: release it",
             price_source=price_source(current),
+            deciding="activity" if idle else "memory",
         )
     pressure = memory_pressure(ev, s)
     memory_counts = pressure is True or (pressure is None and server_queue(ev) is None)
     starving = starvation_demand(ev, s)
-    bottlenecks = find_bottlenecks(ev, s.bottlenecks, memory_counts, starving)
-    why = describe(ev, bottlenecks, starving)
+    measured = find_bottlenecks(ev, s.bottlenecks, memory_counts, starving)
+    unmet = unmet_demand(ev, s, pressure, measured)
+    bottlenecks = measured
+    if unmet is not None:  # what the unmet demand shows is a bottleneck whatever NVML's memory says
+        bottlenecks = tuple(b for b in BOTTLENECKS if b in measured or b in unmet.bottlenecks)
+    # The server's counters explain a memory bottleneck NVML's fraction alone does not show.
+    below = (ev.memory_peak_ratio or 0.0) < s.bottlenecks.memory_capacity_ratio
+    why = describe(ev, bottlenecks, starving, pressure_words(ev) if pressure and below else "")
     why = f" Bottlenecks: {why}." if why else ""
     if current is None:
         return Assessment(
@@ -205,18 +207,75 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
             None,
             None,
             summary="GPU model not in the catalog",
+            deciding="catalog",
         )
+    if unmet is not None:
+        return _underprovisioned(ev, s, catalog, current, bottlenecks, why, unmet)
     return _sized(ev, s, catalog, current, bottlenecks, why, pressure)
 
 
-def _pressure_words(ev: Evidence) -> str:
-    parts = []
-    for q in ev.queues:
-        if q.kv_cache_high is not None:
-            parts.append(f"KV cache {q.kv_cache_high:.0%} used at p95")
-        if q.preemptions:
-            parts.append(f"{q.preemptions:.0f} preemptions")
-    return ", ".join(parts)
+def _underprovisioned(
+    ev: Evidence,
+    s: RightsizingSettings,
+    catalog: Catalog,
+    current: Candidate,
+    bottlenecks: tuple[str, ...],
+    why: str,
+    unmet: Unmet,
+) -> Assessment:
+    """The cheapest option with more of what the unmet demand needs (``unmet.resources``)."""
+    needs = unmet.resources
+    d = demand(
+        ev,
+        s,
+        memory_floor=ev.memory_total_bytes if "memory" in needs else 0.0,
+        activity_floor=1.0 if "compute" in needs else 0.0,
+        bandwidth_floor=1.0 if "memory bandwidth" in needs else 0.0,
+    )
+    group, fit = _fit(ev, catalog, d, current, s, upgrade=True)
+    if fit is None:
+        return Assessment(
+            "underprovisioned",
+            f"{unmet.cause}; no catalog option holds {gib(d.memory_bytes)} and carries the work at "
+            f"<= {_pct(s.target_activity_ratio)}: split it across GPUs (tensor parallel).{why}",
+            bottlenecks,
+            "none",
+            current.key,
+            None,
+            None,
+            None,
+            d.memory_bytes,
+            summary=f"{unmet.kind}: no single GPU is enough",
+            deciding=needs[0],
+        )
+    up = fit.candidate
+    delta = _delta(current, up, group)
+    where = group.change if group else up.key
+    per_gpu = " per GPU" if group else ""
+    if group is not None:
+        decider = Decider(fit.binding, f"{fit.binding} decides at {_pct(fit.projected_activity)} projected")
+    elif up.gpu.key == current.gpu.key and up.hourly_price_dollars <= current.hourly_price_dollars + 1e-9:
+        what = f"that holds {gib(d.memory_bytes)}" if needs[0] == "memory" else f"with more {needs[0]}"
+        decider = Decider(needs[0], f"{needs[0]} decides: the same GPU's option at no extra cost {what}")
+    else:
+        decider = deciding(d, current, up, catalog, s, upgrade=True)
+    return Assessment(
+        "underprovisioned",
+        f"{unmet.cause}; {where} holds {gib(d.memory_bytes)} and carries it ({fit.binding} "
+        f"{_pct(fit.projected_activity)} projected there), {_cost(delta)}{per_gpu}{_estimated(up)}; "
+        f"{decider.words}.{why}",
+        bottlenecks,
+        up.key,
+        current.key,
+        -delta,
+        _ratio(current.hourly_price_dollars, current.hourly_price_dollars + max(delta, 0.0)),
+        fit.projected_activity,
+        d.memory_bytes,
+        summary=f"{unmet.kind}: needs a bigger GPU",
+        price_source=price_source(up),
+        workload_change=group.change if group else "",
+        deciding=decider.resource,
+    )
 
 
 def _sized(
@@ -229,66 +288,12 @@ def _sized(
     pressure: bool | None,
 ) -> Assessment:
     peak_ratio = ev.memory_peak_ratio or 0.0
-    grow = growing_queues(ev, s)
-    full = peak_ratio >= s.memory_full_ratio
-    memory_short = full and pressure is True
-    saturated = (ev.activity_p50 or 0.0) >= s.saturation_activity_ratio and bool(grow)
-    peak, total = gib(ev.memory_peak_bytes or 0), gib(ev.memory_total_bytes)
-    if memory_short or saturated:
-        kind = "memory full" if memory_short else "saturated while its queue grows"
-        if memory_short:
-            pressed = _pressure_words(ev)
-            cause = f"peak memory {peak} is {peak_ratio:.0%} of {total}, under pressure ({pressed})"
-        else:
-            q = grow[0]
-            cause = (
-                f"median activity {_pct(ev.activity_p50)} while queue {q.name!r} grew by {round(q.rise)} "
-                f"({q.growth_per_hour:.0%} of its level per hour)"
-            )
-        d = demand(
-            ev,
-            s,
-            memory_floor=ev.memory_total_bytes if memory_short else 0.0,
-            activity_floor=1.0 if saturated else 0.0,
-        )
-        group, fit = _fit(ev, catalog, d, current, s, upgrade=True)
-        if fit is None:
-            return Assessment(
-                "underprovisioned",
-                f"{cause}; no catalog option holds {gib(d.memory_bytes)} and carries the work at "
-                f"<= {_pct(s.target_activity_ratio)}: split it across GPUs (tensor parallel).{why}",
-                bottlenecks,
-                "none",
-                current.key,
-                None,
-                None,
-                None,
-                d.memory_bytes,
-                summary=f"{kind}: no single GPU is enough",
-            )
-        up = fit.candidate
-        delta = _delta(current, up, group)
-        where = group.change if group else up.key
-        per_gpu = " per GPU" if group else ""
-        return Assessment(
-            "underprovisioned",
-            f"{cause}; {where} holds {gib(d.memory_bytes)} and carries it, {fit.binding} deciding at "
-            f"{_pct(fit.projected_activity)}, {_cost(delta)}{per_gpu}{_estimated(up)}.{why}",
-            bottlenecks,
-            up.key,
-            current.key,
-            -delta,
-            _ratio(current.hourly_price_dollars, current.hourly_price_dollars + max(delta, 0.0)),
-            fit.projected_activity,
-            d.memory_bytes,
-            summary=f"{kind}: needs a bigger GPU",
-            price_source=price_source(up),
-            workload_change=group.change if group else "",
-        )
     d = demand(ev, s)
-    here, here_binding = project(d, current, current)
-    if full:  # full, but no evidence the work needs more: the server's reservation
-        known = _pressure_words(ev)
+    here, _ = project(d, current, current)
+    if (
+        peak_ratio >= s.memory_full_ratio
+    ):  # full, but no evidence the work needs more: the server's reservation
+        known = pressure_words(ev)
         evidence = f"no memory pressure ({known})" if known else "no KV-cache usage or preemptions reported"
         held = "memory reserved by the server; need unknown"
         if server_queue(ev) is None:  # no server: a framework's allocator keeps what it frees
@@ -306,6 +311,7 @@ def _sized(
             ev.memory_peak_bytes,
             summary=held if held != "need unknown" else "memory full; need unknown",
             price_source=price_source(current),
+            deciding="memory",
         )
     group, fit = _fit(ev, catalog, d, current, s)
     load = _load(ev, d, s)
@@ -316,11 +322,15 @@ def _sized(
         if saving >= s.min_savings_ratio * current.hourly_price_dollars and saving > 0:
             where = group.change if group else cheaper.key
             each = f" per GPU (${saving * group.today:.2f}/h for the workload)" if group else ""
+            if group is None:
+                decider = deciding(d, current, cheaper, catalog, s)
+                there = f" ({_projected(fit)} there{_bursts(d, current, cheaper, fit, s)}); {decider.words}"
+            else:
+                decider = Decider(fit.binding, "")
+                there = f", where {_deciding(fit.binding, fit.projected_activity)}"
             return Assessment(
                 "overprovisioned",
-                f"{load} fit {where}, where {_deciding(fit.binding, fit.projected_activity)}"
-                f"{_bursts(d, current, cheaper, fit, s) if group is None else ''}; "
-                f"saves ${saving:.2f}/h{each}{_estimated(cheaper)}.{why}",
+                f"{load} fit {where}{there}; saves ${saving:.2f}/h{each}{_estimated(cheaper)}.{why}",
                 bottlenecks,
                 cheaper.key,
                 current.key,
@@ -331,6 +341,7 @@ def _sized(
                 summary=f"a cheaper option carries the work ({fit.binding}-bound)",
                 price_source=price_source(cheaper),
                 workload_change=group.change if group else "",
+                deciding=decider.resource,
             )
     if fit is None:
         detail = f"no catalog option carries {load} at <= {_pct(s.target_activity_ratio)}"
@@ -342,15 +353,16 @@ def _sized(
         detail = (
             f"{load}: only dearer options such as {fit.candidate.key} carry them at "
             f"<= {_pct(s.target_activity_ratio)}, and nothing shows unmet demand "
-            f"(no memory pressure, no growing queue at saturation)"
+            f"(no memory pressure, no growing queue at a saturated resource, no offload)"
         )
         score = _ratio(current.hourly_price_dollars, fit.candidate.hourly_price_dollars)
     else:
         detail = f"{load}: {fit.candidate.key} would save under {s.min_savings_ratio:.0%}"
         score = _ratio(fit.candidate.hourly_price_dollars, current.hourly_price_dollars)
+    decider = deciding(d, current, current, catalog, s)
     return Assessment(
         "rightsized",
-        f"{detail}; {here_binding} decides here.{why}",
+        f"{detail}; {decider.words}.{why}",
         bottlenecks,
         current.key,
         current.key,
@@ -362,6 +374,7 @@ def _sized(
         if fit is not None
         else "no catalog option has headroom for it",
         price_source=price_source(current),
+        deciding=decider.resource,
     )
 
 
@@ -378,54 +391,6 @@ def _fit(
         group = workload_fit(catalog, d, current, s, ev.workload_gpus, upgrade)
         return group, group.fit if group else None
     return None, cheapest_fit(catalog, d, current, s, upgrade)
-
-
-def _load(ev: Evidence, d: Demand, s: RightsizingSettings) -> str:
-    bandwidth = ev.bandwidth
-    band = (
-        f" and p95 {bandwidth[0]} {_pct(bandwidth[1])}"
-        if bandwidth is not None
-        else " (no bandwidth signal: no option with less bandwidth)"
-    )
-    if d.activity is None:
-        band = (
-            " (no activity or bandwidth signal: no option with less compute or bandwidth)"
-            if bandwidth is None
-            else f"{band} (no activity signal: no option with less compute)"
-        )
-    gpus = f" on each of {ev.workload_gpus} GPUs" if ev.workload_gpus > 1 else ""
-    return (
-        f"peak memory {gib(ev.memory_peak_bytes or 0)} (+{s.memory_margin_ratio:.0%} margin"
-        f"{f', x{d.widening:.2f} for short history' if d.widening > 1.0001 else ''}), p95 "
-        f"{ev.activity_source.replace('_', ' ')} {_pct(ev.activity_p95)}{band}{gpus}"
-    )
-
-
-def _bursts(d: Demand, current: Candidate, c: Candidate, fit: Fit, s: RightsizingSettings) -> str:
-    """Said when bursts (p99) are closer to their ceiling than the p95 to its target."""
-    burst = burst_share(d, current, c)
-    if burst / BURST_CEILING <= fit.projected_activity / s.target_activity_ratio:
-        return ""
-    return f" and bursts (p99) decide at {_pct(burst)}"
-
-
-def _deciding(binding: str, projected: float) -> str:
-    if binding == "memory":  # nothing else measured: the option has no less of anything
-        return "memory decides"
-    return f"{binding} decides at {_pct(projected)} projected"
-
-
-def _delta(current: Candidate, new: Candidate, group: WorkloadFit | None) -> float:
-    """Change in hourly price per GPU today (positive: dearer)."""
-    if group is None:
-        return new.hourly_price_dollars - current.hourly_price_dollars
-    return (group.count * new.hourly_price_dollars - group.today * current.hourly_price_dollars) / group.today
-
-
-def _ratio(a: float, b: float) -> float:
-    if b <= 0:
-        return 1.0
-    return max(0.0, min(1.0, a / b))
 
 
 __all__ = ["VERDICTS", "Assessment", "Demand", "Fit", "assess", "decision_inputs", "duration"]

@@ -10,6 +10,8 @@ keys. Kinds:
 - ``exporter-config``, ``adapter-config``: a file for ``--config`` of either program (or a part);
 - ``hpa-spec``: the ``metrics:`` of a HorizontalPodAutoscaler's spec;
 - ``scaledobject-spec``: part of a KEDA ScaledObject's spec (``triggers:``, ``fallback:``);
+- ``helm-values``, ``kustomization``: a values file of the Helm chart, a user's kustomization of
+  deploy/ (rendered by tests/test_helm_docs.py);
 - ``shell``: commands, checked against the programs' ``--help`` and the repository's files;
 - ``not-checked (REASON)``: left alone, with the reason in the marker (kept rare).
 """

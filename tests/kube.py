@@ -1,9 +1,9 @@
 """Render deploy/ as ``kubectl kustomize`` does and validate objects as the API server would.
 
-``kubectl kustomize`` renders when kubectl is installed. Without it, a kustomization made only
-of ``resources`` (deploy/base, deploy/monitoring) is rendered here the same way: the listed
-files' documents, and listed directories' kustomizations, in order; anything more (patches)
-needs kustomize, and the caller is told so.
+``kubectl kustomize`` renders when kubectl is installed (scripts/k8s-tools installs it). Without
+it, a kustomization made only of ``resources`` and ``images`` (deploy/base, deploy/monitoring) is
+rendered here the same way: the listed files' documents, and listed directories' kustomizations,
+in order, with the images set; anything more (patches) needs kustomize, and the caller is told so.
 
 Core objects are validated with kubernetes-validate (strict: unknown fields are errors, as with
 ``kubectl apply --validate=strict``); custom resources against their CRD's ``openAPIV3Schema``,
@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import yaml
+from k8s_tools import TOOLS
 from servers import ROOT, SHARED
 
 DEPLOY = ROOT / "deploy"
@@ -43,7 +44,9 @@ def supported_versions() -> list[str]:
 
 
 def kubectl() -> str | None:
-    return shutil.which("kubectl")
+    """scripts/k8s-tools' pinned kubectl, else one on PATH, else None."""
+    own = TOOLS / "kubectl"
+    return str(own) if own.is_file() else shutil.which("kubectl")
 
 
 def render_with_kubectl(directory: Path) -> list[dict[str, Any]]:
@@ -55,10 +58,36 @@ def render_with_kubectl(directory: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(result.stdout) if d]
 
 
+def image_name(reference: str) -> str:
+    """The image's name without tag or digest: ``registry:5000/team/app:1.0`` → ``registry:5000/team/app``."""
+    name = reference.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def set_images(objects: list[dict[str, Any]], images: list[dict[str, str]]) -> None:
+    """Kustomize's ``images`` transformer on pod templates: name → newName, newTag or digest."""
+    for obj in objects:
+        pod = obj.get("spec", {}).get("template", {}).get("spec", {})
+        for container in pod.get("initContainers", []) + pod.get("containers", []):
+            for entry in images:
+                if image_name(container["image"]) != entry["name"]:
+                    continue
+                old = container["image"].removeprefix(entry["name"])
+                name = entry.get("newName", entry["name"])
+                if "digest" in entry:
+                    container["image"] = f"{name}@{entry['digest']}"
+                elif "newTag" in entry:
+                    container["image"] = f"{name}:{entry['newTag']}"
+                else:
+                    container["image"] = name + old
+
+
 def render_plain(directory: Path) -> list[dict[str, Any]]:
-    """A resources-only kustomization, rendered as kustomize does (without its kind ordering)."""
+    """A kustomization of resources and images, rendered as kustomize does (without its kind ordering)."""
     kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    extra = set(kustomization) - {"apiVersion", "kind", "resources"}
+    extra = set(kustomization) - {"apiVersion", "kind", "resources", "images"}
     if extra:
         raise NeedsKustomize(f"{directory.relative_to(ROOT)} uses {sorted(extra)}, which needs kustomize "
                              "(kubectl is not installed)")
@@ -69,6 +98,7 @@ def render_plain(directory: Path) -> list[dict[str, Any]]:
             out += render_plain(path)
         else:
             out += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    set_images(out, kustomization.get("images", []))
     return out
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from report_history import exporter_history
 
+from exporter.sources.simulated.scenario import SCENARIO_DIR
 from rightsizing.catalog import load_catalog
 from rightsizing.command.report_cli import cost_table
 from rightsizing.cost import cost_json, cost_rows, workload_costs
@@ -144,3 +145,13 @@ def test_a_queue_feeding_two_gpus_pays_for_both() -> None:
     assert c.gpus == ("a", "b") and c.hourly_dollars == pytest.approx(2 * price("H100-SXM-80GB"))
     assert c.dollars == pytest.approx(2 * price("H100-SXM-80GB") / (1000 * 3600) * 1e6)
     assert c.projected_dollars == pytest.approx(2 * price("L4-24GB") / (1000 * 3600) * 1e6)
+
+
+def test_the_default_fleets_chat_8b_projects_onto_the_l40s_by_bandwidth() -> None:
+    """One projection rule (rightsizing/projection.py): Llama 3 8B decode on an L4 (no SM active, so
+    bandwidth binds) that is the limit projects x864/300 = 2.88 onto the L40S, as rightsizer plan
+    --measured-from does, not x362/121 = 2.99 by dense FP16."""
+    fleet = exporter_history(SCENARIO_DIR / "default.yaml", 3600.0, 15.0, {}, None)
+    (chat,) = [c for c in fleet.live.costs if c.queue == "chat-requests"]
+    assert chat.recommended_hourly_dollars == pytest.approx(price("L40S-48GB"))
+    assert chat.projected_rate == pytest.approx(chat.rate * 864 / 300, rel=1e-9)

@@ -2,13 +2,13 @@
 that exist.
 
 For every command of every ``sh`` block (tests/doc_blocks.py splits them): Rightsizer's programs,
-and the other programs installed here (kubectl, docker, curl), must list each long flag the
+and the other programs installed here (kubectl, helm, docker, curl), must list each long flag the
 example gives in their ``--help`` (of the subcommand); a synopsis line (``[--flag VALUE]``) must
 also offer each value it lists (``fp32|bf16``); files and folders of the repository it names must
-exist, kustomizations must render, and the objects ``kubectl`` is told to wait for, exec into or
-get must be among the manifests of ``deploy/``. Programs not installed here (helm, kind) are
-checked only for the repository paths they name. The runnable examples run in
-tests/test_readme_examples.py.
+exist, its kustomizations must render, and the objects ``kubectl`` is told to wait for, exec into
+or get must be among the manifests of ``deploy/``. Programs not installed here (kind, kustomize)
+are checked only for the repository paths they name; helm commands installing the chart are
+rendered by tests/test_helm_docs.py. The runnable examples run in tests/test_readme_examples.py.
 """
 
 from __future__ import annotations
@@ -26,12 +26,14 @@ import kube
 import pytest
 import yaml
 from doc_blocks import Block, all_blocks, commands, kind
+from k8s_tools import tool
 from servers import ROOT
 
 BIN = Path(sys.executable).parent
 OURS = {"rightsizer-exporter", "rightsizer-adapter", "rightsizer"}
-SUBCOMMANDS = {"rightsizer": 1, "kubectl": 1, "docker": 1}  # words of the command before its flags
-OTHERS = {"kubectl", "docker", "curl"}  # installed here (Debian packages); their --help is safe to run
+SUBCOMMANDS = {"rightsizer": 1, "kubectl": 1, "docker": 1, "helm": 1}  # words of the command before its flags
+HELM_GROUPS = {"repo", "show", "get", "plugin", "registry", "dependency", "search"}  # helm repo add, ...
+OTHERS = {"kubectl", "helm", "docker", "curl"}  # installed here; their --help is safe to run
 SHELL_WORDS = {"until", "while", "do", "done", "if", "then", "fi", "!"}
 TOP_FOLDERS = "deploy|dashboards|bench|scripts|docs|tests|exporter|adapter|rightsizer_core|rightsizing"
 REPO_PATH = re.compile(rf"^(?:{TOP_FOLDERS})/[\w./*-]*$")
@@ -48,11 +50,16 @@ SHELL_BLOCKS = [b for b in all_blocks() if kind(b) == "shell"]
 @functools.cache
 def help_text(*words: str) -> str:
     assert words[0] in OURS | OTHERS, words[0]
-    program = str(BIN / words[0]) if words[0] in OURS else shutil.which(words[0])
+    program = str(BIN / words[0]) if words[0] in OURS else installed(words[0])
     assert program, f"{words[0]} is not installed"
     out = subprocess.run([program, *words[1:], "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout, f"{' '.join(words)} --help failed: {out.stderr}"
     return out.stdout
+
+
+def installed(name: str) -> str | None:
+    """helm and kubectl from scripts/k8s-tools (.tools/bin), anything else from PATH."""
+    return tool(name) if name in ("helm", "kubectl") else shutil.which(name)
 
 
 def program_of(words: list[str]) -> list[str]:
@@ -60,7 +67,8 @@ def program_of(words: list[str]) -> list[str]:
     words = [w for w in words if w not in SHELL_WORDS]
     name = words[0].removeprefix(".venv/bin/")
     rest = [w for i, w in enumerate(words[1:]) if not w.startswith("-") and not (i > 0 and words[i] == "-n")]
-    return [name, *rest[: SUBCOMMANDS.get(name, 0)]]
+    depth = 2 if name == "helm" and rest[:1] and rest[0] in HELM_GROUPS else SUBCOMMANDS.get(name, 0)
+    return [name, *rest[:depth]]
 
 
 def long_flags(words: list[str]) -> list[str]:
@@ -69,8 +77,8 @@ def long_flags(words: list[str]) -> list[str]:
 
 
 def check_flags(program: list[str], flags: list[str], where: str) -> list[str]:
-    if program[0] not in OURS and not (program[0] in OTHERS and shutil.which(program[0])):
-        return []  # not installed here (helm, kind), or not a program with a --help: paths only
+    if program[0] not in OURS and not (program[0] in OTHERS and installed(program[0])):
+        return []  # not installed here (kind, kustomize), or not a program with a --help: paths only
     text = help_text(*program)
     return [
         f"{where}: {' '.join(program)} has no {flag}"
@@ -104,6 +112,12 @@ def deploy_objects() -> list[dict[str, Any]]:
     return objects
 
 
+def base_images() -> set[str]:
+    """The images deploy/base runs, as rendered (its kustomization sets them)."""
+    return {c["image"] for o in kube.render(ROOT / "deploy/base") if o["kind"] in ("DaemonSet", "Deployment")
+            for c in o["spec"]["template"]["spec"]["containers"]}
+
+
 def has_object(kind_name: str, namespace: str, name: str) -> bool:
     return any(
         o["kind"] == kind_name
@@ -120,7 +134,7 @@ def is_object_ref(word: str) -> bool:
 def check_kubectl(words: list[str], where: str) -> list[str]:
     problems: list[str] = []
     namespace = words[words.index("-n") + 1] if "-n" in words else "default"
-    if "-k" in words:
+    if "-k" in words and REPO_PATH.match(words[words.index("-k") + 1]):  # not a user's own (-k .)
         directory = ROOT / words[words.index("-k") + 1]
         kube.render(directory)  # fails the test with kubectl's message if it does not render
     if "-f" in words and not (ROOT / words[words.index("-f") + 1]).is_file():
@@ -158,7 +172,8 @@ def problems_of(block: Block) -> list[str]:
                 problems.append(f"{where}: scripts/test is not executable")
             if program[0] == "docker" and "-t" in words:
                 tag = words[words.index("-t") + 1]
-                if not any(f"image: {tag}" in p.read_text() for p in ROOT.glob("deploy/base/*.yaml")):
+                pushed = any(w[:2] == ["docker", "push"] and tag in w for w in commands(block.body))
+                if tag not in base_images() and not pushed:
                     problems.append(f"{where}: deploy/base runs no image {tag}")
             extras = re.findall(r"\.\[(\w+)\]", " ".join(words))
             defined = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
@@ -198,9 +213,10 @@ def test_wrong_shell_examples_are_caught() -> None:
 
 
 def test_command_substitutions_are_commands_of_their_own() -> None:
-    script = "docker build -t rightsizer:0.1.0 --build-arg REVISION=$(git rev-parse --short HEAD) .\n"
+    image = "ghcr.io/rightsizer/rightsizer:0.1.0"
+    script = f"docker build -t {image} --build-arg REVISION=$(git rev-parse --short HEAD) .\n"
     assert commands(script) == [
         ["git", "rev-parse", "--short", "HEAD"],
-        ["docker", "build", "-t", "rightsizer:0.1.0", "--build-arg", "REVISION=SUBSTITUTED", "."],
+        ["docker", "build", "-t", image, "--build-arg", "REVISION=SUBSTITUTED", "."],
     ]
     assert problems_of(Block("README.md", 1, "sh", script, None)) == []  # --short is git's, not docker's

@@ -215,6 +215,7 @@ def api_entry(a: Assessment, ev: Evidence, margin: float = 0.1) -> dict[str, Any
             "verdict": a.verdict,
             "reason": a.reason,
             "summary": a.summary,
+            "deciding": a.deciding or None,
             "bottlenecks": list(a.bottlenecks),
             "recommended": a.recommended,
             "current": a.current,

@@ -380,6 +380,7 @@ def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
                 "fit_score": None if a.fit_score is None else round(a.fit_score, 3),
                 "bottlenecks": list(a.bottlenecks),
                 "summary": a.summary,
+                "deciding": a.deciding or None,
                 "reason": a.reason,
                 "price_source": a.price_source or None,
                 "workload_change": a.workload_change or None,

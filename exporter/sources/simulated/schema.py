@@ -63,9 +63,9 @@ class WorkloadEntry:
     batch: float | None = _p("Requests in flight at full load.")
     kv_cache_usage: float | None = _p("KV-cache usage (0-1) the queue's inference server reports.")
     preemptions_per_hour: float | None = _p("Requests the queue's inference server preempts per hour.")
-    generated_tokens_per_second: float | None = _p("Mean tokens per second the queue's server generates.")
-    prompt_tokens_per_second: float | None = _p("Mean prompt tokens per second the queue's server processes.")
-    requests_per_second: float | None = _p("Mean requests per second the queue's server finishes.")
+    generated_tokens_per_second: float | None = _p("Tokens/s offered (counted as its GPU serves them).")
+    prompt_tokens_per_second: float | None = _p("Prompt tokens/s offered (counted as its GPU serves them).")
+    requests_per_second: float | None = _p("Requests/s offered (counted as its GPU serves them).")
     latency_spread: float | None = _p(
         "Serving kinds: sigma of the logarithm of each service time (the server's latency shape)."
     )

@@ -1,0 +1,165 @@
+"""Which resource decided a recommendation, for the reason to name it.
+
+An option is chosen because every cheaper one lacks something the work needs (``lacks``: the same
+tests as ``recommend.fits``, all of them rather than the first that fails). The resource that
+decided is the one every cheaper option lacks (several may: memory and compute); when none rules
+them all out, the reason counts what rules out how many, most first. With no cheaper option at all
+the resource that projects highest on the chosen one decides (the binding resource there).
+
+So an idle H100 holding 72 GiB at 0 % activity is kept (or moved) for its memory, not its compute;
+a small model on an H100 fits an L4 because nothing cheaper holds its memory, whatever it projects
+on the L4.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .catalog import Candidate, Catalog
+from .recommend import Demand, burst_share, carries_bursts, gib, has_nvlink, host_link, project
+from .settings import RightsizingSettings
+
+ORDER = ("memory", "compute", "memory bandwidth", "host link", "bursts", "whole GPUs", "NVLink")
+
+
+@dataclass(frozen=True, slots=True)
+class Decider:
+    resource: str  # one of ORDER, or the binding resource on the chosen option
+    words: str  # "memory decides: no cheaper option holds 124.2 GiB"
+
+
+def lacks(d: Demand, current: Candidate, c: Candidate, s: RightsizingSettings) -> tuple[str, ...]:
+    """Everything ``c`` lacks for the work (empty: it fits, as ``recommend.fits`` says)."""
+    out: list[str] = []
+    if c.usable_memory < d.memory_bytes:
+        out.append("memory")
+    if c.mig is not None and (d.whole_gpus or not s.recommend_mig):
+        out.append("whole GPUs")
+    if d.nvlink and not has_nvlink(c):
+        out.append("NVLink")
+    if (
+        d.bandwidth is None
+        and c.memory_bandwidth_bytes_per_second < current.memory_bandwidth_bytes_per_second
+    ):
+        out.append("memory bandwidth")
+    if d.activity is None and c.fp16_dense_tflops < current.fp16_dense_tflops:
+        out.append("compute")
+    if d.pcie is not None and c.key != current.key:
+        link = host_link(c)
+        carried = d.pcie * host_link(current) / link * d.widening if link > 0 else float("inf")
+        if carried > max(s.target_activity_ratio, d.pcie * d.widening):
+            out.append("host link")
+    over = [resource for resource, share in _projections(d, current, c) if share > s.target_activity_ratio]
+    out += over
+    if not over and not carries_bursts(d, current, c):  # bursts decide only where the p95 fits
+        out.append("bursts")
+    return tuple(r for r in ORDER if r in out)
+
+
+def _projections(d: Demand, current: Candidate, c: Candidate) -> list[tuple[str, float]]:
+    out = []
+    if d.activity is not None:
+        tflops = c.fp16_dense_tflops
+        out.append(
+            (
+                "compute",
+                d.activity * current.fp16_dense_tflops / tflops * d.widening if tflops > 0 else float("inf"),
+            )
+        )
+    if d.bandwidth is not None:
+        theirs = c.memory_bandwidth_bytes_per_second
+        ours = current.memory_bandwidth_bytes_per_second
+        out.append(
+            ("memory bandwidth", d.bandwidth * ours / theirs * d.widening if theirs > 0 else float("inf"))
+        )
+    return out
+
+
+def _everywhere(
+    resource: str, d: Demand, current: Candidate, chosen: Candidate, s: RightsizingSettings
+) -> str:
+    target = f"{s.target_activity_ratio:.0%}"
+    if resource == "memory":
+        return f"no cheaper option holds {gib(d.memory_bytes)}"
+    if resource in ("compute", "memory bandwidth"):
+        if (d.activity if resource == "compute" else d.bandwidth) is None:
+            return f"no cheaper option has today's {resource} (it is not measured)"
+        return f"every cheaper option would run its {resource} above {target}"
+    if resource == "host link":
+        return "every cheaper option's host link is too narrow for its transfers"
+    if resource == "bursts":
+        here = burst_share(d, current, chosen)
+        return f"its bursts (p99) would saturate every cheaper option ({here:.0%} here)"
+    if resource == "whole GPUs":
+        return "it needs whole GPUs, and every cheaper option is a MIG slice"
+    return "it moves data over NVLink, and no cheaper option has NVLink"
+
+
+# Percentiles move in 1 % bins, so a GPU's demand repeats from one scoring to the next: the answer
+# is kept per (demand, options, catalog, settings), the catalog and settings by identity.
+_KEPT: dict[tuple[object, ...], tuple[Catalog, RightsizingSettings, Decider]] = {}
+KEEP = 4096
+
+
+def deciding(
+    d: Demand,
+    current: Candidate,
+    chosen: Candidate,
+    catalog: Catalog,
+    s: RightsizingSettings,
+    upgrade: bool = False,
+) -> Decider:
+    """What decided ``chosen`` (today's option for a rightsized GPU): what the cheaper options lack.
+    An ``upgrade`` leaves today's option out of them (it is what falls short)."""
+    key = (d, current.key, chosen.key, upgrade, id(catalog), id(s))
+    kept = _KEPT.get(key)
+    if kept is not None and kept[0] is catalog and kept[1] is s:
+        return kept[2]
+    found = _deciding(d, current, chosen, catalog, s, upgrade)
+    if len(_KEPT) >= KEEP:
+        _KEPT.clear()
+    _KEPT[key] = (catalog, s, found)
+    return found
+
+
+def _deciding(
+    d: Demand,
+    current: Candidate,
+    chosen: Candidate,
+    catalog: Catalog,
+    s: RightsizingSettings,
+    upgrade: bool,
+) -> Decider:
+    cheaper = [
+        c
+        for c in catalog.candidates()
+        if c.hourly_price_dollars < chosen.hourly_price_dollars - 1e-9
+        and not (upgrade and c.key == current.key)
+    ]
+    fails = [lacks(d, current, c, s) for c in cheaper]
+    fails = [f for f in fails if f]  # a cheaper option that fits was passed over for saving too little
+    if not fails:
+        share, binding = project(d, current, chosen)
+        if binding == "memory":  # nothing measured: it has no less of anything
+            return Decider("memory", f"memory decides: {chosen.key} holds {gib(d.memory_bytes)}")
+        return Decider(binding, f"{binding} decides at {share:.0%} projected on {chosen.key}")
+    counts = Counter(r for f in fails for r in f)
+    everywhere = [r for r in ORDER if counts[r] == len(fails)]
+    if everywhere:
+        words = "; ".join(_everywhere(r, d, current, chosen, s) for r in everywhere)
+        return Decider(everywhere[0], f"{_names(everywhere)} {_verb(everywhere)}: {words}")
+    ranked = sorted(counts, key=lambda r: (-counts[r], ORDER.index(r)))
+    others = "".join(f", {r} {counts[r]}" for r in ranked[1:])
+    return Decider(
+        ranked[0],
+        f"{ranked[0]} rules out most cheaper options ({counts[ranked[0]]} of {len(fails)}{others})",
+    )
+
+
+def _names(resources: list[str]) -> str:
+    return resources[0] if len(resources) == 1 else f"{', '.join(resources[:-1])} and {resources[-1]}"
+
+
+def _verb(resources: list[str]) -> str:
+    return "decide" if len(resources) > 1 or resources[0] in ("bursts", "whole GPUs") else "decides"
