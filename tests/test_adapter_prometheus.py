@@ -18,6 +18,7 @@ from adapter.cache import Cache
 from adapter.config import AdapterConfig, load_config
 from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
+from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.prometheus import PrometheusSource
@@ -81,17 +82,17 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
     )
     cache, source, cfg = await cache_for(prom)
     await cache.refresh_once()
-    assert len(cache.rules) == 7  # the queue rules' source states ride in the first one's query
-    assert len(prom.queries) == 7
-    assert sum(MARKER in q for q in prom.queries) == 1
+    # each up family's source states ride in the query of the first rule that reads it
+    assert len(cache.rules) == len(BUILTIN_RULES) == len(prom.queries)
+    assert sum(MARKER in q for q in prom.queries) == len({r.up_family for r in BUILTIN_RULES if r.up_family})
     auth = Gate.off()
     client = await aiohttp_client(create_app(cache, auth, AdapterMetrics(), MetricsApiAuth(cfg.metrics_api)))
     for i in range(1000):
         code, body = await client_get(client, f"{EXT}/prod/rightsizer_queue_depth?labelSelector=queue%3Dq{i}")
         assert code == 200 and body["items"][0]["value"] == str(i)
-    assert len(prom.queries) == 7  # a thousand selectors, no extra query
+    assert len(prom.queries) == len(BUILTIN_RULES)  # a thousand selectors, no extra query
     await cache.refresh_once()
-    assert len(prom.queries) == 14
+    assert len(prom.queries) == 2 * len(BUILTIN_RULES)
     await source.close()
 
 

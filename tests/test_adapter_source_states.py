@@ -27,6 +27,7 @@ from adapter.config import load_config
 from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
 from adapter.promql import render
+from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.prometheus import PrometheusSource
@@ -94,7 +95,8 @@ async def test_one_query_per_rule_per_refresh_with_source_states(served: Any) ->
     sent = counter(cache, r'rightsizer_adapter_upstream_queries_total\{outcome="success"')
     failed = counter(cache, r'rightsizer_adapter_upstream_queries_total\{outcome="error"')
     refreshes = counter(cache, "rightsizer_adapter_refreshes_total")
-    assert (sent, failed, refreshes) == (3 * 7, 0, 3) and len(cache.rules) == 7
+    rules = len(BUILTIN_RULES)
+    assert (sent, failed, refreshes) == (3 * rules, 0, 3) and len(cache.rules) == rules
     for rule in cache.rules.values():  # the split answer is exactly what each query gives alone
         state = cache.states[rule.name]
         assert rule.query is not None
@@ -103,7 +105,8 @@ async def test_one_query_per_rule_per_refresh_with_source_states(served: Any) ->
         if rule.up_query is not None:
             up, _, _ = await source.query(render(rule.up_query, rule.matchers), state.vector.timestamp)
             assert state.sources is not None and as_set(state.sources.series) == as_set(up), rule.name
-            assert {s.labels["queue"]: s.value for s in up} == {"jobs": 1, "chat": 0, "embed": -1}
+            if rule.up_family == "rightsizer_queue_source_up":
+                assert {s.labels["queue"]: s.value for s in up} == {"jobs": 1, "chat": 0, "embed": -1}
     code, body = await client_get(client, f"{EXT}?labelSelector=queue%3Djobs")
     assert code == 200 and [i["value"] for i in body["items"]] == ["5"], body
     down = await client_get(client, f"{EXT}?labelSelector=queue%3Dchat")
@@ -140,7 +143,8 @@ async def test_a_failed_carrier_costs_one_query_alone_and_no_availability(
     cache, source, cfg = await cache_for(prom)
     await cache.refresh_once()
     alone = [q for q in prom.queries if q.startswith(f"max without (instance, job) ({UP_FAMILY}")]
-    assert len(prom.queries) == 8 and len(alone) == 1  # 7 rules, and the up query once, for the others
+    ups = {r.up_family for r in BUILTIN_RULES if r.up_family}  # each carrier fails: its up query alone
+    assert len(prom.queries) == len(BUILTIN_RULES) + len(ups) and len(alone) == 1  # the queues' once
     assert "HTTP 422: bad_data: parse error" in (cache.states["rightsizer_queue_depth"].error or "")
     app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
     client = await aiohttp_client(app)
@@ -157,7 +161,8 @@ async def test_a_prometheus_that_fails_everything_gets_no_extra_query(prom: Fake
     prom.answer = lambda query: (503, "unavailable")
     cache, source, _ = await cache_for(prom)
     await cache.refresh_once()
-    assert len(prom.queries) == 7 and sum(MARKER in q for q in prom.queries) == 1
+    ups = {r.up_family for r in BUILTIN_RULES if r.up_family}
+    assert len(prom.queries) == len(BUILTIN_RULES) and sum(MARKER in q for q in prom.queries) == len(ups)
     assert all("HTTP 503" in (state.error or "") for state in cache.states.values())
     await source.close()
 
