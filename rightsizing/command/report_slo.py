@@ -15,9 +15,9 @@ The verdicts then read the same ``SloEvidence`` the live engine builds from the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..evidence import QueueEvidence
 from ..latency import KINDS
@@ -25,6 +25,8 @@ from ..links import QueueReading
 from ..settings import RightsizingSettings
 from ..slo import Latency as LatencyEvidence
 from ..slo import SloDeclaration, SloEvidence
+from ..slo_json import slo_json
+from .output import table
 from .promapi import Sample
 
 QUERIES = 7
@@ -100,3 +102,29 @@ def attach(
         server = ev.server
         out[key] = (reading, ev if found is None else replace(ev, slo=replace(found, server=server)))
     return out
+
+
+def as_json(slos: Iterable[SloEvidence], margin: float) -> list[dict[str, Any]]:
+    """The report's ``slos``: each workload with a declared SLO or measured latencies."""
+    return [slo_json(ev, None, margin) for ev in sorted(slos, key=lambda e: (e.namespace, e.workload))]
+
+
+def text_lines(slos: list[dict[str, Any]]) -> list[str]:
+    """'Latency SLOs' of the text report: one line per workload with a declared SLO."""
+    declared = [s for s in slos if s["state"] != "no_slo"]
+    if not declared:
+        return []
+    rows = []
+    for s in declared:
+        judged = [x for x in s["latencies"] if x["attainment_ratio"] is not None]
+        worst = max(judged, key=lambda x: (x["latency_at_objective_seconds"] or 0.0) / x["target_seconds"],
+                    default=None)  # fmt: skip
+        rows.append([
+            s["namespace"] or "-", s["workload"], s["state"].replace("_", " "),
+            "-" if s["latency_ratio"] is None else f"{s['latency_ratio']:.2f}",
+            "-" if worst is None else f"{worst['slo']} {worst['attainment_ratio']:.1%}",
+            "; ".join(s["not_judged"]) or "-",
+        ])  # fmt: skip
+    head = ["namespace", "workload", "SLO", "latency/target", "worst attainment", "not judged"]
+    return ["", "Latency SLOs (latency at the objective over the target; attainment over the window):",
+            table(head, rows, [False, False, False, True, True, False])]  # fmt: skip
