@@ -91,13 +91,28 @@ def queue_factor(busy: float | None, ratio: float) -> float:
     return (1.0 / ratio) * (after / (1.0 - after)) / (rho / (1.0 - rho))
 
 
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """What binds the work today: its resource, that resource's p95 busy share, and whether a
+    bandwidth signal was measured (``projection.capacity_ratio``)."""
+
+    resource: str
+    busy: float | None
+    bandwidth_seen: bool
+
+
+def binding_of(ev: Evidence) -> Binding:
+    resource, busy = decode_binding(ev)
+    return Binding(resource, busy, ev.bandwidth is not None)
+
+
 def project(
-    ev: Evidence, slo: SloEvidence, current: Candidate, option: Candidate, gpus_ratio: float = 1.0
+    ev: Evidence | Binding, slo: SloEvidence, current: Candidate, option: Candidate, gpus_ratio: float = 1.0
 ) -> LatencyProjection:
     """Each declared target's latency at the objective on ``option`` (``gpus_ratio``: the option's
-    GPU count over today's)."""
-    resource, busy = decode_binding(ev)
-    seen = ev.bandwidth is not None
+    GPU count over today's), from the GPU's evidence or what binds its work."""
+    b = ev if isinstance(ev, Binding) else binding_of(ev)
+    resource, busy, seen = b.resource, b.busy, b.bandwidth_seen
     r_decode = projection.capacity_ratio(current, option, resource, seen) * gpus_ratio
     r_compute = projection.capacity_ratio(current, option, projection.COMPUTE, seen) * gpus_ratio
     fq = queue_factor(busy, r_decode)

@@ -44,7 +44,10 @@ def _by(samples: list[Sample], *labels: str) -> dict[tuple[str, ...], float]:
     return {tuple(s.labels.get(k, "") for k in labels): s.value for s in samples}
 
 
-def collect(c: Collector, s: RightsizingSettings) -> dict[Key, SloEvidence]:
+def collect(c: Collector, s: RightsizingSettings, latest: bool = False) -> dict[Key, SloEvidence]:
+    """Each workload's SLO evidence over ``c.w``; ``latest``: the exporters' latest rolling-window
+    figures instead (``rightsizer plan --measured-from``: the workload as the live engine judges it
+    now, whatever part of the window Prometheus holds)."""
     w = c.w
     labels = ("namespace", "workload", "slo")
 
@@ -53,12 +56,19 @@ def collect(c: Collector, s: RightsizingSettings) -> dict[Key, SloEvidence]:
 
     target = by("SLOs", f"max by ({WL}) (last_over_time(rightsizer_workload_slo_target_seconds[{w}]))")
     objective = by("SLOs", f"max by ({WL}) (last_over_time(rightsizer_workload_slo_objective_ratio[{w}]))")
-    requests = by("SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_requests_total[{w}]))")
-    good = by("SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_good_requests_total[{w}]))")
+    over = "last_over_time" if latest else "avg_over_time"
+    if latest:
+        requests = by("SLOs", f"sum by ({WL}) (last_over_time(rightsizer_workload_latency_requests[{w}]))")
+        attainment = f"last_over_time(rightsizer_workload_slo_attainment_ratio[{w}])"
+        attained = by("SLOs", f"min by ({WL}) ({attainment})")
+        good = {k: attained[k] * n for k, n in requests.items() if k in attained}
+    else:
+        requests = by("SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_requests_total[{w}]))")
+        good = by("SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_good_requests_total[{w}]))")
     seen = by("latency", f"max by ({WL}) (max_over_time(rightsizer_workload_latency_requests[{w}]))")
-    latency = f"avg_over_time(rightsizer_workload_latency_seconds[{w}])"
+    latency = f"{over}(rightsizer_workload_latency_seconds[{w}])"
     quantiles = by("latency", f"max by ({WL}, quantile) ({latency})", "quantile")
-    means = by("latency", f"max by ({WL}) (avg_over_time(rightsizer_workload_latency_mean_seconds[{w}]))")
+    means = by("latency", f"max by ({WL}) ({over}(rightsizer_workload_latency_mean_seconds[{w}]))")
     workloads = sorted({k[:2] for k in (*target, *seen, *means)})
     out: dict[Key, SloEvidence] = {}
     for ns, wl in workloads:
