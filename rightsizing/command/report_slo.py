@@ -59,8 +59,8 @@ def collect(c: Collector, s: RightsizingSettings, latest: bool = False) -> dict[
     over = "last_over_time" if latest else "avg_over_time"
     if latest:
         requests = by("SLOs", f"sum by ({WL}) (last_over_time(rightsizer_workload_latency_requests[{w}]))")
-        attainment = f"last_over_time(rightsizer_workload_slo_attainment_ratio[{w}])"
-        attained = by("SLOs", f"min by ({WL}) ({attainment})")
+        latest_attainment = f"last_over_time(rightsizer_workload_slo_attainment_ratio[{w}])"
+        attained = by("SLOs", f"min by ({WL}) ({latest_attainment})")
         good = {k: attained[k] * n for k, n in requests.items() if k in attained}
     else:
         requests = by("SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_requests_total[{w}]))")
