@@ -33,8 +33,8 @@ class RuleState:
     vector: Vector | None  # None while the rule has no good values
     error: str | None
     updated: float | None  # monotonic time of the last successful refresh
-    sources: Vector | None = None  # rules with an up_family: UP/DOWN/STALE per known source
-    stale_reason: str = ""
+    sources: Vector | None = None  # rules with a source family: the state of each (key, source)
+    unknown: str = ""  # a source whose series are unknown: every request fails with this
 
 
 class Cache:
@@ -54,6 +54,8 @@ class Cache:
         self.refreshed = asyncio.Event()  # replaced by a fresh event after every refresh
         self.deadline = max(30.0, source.interval * 4)
         self._previous: dict[str, RuleResult] | None = None
+        self._crashed: str | None = None
+        self.stopping = False
         metrics.attach_cache(self._rows, lambda: len(self.answers))
 
     def _rows(self) -> list[tuple[str, bool, int, float | None]]:
@@ -83,7 +85,8 @@ class Cache:
         if discover is None:
             return
         try:
-            found = await asyncio.wait_for(discover(), self.deadline)
+            async with asyncio.timeout(self.deadline):  # unlike wait_for, never loses a cancellation
+                found = await discover()
         except TimeoutError:
             event(log, logging.WARNING, "series discovery timed out", seconds=self.deadline)
             return
@@ -108,13 +111,24 @@ class Cache:
         await self._discover()
         rules = list(self.rules.values())
         try:
-            results = await asyncio.wait_for(self.source.collect(rules, everything), self.deadline)
+            # Python 3.11's wait_for returns the result instead of raising CancelledError when the
+            # collect ends in the loop turn that cancels it, and a stop would then be lost.
+            async with asyncio.timeout(self.deadline):
+                results = await self.source.collect(rules, everything)
         except TimeoutError:
             results = {r.name: RuleResult(error=f"refresh took longer than {self.deadline}s") for r in rules}
+        except Exception as exc:  # a bug must not freeze the last values: every rule fails instead
+            why = f"refresh failed: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+            if why != self._crashed:  # the traceback once per distinct failure, not once per refresh
+                log.exception("refresh failed unexpectedly")
+            self._crashed = why
+            results = {r.name: RuleResult(error=why) for r in rules}
+        else:
+            self._crashed = None
         now = time.monotonic()
         if results is self._previous:  # the source saw no change: keep answers memoized, note the check
             self.states = {
-                n: RuleState(s.rule, s.vector, None, now, s.sources, s.stale_reason) if s.error is None else s
+                n: RuleState(s.rule, s.vector, None, now, s.sources, s.unknown) if s.error is None else s
                 for n, s in self.states.items()
             }
             self.metrics.refreshed()
@@ -131,10 +145,13 @@ class Cache:
                 if old.error != result.error:
                     failing.setdefault(result.error, []).append(rule.name)
                 continue
-            series = add_workload(result.series) if rule.workload_from_pod else result.series
-            sources = None if result.sources is None else Vector(result.sources, result.timestamp)
+            series, found = result.series, result.sources
+            if rule.workload_from_pod:  # the states carry the labels the values carry
+                series = tuple(add_workload(series))
+                found = None if found is None else tuple(add_workload(found))
+            sources = None if found is None else Vector(found, result.timestamp)
             states[rule.name] = RuleState(
-                rule, Vector(series, result.timestamp), None, now, sources, result.stale_reason
+                rule, Vector(series, result.timestamp), None, now, sources, result.unknown
             )
             if old.error is not None and old.updated is not None:
                 recovered.append(rule.name)
@@ -155,7 +172,7 @@ class Cache:
     async def run(self) -> None:
         """Refresh forever when the source says (a slow refresh delays the next, never overlaps)."""
         loop = asyncio.get_running_loop()
-        while True:
+        while not self.stopping:  # checked too, so a cancellation lost in a library cannot keep it going
             started = loop.time()
             try:
                 await self.refresh_once(everything=False)
@@ -163,4 +180,9 @@ class Cache:
                 raise
             except Exception:  # a bug in a rule must not stop the refreshes of the others
                 log.exception("refresh failed unexpectedly")
-            await asyncio.sleep(self.source.next_delay(loop.time() - started))
+            if not self.stopping:
+                await asyncio.sleep(self.source.next_delay(loop.time() - started))
+
+    def stop(self) -> None:
+        """End ``run`` at its next step (the caller also cancels it)."""
+        self.stopping = True

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import errno
 import logging
 import os
@@ -20,7 +19,12 @@ from rightsizer_core.listen import parse_listen
 from rightsizer_core.listener import ListenerStats, start_listener
 from rightsizer_core.logs import configure, event
 from rightsizer_core.settings import ConfigError
-from rightsizer_core.stopping import exiting_on_stop_signals, stop_event
+from rightsizer_core.stopping import (
+    SHUTDOWN_DEADLINE,
+    SHUTDOWN_REQUEST_GRACE,
+    exiting_on_stop_signals,
+    stop_event,
+)
 
 from .cache import Cache
 from .config import DEFAULT_PORT, AdapterConfig, load_config
@@ -35,6 +39,7 @@ from .sources.prometheus import PrometheusSource
 from .sources.scrape import ScrapeSource
 
 log = logging.getLogger("rightsizer.adapter")
+REFRESH_STOP_WAIT = 2.0  # seconds a stop waits for the refresh task to end
 
 
 def _epilog() -> str:
@@ -219,7 +224,8 @@ def make_source(cfg: AdapterConfig, metrics: AdapterMetrics) -> Source:
 
 
 async def serve(cfg: AdapterConfig) -> int:
-    stop = stop_event()  # from here on, SIGTERM/SIGINT stop the adapter wherever start-up is
+    # From here on, SIGTERM/SIGINT stop the adapter wherever start-up is, and within a deadline.
+    stop = stop_event(SHUTDOWN_DEADLINE, lambda: event(log, logging.WARNING, "stop took too long; exiting"))
     metrics = AdapterMetrics()
     try:
         security = Security(cfg)
@@ -238,7 +244,9 @@ async def serve(cfg: AdapterConfig) -> int:
     if pod_lister is not None:
         await pod_lister.start()
     app = create_app(cache, security.gate, metrics, keda_auth, pod_lister)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_REQUEST_GRACE
+    )
     await runner.setup()
     grpc_server = None
     refresher: asyncio.Task[None] | None = None
@@ -294,9 +302,9 @@ async def serve(cfg: AdapterConfig) -> int:
         return 0
     finally:
         if refresher is not None:
+            cache.stop()
             refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresher
+            await asyncio.wait({refresher}, timeout=REFRESH_STOP_WAIT)  # never waits on a lost cancel
         if grpc_server is not None:
             await grpc_server.stop(grace=1.0)
         await runner.cleanup()

@@ -86,8 +86,8 @@ async def test_queue_up_and_empty_is_zero_and_no_such_queue_is_not_found(make: M
     )
     assert_status(answer, 404, "NotFound")
     assert "queue=none" in answer[1]["message"]
-    _, body = await client_get(client, f"{EXT}/namespaces/staging/rightsizer_gpu_utilization_ratio")
-    assert body["items"] == []  # not queue-like: no series is no items
+    answer = await client_get(client, f"{EXT}/namespaces/staging/rightsizer_gpu_utilization_ratio")
+    assert_status(answer, 404, "NotFound")  # no exporter publishes a GPU there: unknown, not empty
 
 
 async def test_gpu_values_quantities_workload_and_no_nan(make: Make) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 import time
 from collections import Counter
@@ -17,11 +15,14 @@ from ..catalog import Catalog
 from ..cost import cost_json
 from . import report_slo
 from .output import money, table, to_csv, to_json
+from .output_file import OutputError, check_output, write_output
 from .promapi import PrometheusClient, ReportError, add_auth_arguments, auth_headers, parse_duration
 from .report import as_rows, collect
 from .report_assumptions import assumptions
 from .report_common import HOURS_PER_MONTH, history_line
 from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
+
+MAX_TIMEOUT_SECONDS = 86400
 
 if TYPE_CHECKING:
     from .exporter_config import EngineSettings
@@ -57,7 +58,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="table (default), json, csv, html (one self-contained file with charts, to attach to a "
         "ticket) or markdown (tables for a pull request)",
     )
-    p.add_argument("--output", metavar="FILE", help="write the report to FILE instead of standard output")
+    p.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the report to FILE (a new file or a regular one, replaced whole) instead of "
+        "standard output; - is standard output",
+    )
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per query in seconds (default 120)")
     add_auth_arguments(p, "Prometheus")
     p.add_argument(
@@ -116,6 +122,7 @@ class Progress:
 
 def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
     try:
+        check_output(args.output)
         window = parse_duration(args.window, "--window")
         idle_after = (
             parse_duration(args.idle_after, "--idle-after")
@@ -125,8 +132,8 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         resolution = parse_duration(args.resolution, "--resolution") if args.resolution else None
         if resolution is None and window > 86400:
             resolution = window / 10080
-        if args.timeout <= 0:
-            raise ReportError("--timeout must be positive")
+        if not 0 < args.timeout <= MAX_TIMEOUT_SECONDS:  # inf and NaN included
+            raise ReportError(f"--timeout must be positive and at most {MAX_TIMEOUT_SECONDS} seconds")
         if args.max_series_per_query < 1 or args.concurrency < 1:
             raise ReportError("--max-series-per-query and --concurrency must be at least 1")
         client = PrometheusClient(args.prometheus_url, args.timeout, auth_headers(args))
@@ -179,27 +186,10 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         else:
             text = render(args.window, at, totals, gpus, workloads, window, costs, document["slos"])
         write_output(text, args.output)
-    except ReportError as exc:
+    except (ReportError, OutputError) as exc:
         print(f"rightsizer: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-def write_output(text: str, path: str | None) -> None:
-    """To standard output, or to ``path`` whole: written beside it, then renamed over it."""
-    if path is None:
-        sys.stdout.write(text)
-        return
-    target = os.path.abspath(path)
-    tmp = f"{target}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise ReportError(f"--output {path}: {exc.strerror or exc}") from None
 
 
 def _cell(v: Any) -> Any:
