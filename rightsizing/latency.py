@@ -51,6 +51,8 @@ class Histogram:
         return self.total / self.count if self.count > 0 else None
 
     def same_layout(self, other: Histogram) -> bool:
+        if self.bounds is other.bounds or self.bounds == other.bounds:
+            return True
         return len(self.bounds) == len(other.bounds) and all(
             same_bound(a, b) for a, b in zip(self.bounds, other.bounds, strict=True)
         )

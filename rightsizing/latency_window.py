@@ -18,7 +18,7 @@ from .latency import Histogram
 
 
 class HistogramWindow:
-    __slots__ = ("_buckets", "_last", "_last_t", "_start", "bucket_count", "length", "width")
+    __slots__ = ("_buckets", "_closed", "_last", "_last_t", "_start", "bucket_count", "length", "width")
 
     def __init__(self, length_seconds: float, bucket_count: int) -> None:
         self.bucket_count = max(1, bucket_count)
@@ -28,6 +28,9 @@ class HistogramWindow:
         self._last: Histogram | None = None
         self._last_t: float | None = None
         self._start: float | None = None  # the baseline reading's time
+        # (newest bucket, sum of the buckets before it): recomputed only when a bucket closes, so
+        # reading the window every cycle adds one histogram to it.
+        self._closed: tuple[int, Histogram | None] | None = None
 
     @property
     def last_timestamp(self) -> float | None:
@@ -46,26 +49,41 @@ class HistogramWindow:
         delta = h.minus(last)
         if delta is None:  # restarted (or new bounds): everything it counts is new
             delta = h
+        self.add_delta(t, delta)
+        return delta
+
+    def add_delta(self, t: float, delta: Histogram) -> None:
+        """Add observations made up to ``t`` (the difference ``add`` takes; one reading's difference
+        can so feed several windows)."""
+        if self._start is None:
+            self._start = t
+        if self._last_t is None or t > self._last_t:
+            self._last_t = t
         bucket = math.floor(t / self.width)
         oldest = bucket - self.bucket_count + 1
         for b in [b for b in self._buckets if b < oldest]:
             del self._buckets[b]
         held = self._buckets.get(bucket)
         self._buckets[bucket] = delta if held is None else held.plus(delta)
-        return delta
 
-    def total(self, now: float | None = None) -> Histogram | None:
-        """The observations of the buckets the window covers at ``now`` (default: the latest
-        reading); None before a second reading."""
+    def total(self) -> Histogram | None:
+        """The observations of the buckets the window covers at the latest reading; None before a
+        second reading."""
         if self._last_t is None:
             return None
-        newest = math.floor((self._last_t if now is None else now) / self.width)
-        oldest = newest - self.bucket_count + 1
-        out: Histogram | None = None
-        for b, h in sorted(self._buckets.items()):
-            if b >= oldest:
-                out = h if out is None else out.plus(h)
-        return out
+        newest = math.floor(self._last_t / self.width)
+        closed = self._closed
+        if closed is None or closed[0] != newest:
+            oldest = newest - self.bucket_count + 1
+            acc: Histogram | None = None
+            for b, h in sorted(self._buckets.items()):
+                if oldest <= b < newest:
+                    acc = h if acc is None else acc.plus(h)
+            closed = self._closed = (newest, acc)
+        current = self._buckets.get(newest)
+        if closed[1] is None:
+            return current
+        return closed[1] if current is None else closed[1].plus(current)
 
     def span_seconds(self) -> float:
         """Time the window's readings span: since the baseline, at most the window's length."""

@@ -31,6 +31,8 @@ class _Queue:
     server: str | None
     long: dict[str, HistogramWindow] = field(default_factory=dict)
     short: dict[str, HistogramWindow] = field(default_factory=dict)
+    last: dict[str, Histogram] = field(default_factory=dict)  # latest cumulative reading per kind
+    last_t: float | None = None
     seen_at: float = 0.0
     fresh: bool = False  # read in the latest cycle
     read: bool = False  # read before: a kind that appears later started from zero
@@ -79,6 +81,9 @@ class SloTracker:
             else:
                 key = ("", queue)
             q = self._queues[queue] = _Queue(key, declared, server)
+        if q.last_t is not None and t < q.last_t:
+            return  # out of time order (a replay behind the live cycles): ignored
+        q.last_t = t
         q.seen_at, q.fresh = t, True
         first, q.read = not q.read, True
         if latency is None:
@@ -92,18 +97,25 @@ class SloTracker:
             if long is None:
                 long = q.long[kind] = HistogramWindow(s.window_seconds, s.window_buckets)
                 q.short[kind] = HistogramWindow(s.slo_scaling_window_seconds, SCALING_BUCKETS)
-                if not first:  # absent from the previous readings (a server creates it on first use)
-                    long.add(t, empty(h.bounds))
-                    q.short[kind].add(t, empty(h.bounds))
-            q.short[kind].add(t, h)
-            delta = long.add(t, h)
-            if delta is not None:
-                counted = self.counted.setdefault((*q.key, kind), Counted())
-                counted.requests += delta.count
-                counted.seconds += delta.total
-                good = at_or_under(delta, targets[kind]) if kind in targets else None
-                if good is not None:
-                    counted.good += good
+                # absent from the previous readings: the server creates it on first use, from zero
+                q.last[kind] = h if first else empty(h.bounds)
+                if first:
+                    long.add_delta(t, empty(h.bounds))  # a baseline: the window starts here
+                    q.short[kind].add_delta(t, empty(h.bounds))
+                    continue
+            last = q.last[kind]
+            q.last[kind] = h
+            delta = h.minus(last)
+            if delta is None:  # restarted (or new bounds): everything it counts is new
+                delta = h
+            long.add_delta(t, delta)
+            q.short[kind].add_delta(t, delta)
+            counted = self.counted.setdefault((*q.key, kind), Counted())
+            counted.requests += delta.count
+            counted.seconds += delta.total
+            good = at_or_under(delta, targets[kind]) if kind in targets else None
+            if good is not None:
+                counted.good += good
 
     def begin_cycle(self) -> None:
         """Before a cycle's readings: a queue not read in it is down (its source failed)."""

@@ -163,10 +163,11 @@ class ExpositionReader:
         self._summed = {p.depth, *(n for n in (p.in_flight, p.preemptions) if n)}
         self._summed.update(n for names in p.counters for n in names)
         self._last: tuple[bytes, bool, QueueValue] | None = None
+        self._label_cache: dict[bytes, tuple[dict[str, str], bool] | None] = {}
 
     def histograms(self) -> HistogramSums:
         p = self.preset
-        return HistogramSums(p.latency, p.means, p.mean_count)
+        return HistogramSums(p.latency, p.means, p.mean_count, self._label_cache)
 
     def scan(self, openmetrics: bool) -> ExpositionScan:
         return ExpositionScan(self, openmetrics)
@@ -177,6 +178,7 @@ class ExpositionReader:
         return scan.finish()
 
     def _add(self, lines: list[bytes], openmetrics: bool, sums: _Sums) -> None:
+        lines = sums.latency.take(lines, self._matches)  # histogram lines: read by their own parser
         if not lines:
             return
         try:
