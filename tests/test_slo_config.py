@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from exporter.config import load_config
-from exporter.sources.simulated.source import load_scenario
+from exporter.sources.simulated.source import SimulatedSource, load_scenario
 from rightsizer_core.settings import ConfigError
 
 
@@ -54,3 +54,16 @@ def test_a_scenario_slo_needs_the_queues_server(tmp_path: Path) -> None:
     }]}))  # fmt: skip
     with pytest.raises(ConfigError, match=r"queue\.slo: needs the queue's server"):
         load_scenario(str(path))
+
+
+def test_a_scenario_declares_slos_top_level_or_on_its_queue(tmp_path: Path) -> None:
+    queue = {"name": "q", "server": "vllm", "labels": {"namespace": "llm", "workload": "chat"}}
+    gpu = {"model": "L4-24GB", "workload": {"kind": "steady_inference"}, "queue": queue}
+    top = tmp_path / "top.yaml"
+    top.write_text(yaml.safe_dump({"gpus": [gpu], "slos": [{"namespace": "llm", "workload": "chat",
+                                                              "ttft_seconds": 2}]}))  # fmt: skip
+    own = tmp_path / "own.yaml"
+    own.write_text(yaml.safe_dump({"gpus": [{**gpu, "queue": {**gpu["queue"], "slo": {"ttft_seconds": 2}}}]}))
+    (a,) = SimulatedSource(load_scenario(str(top))).slos
+    (b,) = SimulatedSource(load_scenario(str(own))).slos
+    assert a.key("q") == b.key("q") == ("llm", "chat") and a.targets == b.targets == {"ttft": 2.0}

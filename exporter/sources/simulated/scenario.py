@@ -114,7 +114,7 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
         top.driver_version, top.host_cpu_busy_ratio, tuple(gpus), tuple(top.numa_nodes),
         None if top.host_pressure is None else {
             (r, k): getattr(top.host_pressure, f"{r}_{k}") for r in ("memory", "io") for k in ("some", "full")
-        },
+        }, tuple(top.slos),
     )  # fmt: skip
 
 

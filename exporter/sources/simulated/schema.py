@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from rightsizer_core.settings import setting
 from rightsizing.catalog import GpuSpec, MigProfile
+from rightsizing.slo import SloDeclaration
 
 from . import workloads as wl
 
@@ -212,6 +213,9 @@ class ScenarioEntry:
         [], "The host's NUMA nodes, each one's CPU list in order, e.g. ['0-31', '32-63'] (NUMA check)."
     )
     gpus: list[dict[str, Any]] = setting([], "The GPUs (at least one).")
+    slos: list[SloDeclaration] = setting(
+        [], "Latency SLOs, as the exporter's slos: (by namespace and workload labels, or queue name)."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,3 +273,4 @@ class Scenario:
     gpus: tuple[SimGpu, ...]
     numa_nodes: tuple[str, ...] = ()  # CPU list of each NUMA node
     host_pressure: dict[tuple[str, str], float] | None = None  # (resource, kind) -> stalled share
+    slos: tuple[SloDeclaration, ...] = ()  # the scenario's top-level slos: (queues declare their own)

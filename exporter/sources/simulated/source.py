@@ -168,7 +168,7 @@ class SimulatedSource:
                 if q is not None and q.server is not None and w.serving is not None:
                     self._latency[uuid] = LatencyModel(w, q.server, d.noise)
         # Latency SLOs the scenario's queues declare.
-        self.slos = tuple(
+        self.slos = scenario.slos + tuple(
             slo_of(q) for d in self.devices for q in (d.gpu.queue, *(i.mig.queue for i in d.instances))
             if q is not None and q.slo is not None
         )  # fmt: skip
