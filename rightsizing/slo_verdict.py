@@ -39,6 +39,7 @@ from .verdicts import Assessment, assess
 CAPACITY = "capacity"
 PREFILL = "prefill compute"
 QUEUE_SHARE = 0.5  # queue time at the objective at least this share of TTFT: capacity binds
+SLO = "latency SLO"  # ``deciding`` of a verdict the SLO decided without a resource to name
 
 
 def slo_of(ev: Evidence) -> SloEvidence | None:
@@ -133,7 +134,12 @@ def _missed(
     capacity = any(binding_of(x, slo, ev).startswith(CAPACITY) for x in misses)
     floor = (base.memory_need_bytes or 0.0) if base.verdict == "underprovisioned" else 0.0
     found = None if ev.workload_gpus > 1 else _search(ev, s, catalog, slo, current, floor, None)
-    base = dataclasses.replace(base, verdict="underprovisioned", current=current.key, workload_change="")
+    worst = binding_of(misses[0], slo, ev)
+    named = (CAPACITY, PREFILL, "memory bandwidth", "compute")
+    deciding = next((r for r in named if worst.startswith(r)), worst)
+    base = dataclasses.replace(
+        base, verdict="underprovisioned", current=current.key, workload_change="", deciding=deciding
+    )
     if found is None:
         fix = "add replicas: the queue is the limit" if capacity else "split it across GPUs or add replicas"
         return dataclasses.replace(
@@ -194,6 +200,7 @@ def _met(
             reason=f"{met}: the service has what it needs; the signs of unmet demand do not cost latency "
             f"yet ({base.reason.split(' Bottlenecks:')[0]}).{note}{_tail(base.reason)}",
             summary="SLO met with room",
+            deciding=SLO,
             workload_change="",
         )
     if base.verdict != "overprovisioned" or ev.workload_gpus > 1:
@@ -228,6 +235,7 @@ def _met(
             reason=f"{met}; a cheaper option carries the load but the SLO forbids it ({forbid}, more than "
             f"{1 - margin:.0%} of the target): no cheaper option keeps it.{note}{_tail(base.reason)}",
             summary="the SLO forbids a cheaper option",
+            deciding=SLO,
             price_source=_price_source(current),
         )
     c, p = found
@@ -240,6 +248,7 @@ def _met(
         reason=f"{met}; {c.key} keeps it, projecting {_projected_words(p, margin)} ({forbid}); saves "
         f"${saving:.2f}/h.{note}{_tail(base.reason)}",
         summary="a cheaper option keeps the SLO",
+        deciding=SLO,
         price_source=_price_source(c),
     )
 

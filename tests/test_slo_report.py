@@ -43,8 +43,10 @@ def test_the_report_reaches_the_slo_verdicts_from_history(history) -> None:
     }  # fmt: skip
     itl = next(x for x in slos["chat-itl"]["latencies"] if x["slo"] == "itl")
     assert 0.85 <= itl["attainment_ratio"] < 0.95  # ~90 % of tokens under 80 ms (see the scenario)
-    assert "binding memory bandwidth" in by_uuid[source.scenario.gpus[0].uuid]["reason"]
-    assert "binding capacity" in by_uuid[source.scenario.gpus[1].uuid]["reason"]
+    itl_gpu, ttft_gpu = (by_uuid[g.uuid] for g in source.scenario.gpus[:2])
+    assert "binding memory bandwidth" in itl_gpu["reason"] and itl_gpu["deciding"] == "memory bandwidth"
+    assert "binding capacity" in ttft_gpu["reason"] and ttft_gpu["deciding"] == "capacity"
+    assert by_uuid[source.scenario.gpus[4].uuid]["deciding"] == "latency SLO"  # the SLO forbids the move
 
 
 def test_the_text_report_has_an_slo_table(history) -> None:
