@@ -168,7 +168,9 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
                 source,
                 QueueExtensionFeed(queues) if queues is not None else None,
                 getattr(pods, "numa_placements", None),
-                cfg.slos,
+                patches=cfg.patches,
+                node=cfg.effective_hostname,
+                slos=cfg.slos,
             )
         )
     return extensions

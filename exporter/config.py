@@ -11,6 +11,7 @@ from rightsizer_core.limits import ListenerLimits
 from rightsizer_core.listen import parse_listen
 from rightsizer_core.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 from rightsizing.catalog import CatalogSettings
+from rightsizing.patches.settings import PatchSettings
 from rightsizing.settings import RightsizingSettings
 from rightsizing.slo import SloDeclaration
 
@@ -110,6 +111,11 @@ class ExporterConfig:
         [],
         "Latency SLOs of inference workloads, matched to queues by namespace and workload labels "
         "(or queue name); see docs/slos.md.",
+    )
+    patches: PatchSettings = setting(
+        PatchSettings(),
+        "Kustomize patches for recommendations (/api/v1/patches, rightsizer report --format patches): "
+        "MIG strategy, prices and history they need.",
     )
     families: list[str] = setting(
         [],
