@@ -126,6 +126,9 @@ class SloTracker:
         """Drop queues not seen since ``horizon`` (gone for a whole window)."""
         for name in [n for n, q in self._queues.items() if q.seen_at < horizon]:
             del self._queues[name]
+        present = {q.key for q in self._queues.values()}  # counters of workloads gone go too
+        for key in [k for k in self.counted if k[:2] not in present]:
+            del self.counted[key]
 
     def workloads(self) -> dict[tuple[str, str], list[_Queue]]:
         out: dict[tuple[str, str], list[_Queue]] = {}

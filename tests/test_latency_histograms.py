@@ -8,7 +8,9 @@ import pytest
 
 from rightsizing.latency import Histogram, quantile, share_at_or_under
 from rightsizing.latency_window import HistogramWindow
+from rightsizing.settings import RightsizingSettings
 from rightsizing.slo import SloDeclaration, evaluate
+from rightsizing.slo_windows import SloTracker
 
 # 100 observations: 10 <= 0.1 s, 60 <= 0.5 s, 90 <= 1.0 s, all 100 <= +Inf; sum 50 s.
 H = Histogram((0.1, 0.5, 1.0), (10.0, 60.0, 90.0, 100.0), 50.0)
@@ -94,3 +96,18 @@ def test_met_with_room_needs_every_declared_target_judged_under_the_margin() -> 
     assert one.met_with_room(0.1) and not one.met_with_room(0.6)  # 0.099 <= 0.18, > 0.08
     unjudged = evaluate("", "q", slo, {"ttft": fast}, min_requests=10)  # itl not measured
     assert not unjudged.met_with_room(0.1)
+
+
+def test_the_tracker_forgets_queues_and_their_counters_after_a_window() -> None:
+    settings = RightsizingSettings(window_seconds=600)
+    tracker = SloTracker(settings, [SloDeclaration(queue="q", ttft_seconds=0.5)])
+    later = Histogram(H.bounds, (20.0, 80.0, 110.0, 120.0), 60.0)
+    for i, workload in enumerate(("a", "b")):
+        labels = {"namespace": "n", "workload": workload}
+        tracker.add(10.0 * i, f"q-{workload}", labels, "vllm", {"ttft": H})
+        tracker.add(10.0 * i + 5, f"q-{workload}", labels, "vllm", {"ttft": later})
+    assert set(tracker.counted) == {("n", "a", "ttft"), ("n", "b", "ttft")}
+    assert tracker.counted[("n", "a", "ttft")].requests == 20
+    tracker.add(700.0, "q-b", {"namespace": "n", "workload": "b"}, "vllm", {"ttft": later})
+    tracker.forget(700.0 - 600)  # q-a not seen for a whole window
+    assert set(tracker.workloads()) == {("n", "b")} and set(tracker.counted) == {("n", "b", "ttft")}
