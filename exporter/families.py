@@ -27,6 +27,12 @@ HEADLESS: frozenset[str] = frozenset({
     "rightsizer_queue_generated_tokens_total", "rightsizer_queue_prompt_tokens_total",
     "rightsizer_queue_requests_total", "rightsizer_host_pressure_stalled_ratio",
     "rightsizer_gpu_balance_finding",
+    "rightsizer_workload_latency_mean_seconds", "rightsizer_workload_latency_requests",
+    "rightsizer_workload_latency_seconds", "rightsizer_workload_slo_attainment_ratio",
+    "rightsizer_workload_slo_good_requests_total", "rightsizer_workload_slo_objective_ratio",
+    "rightsizer_workload_slo_requests_total", "rightsizer_workload_slo_scaling_attainment_ratio",
+    "rightsizer_workload_slo_scaling_latency_ratio", "rightsizer_workload_slo_scaling_up",
+    "rightsizer_workload_slo_target_seconds",
 })
 
 SHIPPED: frozenset[str] = HEADLESS | frozenset({

@@ -44,9 +44,10 @@ def readme_rules() -> list[dict[str, Any]]:
 
 
 def extra_series(end: float) -> dict[str, list[str]]:
-    """The queue the documented rule reads (``queue="chat"``, 7 items), and a pod on an idle GPU with
-    the per-pod families the history does not render (pod memory, fit score)."""
+    """The queue the documented rule reads (``queue="chat"``, 7 items), a pod on an idle GPU with
+    the per-pod families the history does not render (pod memory, fit score), and chat's SLO."""
     queue = 'queue="chat",kind="vllm",namespace="llm",workload="chat",instance="node-a:9400"'
+    slo = 'namespace="llm",workload="chat",instance="node-a:9400"'
     gpu = ('gpu="0",UUID="GPU-extra",Hostname="node-a",model_name="NVIDIA L4",namespace="batch",'
            'pod="nightly-7f9c8d6b5-x2x4z",container="main",instance="node-a:9400"')  # fmt: skip
     samples = {
@@ -55,6 +56,10 @@ def extra_series(end: float) -> dict[str, list[str]]:
         "rightsizer_pod_gpu_memory_used_bytes": (gpu, 3221225472),
         "rightsizer_gpu_fit_score": (gpu, 0.25),
         "rightsizer_gpu_verdict": (gpu + ',verdict="idle"', 1),
+        # a workload's SLO over the scaling window (the history's fleet declares none)
+        "rightsizer_workload_slo_scaling_up": (slo, 1),
+        "rightsizer_workload_slo_scaling_latency_ratio": (slo, 0.8),
+        "rightsizer_workload_slo_scaling_attainment_ratio": (slo + ',slo="ttft"', 0.97),
     }
     times = [end - k * 15 for k in range(40, -1, -1)]
     return {n: [f"{n}{{{labels}}} {value} {t:.3f}" for t in times] for n, (labels, value) in samples.items()}

@@ -37,6 +37,7 @@ from adapter.config import load_config
 from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
 from adapter.promql import render
+from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.evidence import classify, rule_parts, target_parts, targets
@@ -143,7 +144,8 @@ async def test_one_query_per_rule_per_refresh_with_source_states(served: Any) ->
     sent = counter(cache, r'rightsizer_adapter_upstream_queries_total\{outcome="success"')
     failed = counter(cache, r'rightsizer_adapter_upstream_queries_total\{outcome="error"')
     refreshes = counter(cache, "rightsizer_adapter_refreshes_total")
-    assert (sent, failed, refreshes) == (3 * 7, 0, 3) and len(cache.rules) == 7
+    rules = len(BUILTIN_RULES)
+    assert (sent, failed, refreshes) == (3 * rules, 0, 3) and len(cache.rules) == rules
     shared = {name: await source.query(q) for name, q in target_parts(source.horizon).items()}
     for rule in cache.rules.values():  # the split answer is exactly what each query gives alone
         state = cache.states[rule.name]

@@ -29,7 +29,8 @@ from exporter.metrics import FAMILIES_BY_NAME
 
 OURS = re.compile(r"(?<![\w:])(rightsizer_[a-z0-9_]+|DCGM_FI_[A-Z0-9_]+)(?![\w:])")
 REPORT_SOURCES = [
-    ROOT / "rightsizing" / "command" / name for name in ("report.py", "report_queues.py", "report_charts.py")
+    ROOT / "rightsizing" / "command" / name
+    for name in ("report.py", "report_queues.py", "report_charts.py", "report_slo.py")
 ]
 SERVICE_MONITOR = ROOT / "deploy" / "examples" / "servicemonitor-headless.yaml"
 
@@ -78,8 +79,11 @@ def test_resolve_names_presets_and_families_and_refuses_anything_else() -> None:
 
 
 def sample_names(exposition: str) -> set[str]:
+    """The families of the exposition's samples (a summary's _sum and _count are its own)."""
     lines = [line for line in exposition.splitlines() if line and line[0] != "#"]
-    return {line.split("{", 1)[0].split(" ", 1)[0] for line in lines}
+    names = {line.split("{", 1)[0].split(" ", 1)[0] for line in lines}
+    summaries = {f.name for f in FAMILIES_BY_NAME.values() if f.type == "summary"}
+    return {n.rsplit("_", 1)[0] if n.rsplit("_", 1)[0] in summaries else n for n in names}
 
 
 def scrape(config: Path | None) -> str:
