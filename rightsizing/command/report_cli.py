@@ -152,7 +152,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         finally:
             progress(0, 0, "")
         if args.format == "patches":
-            write_patches(patches(args, fleet, client, catalog, cfg.patches, manifests), args.output)
+            write_patches(patches(args, fleet, client, catalog, cfg, manifests), args.output)
             return 0
         gpus = as_rows(fleet)
         costs = [{"instance": c.instance or None, **cost_json(c)} for c in fleet.costs]
