@@ -121,9 +121,8 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             if args.idle_after
             else cfg.rightsizing.idle_after_seconds
         )
+        # None: every raw sample up to a day of history, the history / 10,080 beyond (report.Collector)
         resolution = parse_duration(args.resolution, "--resolution") if args.resolution else None
-        if resolution is None and window > 86400:
-            resolution = window / 10080
         if args.timeout <= 0:
             raise ReportError("--timeout must be positive")
         if args.max_series_per_query < 1 or args.concurrency < 1:
@@ -153,9 +152,11 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             "workloads": workloads,
             "inference_costs": costs,
             "assumptions": assumptions(
-                window_seconds=window, at=at, idle_after_seconds=idle_after, resolution_seconds=resolution,
+                window_seconds=window, at=at, idle_after_seconds=idle_after,
+                resolution_seconds=fleet.resolution,
                 settings=cfg.rightsizing, catalog=catalog, rows=gpus,
-                history_found_seconds=totals["history_found_seconds"], exporter_config=args.exporter_config,
+                history_found_seconds=totals["history_found_seconds"], history_start=fleet.history_start,
+                exporter_config=args.exporter_config,
             ),
         }  # fmt: skip
         if args.format == "json":
@@ -171,7 +172,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             charts_client = ShardedClient(client, fleet.shards, args.concurrency)
             try:
                 shown = Progress(args.progress)
-                text = document_text(args.format, document, charts_client, resolution, shown)
+                text = document_text(args.format, document, charts_client, fleet.resolution, shown)
             finally:
                 charts_client.close()
         else:
