@@ -5,4 +5,8 @@ exporters, caches one vector per rule per refresh, and answers every HPA and KED
 that cache. Entry point: ``rightsizer-adapter`` (``adapter.cli:main``).
 """
 
-from rightsizer_core import __version__ as __version__
+from rightsizer_core.early import exit_quietly_while_importing
+
+exit_quietly_while_importing("rightsizer-adapter")  # before anything heavy is imported
+
+from rightsizer_core import __version__ as __version__  # noqa: E402

@@ -33,13 +33,18 @@ class RuleState:
     vector: Vector | None  # None while the rule has no good values
     error: str | None
     updated: float | None  # monotonic time of the last successful refresh
-    sources: Vector | None = None  # rules with an up_family: UP/DOWN/STALE per known source
-    stale_reason: str = ""
+    sources: Vector | None = None  # rules with a source family: the state of each (key, source)
+    unknown: str = ""  # a source whose series are unknown: every request fails with this
 
 
 class Cache:
     def __init__(
-        self, rules: Sequence[RuleConfig], source: Source, metrics: AdapterMetrics, max_answers: int = 10000
+        self,
+        rules: Sequence[RuleConfig],
+        source: Source,
+        metrics: AdapterMetrics,
+        max_answers: int = 10000,
+        max_answer_bytes: int = 32 * 2**20,
     ) -> None:
         self.static_rules = tuple(rules)
         self.rules = {r.name: r for r in rules}
@@ -47,6 +52,8 @@ class Cache:
         self.source = source
         self.metrics = metrics
         self.max_answers = max_answers
+        self.max_answer_bytes = max_answer_bytes
+        self.answer_bytes = 0  # the bodies memoized in this refresh
         self.states = {r.name: RuleState(r, None, "no refresh has completed yet", None) for r in rules}
         self.ready = False
         self.generation = 0
@@ -54,6 +61,8 @@ class Cache:
         self.refreshed = asyncio.Event()  # replaced by a fresh event after every refresh
         self.deadline = max(30.0, source.interval * 4)
         self._previous: dict[str, RuleResult] | None = None
+        self._crashed: str | None = None
+        self.stopping = False
         metrics.attach_cache(self._rows, lambda: len(self.answers))
 
     def _rows(self) -> list[tuple[str, bool, int, float | None]]:
@@ -69,12 +78,22 @@ class Cache:
         ]
 
     def memo(self, key: tuple[Any, ...], compute: Callable[[], Any], keep: Callable[[Any], bool]) -> Any:
-        """The answer for ``key`` in this refresh, computed on first use."""
+        """The answer for ``key`` in this refresh, computed on first use. ``key`` is the normalised
+        request (metric, namespace, selectors: never the raw query string, which junk parameters
+        would make unique); at most ``max_answers`` answers and ``max_answer_bytes`` of bodies are
+        kept, the others computed again when asked."""
         found = self.answers.get(key)
         if found is None:
             found = compute()
-            if keep(found) and len(self.answers) < self.max_answers:
+            size = len(found[1]) if isinstance(found, tuple) and isinstance(found[-1], bytes) else 64
+            size += sum(len(str(part)) for part in key)
+            if (
+                keep(found)
+                and len(self.answers) < self.max_answers
+                and self.answer_bytes + size <= self.max_answer_bytes
+            ):
                 self.answers[key] = found
+                self.answer_bytes += size
         return found
 
     async def _discover(self) -> None:
@@ -83,7 +102,8 @@ class Cache:
         if discover is None:
             return
         try:
-            found = await asyncio.wait_for(discover(), self.deadline)
+            async with asyncio.timeout(self.deadline):  # unlike wait_for, never loses a cancellation
+                found = await discover()
         except TimeoutError:
             event(log, logging.WARNING, "series discovery timed out", seconds=self.deadline)
             return
@@ -108,13 +128,24 @@ class Cache:
         await self._discover()
         rules = list(self.rules.values())
         try:
-            results = await asyncio.wait_for(self.source.collect(rules, everything), self.deadline)
+            # Python 3.11's wait_for returns the result instead of raising CancelledError when the
+            # collect ends in the loop turn that cancels it, and a stop would then be lost.
+            async with asyncio.timeout(self.deadline):
+                results = await self.source.collect(rules, everything)
         except TimeoutError:
             results = {r.name: RuleResult(error=f"refresh took longer than {self.deadline}s") for r in rules}
+        except Exception as exc:  # a bug must not freeze the last values: every rule fails instead
+            why = f"refresh failed: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+            if why != self._crashed:  # the traceback once per distinct failure, not once per refresh
+                log.exception("refresh failed unexpectedly")
+            self._crashed = why
+            results = {r.name: RuleResult(error=why) for r in rules}
+        else:
+            self._crashed = None
         now = time.monotonic()
         if results is self._previous:  # the source saw no change: keep answers memoized, note the check
             self.states = {
-                n: RuleState(s.rule, s.vector, None, now, s.sources, s.stale_reason) if s.error is None else s
+                n: RuleState(s.rule, s.vector, None, now, s.sources, s.unknown) if s.error is None else s
                 for n, s in self.states.items()
             }
             self.metrics.refreshed()
@@ -131,10 +162,13 @@ class Cache:
                 if old.error != result.error:
                     failing.setdefault(result.error, []).append(rule.name)
                 continue
-            series = add_workload(result.series) if rule.workload_from_pod else result.series
-            sources = None if result.sources is None else Vector(result.sources, result.timestamp)
+            series, found = result.series, result.sources
+            if rule.workload_from_pod:  # the states carry the labels the values carry
+                series = tuple(add_workload(series))
+                found = None if found is None else tuple(add_workload(found))
+            sources = None if found is None else Vector(found, result.timestamp)
             states[rule.name] = RuleState(
-                rule, Vector(series, result.timestamp), None, now, sources, result.stale_reason
+                rule, Vector(series, result.timestamp), None, now, sources, result.unknown
             )
             if old.error is not None and old.updated is not None:
                 recovered.append(rule.name)
@@ -144,6 +178,7 @@ class Cache:
             event(log, logging.INFO, "rules have values again", rules=",".join(recovered))
         self.states = states
         self.answers = {}
+        self.answer_bytes = 0
         self.generation += 1
         if not self.ready and any(s.error is None for s in states.values()):
             self.ready = True
@@ -155,7 +190,7 @@ class Cache:
     async def run(self) -> None:
         """Refresh forever when the source says (a slow refresh delays the next, never overlaps)."""
         loop = asyncio.get_running_loop()
-        while True:
+        while not self.stopping:  # checked too, so a cancellation lost in a library cannot keep it going
             started = loop.time()
             try:
                 await self.refresh_once(everything=False)
@@ -163,4 +198,9 @@ class Cache:
                 raise
             except Exception:  # a bug in a rule must not stop the refreshes of the others
                 log.exception("refresh failed unexpectedly")
-            await asyncio.sleep(self.source.next_delay(loop.time() - started))
+            if not self.stopping:
+                await asyncio.sleep(self.source.next_delay(loop.time() - started))
+
+    def stop(self) -> None:
+        """End ``run`` at its next step (the caller also cancels it)."""
+        self.stopping = True

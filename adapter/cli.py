@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import errno
 import logging
 import os
@@ -20,7 +19,12 @@ from rightsizer_core.listen import parse_listen
 from rightsizer_core.listener import ListenerStats, start_listener
 from rightsizer_core.logs import configure, event
 from rightsizer_core.settings import ConfigError
-from rightsizer_core.stopping import exiting_on_stop_signals, stop_event
+from rightsizer_core.stopping import (
+    SHUTDOWN_DEADLINE,
+    SHUTDOWN_REQUEST_GRACE,
+    exiting_on_stop_signals,
+    stop_event,
+)
 
 from .cache import Cache
 from .config import DEFAULT_PORT, AdapterConfig, load_config
@@ -33,8 +37,10 @@ from .server import create_app, status_body
 from .sources import Source
 from .sources.prometheus import PrometheusSource
 from .sources.scrape import ScrapeSource
+from .startcheck import start_problems
 
 log = logging.getLogger("rightsizer.adapter")
+REFRESH_STOP_WAIT = 2.0  # seconds a stop waits for the refresh task to end
 
 
 def _epilog() -> str:
@@ -144,6 +150,11 @@ def parser() -> argparse.ArgumentParser:
     a("--metrics-api-bearer-token-file", metavar="FILE", help="KEDA metrics-api: expected bearer token")
     a("--log-level", choices=["debug", "info", "warning", "error"], help="log level (default info)")
     a("--check-config", action="store_true", help="validate the configuration, print every problem, exit")
+    a(
+        "--no-file-checks",
+        action="store_true",
+        help="with --check-config: leave out the files it names (a configuration for another machine)",
+    )
     a("--version", action="version", version=f"rightsizer-adapter {__version__}")
     return p
 
@@ -219,7 +230,8 @@ def make_source(cfg: AdapterConfig, metrics: AdapterMetrics) -> Source:
 
 
 async def serve(cfg: AdapterConfig) -> int:
-    stop = stop_event()  # from here on, SIGTERM/SIGINT stop the adapter wherever start-up is
+    # From here on, SIGTERM/SIGINT stop the adapter wherever start-up is, and within a deadline.
+    stop = stop_event(SHUTDOWN_DEADLINE, lambda: event(log, logging.WARNING, "stop took too long; exiting"))
     metrics = AdapterMetrics()
     try:
         security = Security(cfg)
@@ -232,13 +244,15 @@ async def serve(cfg: AdapterConfig) -> int:
         await source.start()
     except ValueError as exc:  # e.g. Prometheus TLS files that cannot be loaded
         return fail(str(exc))
-    cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers)
+    cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers, cfg.max_cached_answer_bytes)
     await security.start()
     pod_lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None
     if pod_lister is not None:
         await pod_lister.start()
     app = create_app(cache, security.gate, metrics, keda_auth, pod_lister)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_REQUEST_GRACE
+    )
     await runner.setup()
     grpc_server = None
     refresher: asyncio.Task[None] | None = None
@@ -294,9 +308,9 @@ async def serve(cfg: AdapterConfig) -> int:
         return 0
     finally:
         if refresher is not None:
+            cache.stop()
             refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresher
+            await asyncio.wait({refresher}, timeout=REFRESH_STOP_WAIT)  # never waits on a lost cancel
         if grpc_server is not None:
             await grpc_server.stop(grace=1.0)
         await runner.cleanup()
@@ -317,6 +331,10 @@ def run(argv: Sequence[str] | None) -> int:
         cfg = load_config(args.config, flags_of(args))
     except ConfigError as exc:
         return fail(str(exc))
+    if args.check_config and not args.no_file_checks:
+        problems = asyncio.run(start_problems(cfg))
+        if problems:
+            return fail("\n".join(problems))
     if cfg.prometheus_adapter.config_file:
         try:
             file = load_promadapter(cfg.prometheus_adapter.config_file)

@@ -7,6 +7,7 @@ rejected and every error names the file, the key and the value.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,6 +20,20 @@ from .rules import BUILTIN_RULES, RuleConfig
 
 DEFAULT_PORT = 6443
 ENV_PREFIX = "RIGHTSIZER_ADAPTER_"
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
+
+
+def check_header(name: str, value: str, where: str) -> None:
+    """Refuse a header a request cannot carry as written (a CR or LF would start another header)."""
+    if not _HEADER_NAME.fullmatch(name):
+        raise ValueError(f"{where}: {name[:60]!r} is not an HTTP header name")
+    bad = next((c for c in value if not (c.isascii() and (c.isprintable() or c == "\t"))), None)
+    if bad is not None:
+        raise ValueError(
+            f"{where}.{name}: the value holds {bad!r}, which an HTTP header value cannot carry"
+        )
 
 
 @dataclass(frozen=True)
@@ -130,7 +145,24 @@ class PrometheusSettings:
     key_file: str | None = setting(None, "Client certificate key (PEM).")
     insecure_skip_verify: bool = setting(False, "Do not verify Prometheus's certificate.")
     headers: dict[str, str] = setting({}, "Extra request headers (e.g. X-Scope-OrgID for Mimir).")
-    max_series_per_rule: int = setting(100000, "Answers longer than this fail the rule.", minimum=1)
+    max_series_per_rule: int = setting(
+        100000, "Answers longer than this fail the rule (each source-state part is counted alone).", minimum=1
+    )
+    stale_after_seconds: float = setting(
+        60.0,
+        "A scrape or a sample older than this (engine clock) is not current: what it gave is not "
+        "served (503). Also the window in which an exporter's rightsizer_last_sample_timestamp_seconds "
+        "must move; keep it above twice the scrape interval and above the exporter's interval.",
+        minimum=1,
+        maximum=3600,
+    )
+    source_horizon_seconds: float = setting(
+        3600.0,
+        "How long an exporter that held a series at its last good scrape still counts for the "
+        "requests selecting it after it went down or away (503 until another publishes it).",
+        minimum=60,
+        maximum=7 * 86400,
+    )
 
     def validate(self) -> None:
         if self.url is not None and not self.url.startswith(("http://", "https://")):
@@ -139,6 +171,8 @@ class PrometheusSettings:
             raise ValueError("prometheus.cert_file and prometheus.key_file go together")
         if self.password_file and not self.username:
             raise ValueError("prometheus.password_file needs prometheus.username")
+        for name, value in self.headers.items():
+            check_header(name, value, "prometheus.headers")
 
 
 @dataclass(frozen=True)
@@ -154,9 +188,25 @@ class DirectSettings:
     timeout_seconds: float = setting(2.0, "Deadline of one exporter scrape.", minimum=0.05, maximum=60)
     stale_after_seconds: float = setting(
         5.0,
-        "An exporter failing longer than this fails the rules its families feed.",
+        "How long an exporter's last values are served while it fails, or while its sample time "
+        "(rightsizer_last_sample_timestamp_seconds) stands still beyond its own interval; after "
+        "that the requests selecting what it published answer 503.",
         minimum=0,
         maximum=3600,
+    )
+    max_body_bytes: int = setting(
+        16 * 2**20,
+        "Largest /metrics answer read from one exporter, counted as received and again after "
+        "gzip; a larger one makes that exporter down (a 64-GPU exporter answers about 1.1 MB).",
+        minimum=1024,
+        maximum=2**30,
+    )
+    max_series_per_exporter: int = setting(
+        20_000,
+        "Most series of the families the rules read that one exporter may publish; more makes "
+        "that exporter down (64 GPUs publish a few hundred).",
+        minimum=1,
+        maximum=10_000_000,
     )
 
     def validate(self) -> None:
@@ -216,6 +266,12 @@ class AdapterConfig:
     )
     max_cached_answers: int = setting(
         10000, "Distinct (metric, namespace, selector) answers kept per refresh.", minimum=1
+    )
+    max_cached_answer_bytes: int = setting(
+        32 * 2**20,
+        "Bytes of answer bodies kept per refresh; answers past it are computed again on each request.",
+        minimum=0,
+        maximum=2**30,
     )
 
     @property

@@ -26,7 +26,7 @@ NamespaceMode = Literal["match", "match_or_unlabelled", "ignore"]
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:.\-]*")  # full matches only (``$`` admits a final newline)
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-SEEN_WINDOW = "1h"  # Prometheus mode: a source seen within this window but not now is stale, not unknown
+_PROM_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")  # a family name PromQL can select as written
 DEFAULT_OBJECTS = {"deployments": "workload", "statefulsets": "workload", "replicasets": "workload"}
 
 
@@ -71,8 +71,15 @@ class RuleConfig:
         "Family saying, per source and with the values' labels, whether it is up (1) or down (0), "
         "e.g. rightsizer_queue_source_up. With it a request is answered only when every source it "
         "selects is up and current (0 then is a real 0): one selecting a source that is down or stale "
-        "gets 503, one selecting no source 404. Grouped like `direct` in direct mode, and by "
-        "max without (instance, job) in Prometheus mode.",
+        "gets 503, one selecting no source 404 (see Outages in docs/adapter.md).",
+        env=False,
+    )
+    source_family: str | None = setting(
+        None,
+        "Family whose series, with the values' labels, say which exporter publishes what (any value; "
+        "the built-in GPU rules use their own family). With it a request is answered only when every "
+        "exporter that published a matching series, now or at its last good scrape, is up and current; "
+        "otherwise 503 naming it. Not with up_family.",
         env=False,
     )
     namespace: NamespaceMode = setting(
@@ -110,8 +117,11 @@ class RuleConfig:
             raise ValueError(f"rule {self.name!r}: give a query (Prometheus mode) or direct (direct mode)")
         for text in self.match:
             parse_matcher(text)
-        if self.up_family is not None and not _METRIC_NAME.fullmatch(self.up_family):
-            raise ValueError(f"rule {self.name!r}: up_family {self.up_family!r} is not a metric name")
+        for key, family in (("up_family", self.up_family), ("source_family", self.source_family)):
+            if family is not None and not _PROM_NAME.fullmatch(family):
+                raise ValueError(f"rule {self.name!r}: {key} {family!r} is not a metric name")
+        if self.up_family is not None and self.source_family is not None:
+            raise ValueError(f"rule {self.name!r}: give up_family or source_family, not both")
         _check_labels(list(self.objects.values()), f"rule {self.name!r} objects")
 
     @property
@@ -119,15 +129,29 @@ class RuleConfig:
         return tuple(parse_matcher(text) for text in self.match)
 
     @property
-    def up_query(self) -> str | None:
-        """Prometheus mode: per source 1 (up), 0 (down) or -1 (seen within SEEN_WINDOW, no sample now)."""
-        if self.up_family is None:
-            return None
-        selected = f"{self.up_family}{{<<.LabelMatchers>>}}"
-        return (
-            f"max without (instance, job) ({selected}) or "
-            f"max without (instance, job) (last_over_time({selected}[{SEEN_WINDOW}])) * 0 - 1"
-        )
+    def states_family(self) -> str | None:
+        """The family whose series tell the rule's sources (``up_family`` or ``source_family``)."""
+        return self.up_family or self.source_family
+
+    @property
+    def key_labels(self) -> tuple[list[str], frozenset[str]]:
+        """(labels kept, labels dropped) grouping a source's series into the keys requests select
+        on: the direct block's ``by`` (kept; empty: all) and ``without`` (dropped), and always
+        ``instance`` and ``job``, which name the source itself."""
+        d = self.direct
+        by = list(d.by) if d is not None else []
+        drop = {"__name__", "instance", "job", *(d.without if d is not None and not d.by else ())}
+        return by, frozenset(drop)
+
+    def key_of(self, labels: dict[str, str] | Any) -> dict[str, str]:
+        """The key (renamed like the values) of a source's series with ``labels``."""
+        by, drop = self.key_labels
+        if by:
+            key = {name: labels[name] for name in by if labels.get(name)}
+        else:
+            key = {k: v for k, v in labels.items() if k not in drop and v and k[:1] != "@"}
+        rename = self.direct.rename if self.direct is not None else {}
+        return {rename.get(k, k): v for k, v in key.items()} if rename else key
 
 
 def _gpu_rule(name: str, family: str, aggregation: Aggregation, **extra: Any) -> RuleConfig:
@@ -141,6 +165,7 @@ def _gpu_rule(name: str, family: str, aggregation: Aggregation, **extra: Any) ->
         "query": f"{aggregation} by ({', '.join(keys)}) ({family}{{<<.LabelMatchers>>}}){suffix}",
         "direct": {"family": family, "aggregation": aggregation, "by": keys, "scale": scale},
         "workload_from_pod": True,
+        "source_family": family,  # which exporter publishes which pod's GPU: see Outages
         "aggregation": aggregation,
         "objects": {**DEFAULT_OBJECTS, "pods": "pod"},
         **extra,

@@ -65,11 +65,12 @@ class _ListenerCollector:
         )
         dropped = CounterMetricFamily(
             "rightsizer_adapter_http_connections_dropped",
-            "HTTP connections the listener closed to protect itself: header_timeout, evicted (at the "
-            "connection cap, to make room), refused (at the cap, nothing to evict).",
+            "HTTP connections the listener closed to protect itself: header_timeout, response_timeout, "
+            "evicted (at the connection cap, to make room), refused (at the cap, nothing to evict).",
             labels=["reason"],
         )
         dropped.add_metric(["header_timeout"], s.header_timeouts)
+        dropped.add_metric(["response_timeout"], s.response_timeouts)
         dropped.add_metric(["evicted"], s.connections_evicted)
         dropped.add_metric(["refused"], s.connections_refused)
         yield dropped

@@ -8,9 +8,15 @@ memory before and at peak against the manifest's limit, the scraper's latency be
 the attack, and what became of the hostile connections. Then the adapter's KEDA gRPC port:
 1,000 connections that never start HTTP/2, memory and when the server closed them.
 
-    .venv/bin/python bench/hostile.py [--connections 1000] [--seconds 30]
+Then hostile sources against the exporter (``hostile_inputs.py``): answers of hundreds of
+thousands of series, a label value of megabytes, JSON megabytes wide or 100,000 deep, a Redis
+stream with 150,000 consumer groups, a kubelet answering 120,000 pods: the exporter's peak RSS
+for each against the manifest's limit, and what became of the source.
 
-Figures are for the simulated fleet (8 GPUs) on loopback; they move with the machine's load.
+    .venv/bin/python bench/hostile.py [--connections 1000] [--seconds 30] [--part connections|sources]
+
+Figures are for the simulated fleet (8 GPUs; 2 for the sources) on loopback; they move with the
+machine's load.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from common import rss_bytes  # first: puts tests/ on sys.path for the test help
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapter_support import get, start_adapter
+from adapter_support import ANONYMOUS, get, start_adapter
 from hostile_clients import RssWatch, attack, manifest_memory_limit
 from servers import ROOT, http_get, start_exporter
 
@@ -226,14 +232,23 @@ def main() -> int:
     p.add_argument("--connections", type=int, default=1000)
     p.add_argument("--seconds", type=float, default=30)
     p.add_argument("--once", action="store_true", help="each slow connection is opened once, not reopened")
+    p.add_argument("--part", choices=["connections", "sources"], help="run only this part (default both)")
     args = p.parse_args()
+    if args.part != "connections":
+        import hostile_inputs
+
+        hostile_inputs.run()
+        hostile_inputs.run_adapter()
+        if args.part == "sources":
+            return 0
     print(
         "bench/hostile.py: simulated fleet (default scenario, 8 GPUs), loopback, default limits "
         "(header deadline 10 s, 256 connections per listener)"
     )
     exporter = start_exporter(["--simulate"])
     try:
-        adapter = start_adapter(["--exporter", exporter.url, "--grpc-listen", "127.0.0.1:0"])
+        # Anonymous requests served (and allowed): the scraper and /metrics need no credentials here.
+        adapter = start_adapter(["--exporter", exporter.url, "--grpc-listen", "127.0.0.1:0"], env=ANONYMOUS)
         try:
             measure(
                 "exporter",

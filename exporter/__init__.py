@@ -2,7 +2,11 @@
 
 import os
 
-from rightsizer_core import __version__ as __version__
+from rightsizer_core.early import exit_quietly_while_importing
+
+exit_quietly_while_importing("rightsizer-exporter")  # before anything heavy is imported
+
+from rightsizer_core import __version__ as __version__  # noqa: E402
 
 # aiohttp keeps its signal handlers in frozenlist's FrozenList, whose compiled build is C++: loading it
 # maps libstdc++, about 1 MiB of resident pages, for a list read at start-up and shutdown. The

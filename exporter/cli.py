@@ -19,7 +19,14 @@ from rightsizer_core.listen import parse_listen
 from rightsizer_core.listener import ListenerStats, start_listener
 from rightsizer_core.logs import configure, event
 from rightsizer_core.settings import ConfigError
-from rightsizer_core.stopping import Stopped, exiting_on_stop_signals, stop_event, unless_stopped
+from rightsizer_core.stopping import (
+    SHUTDOWN_DEADLINE,
+    SHUTDOWN_REQUEST_GRACE,
+    Stopped,
+    exiting_on_stop_signals,
+    stop_event,
+    unless_stopped,
+)
 
 from . import __version__
 from .config import ExporterConfig, load_config
@@ -161,6 +168,8 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
                 source,
                 QueueExtensionFeed(queues) if queues is not None else None,
                 getattr(pods, "numa_placements", None),
+                patches=cfg.patches,
+                node=cfg.effective_hostname,
             )
         )
     return extensions
@@ -188,7 +197,8 @@ def fail(message: str) -> int:
 
 
 async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
-    stop = stop_event()  # from here on, SIGTERM/SIGINT stop the exporter wherever start-up is
+    # From here on, SIGTERM/SIGINT stop the exporter wherever start-up is, and within a deadline.
+    stop = stop_event(SHUTDOWN_DEADLINE, lambda: event(log, logging.WARNING, "stop took too long; exiting"))
     host, port = parse_listen(cfg.listen)
     listener_stats = ListenerStats()
     sampler = Sampler(
@@ -198,7 +208,9 @@ async def serve(cfg: ExporterConfig, source: GpuSource) -> int:
         cfg.effective_hostname,
         [*make_extensions(cfg, source), ListenerMetrics(listener_stats)],
     )
-    runner = web.AppRunner(create_app(sampler), access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        create_app(sampler), access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_REQUEST_GRACE
+    )
     await runner.setup()
     try:
         await start_listener(runner, host, port, cfg.http, listener_stats)

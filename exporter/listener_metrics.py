@@ -35,6 +35,7 @@ class ListenerMetrics:
         s = self.stats
         dropped = (
             Row(float(s.header_timeouts), (("reason", "header_timeout"),)),
+            Row(float(s.response_timeouts), (("reason", "response_timeout"),)),
             Row(float(s.connections_evicted), (("reason", "evicted"),)),
             Row(float(s.connections_refused), (("reason", "refused"),)),
         )

@@ -343,7 +343,8 @@ FAMILIES: tuple[Family, ...] = (
         "counter",
         "connections",
         "HTTP connections the listener closed to protect itself: header_timeout (no complete request "
-        "in time), evicted (at the connection cap, to make room), refused (at the cap, nothing to evict).",
+        "in time), response_timeout (a response not read in time), evicted (at the connection cap, to "
+        "make room), refused (at the cap, nothing to evict).",
         "extension",
         extra_labels=("reason",),
     ),

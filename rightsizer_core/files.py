@@ -9,7 +9,9 @@ Every such file goes through here, so none can hang, exhaust memory or end in a 
   token or password file, ``MAX_TLS_BYTES`` for a certificate, key or CA bundle;
 - UTF-8 text only;
 - YAML: at most ``MAX_YAML_NODES`` values, counting an alias (``*name``) as the whole value it
-  repeats, at most ``MAX_YAML_DEPTH`` levels of nesting, PyYAML's safe constructors only.
+  repeats, at most ``MAX_YAML_DEPTH`` levels of nesting, no key twice in one mapping (PyYAML keeps
+  the last silently; a key given twice is a mistake whichever was meant), PyYAML's safe
+  constructors only.
 
 A refusal is an ``UnreadableFile``, an ``OSError`` whose ``strerror`` says why in a few words, so
 callers that already turn an ``OSError`` into one line keep doing so.
@@ -26,7 +28,8 @@ from typing import Any, BinaryIO
 
 import yaml
 from yaml.composer import ComposerError
-from yaml.nodes import Node
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, Node, ScalarNode
 
 MAX_CONFIG_BYTES = 256 * 1024  # a 64-GPU scenario written out GPU by GPU is about 30 KiB
 MAX_SECRET_BYTES = 64 * 1024  # a Kubernetes service-account token is about 1 KiB
@@ -123,6 +126,18 @@ def read_secret(path: str | Path) -> str:
     return read_text(path, MAX_SECRET_BYTES).strip()
 
 
+def read_token(path: str | Path) -> str:
+    """A token sent in an HTTP header (``Authorization: Bearer``): ``read_secret``, refused
+    (``UnreadableFile``) when it holds a character a header value cannot carry, such as a line
+    break inside it (two tokens in a rotated file), which would otherwise end the header."""
+    token = read_secret(path)
+    bad = next((i for i, c in enumerate(token) if not (c.isascii() and c.isprintable())), None)
+    if bad is not None:
+        what = "a line break" if token[bad] in "\r\n" else f"character U+{ord(token[bad]):04X}"
+        raise UnreadableFile(errno.EINVAL, f"holds {what} at offset {bad}; a token is one line", str(path))
+    return token
+
+
 class BoundedSafeLoader(yaml.SafeLoader):
     """PyYAML's safe loader, with aliases and nesting bounded.
 
@@ -176,6 +191,22 @@ class BoundedSafeLoader(yaml.SafeLoader):
         if event.anchor is not None and node is not None:
             self._anchored[id(node)] = (self._nodes - before, height)
         return node
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping whose own keys are each given once (keys a merge ``<<: *base`` brings in may
+        be given again: that is what a merge is for)."""
+        seen: dict[Any, Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, ScalarNode):
+                continue
+            key = self.construct_object(key_node)
+            if key in seen:
+                first = seen[key].start_mark.line + 1
+                raise ConstructorError(
+                    None, None, f"key {key!r} is given twice (first at line {first})", key_node.start_mark
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep)
 
 
 def load_yaml_text(text: str) -> Any:

@@ -7,13 +7,20 @@ request as an error with its traceback. ``GuardedRequestHandler`` (one per conne
 
 - the request line and headers must arrive within ``header_timeout_seconds`` (counted from the
   connection, or from the first byte of a later request on a keep-alive connection);
+- a response must be answered and read within ``response_timeout_seconds`` of its request's head
+  (a client that stops reading holds it no longer), else the connection is closed;
 - a request line over ``max_request_line_bytes`` is answered 414, a line without ``HTTP/1.x``
-  400 (no version) or 505 (another version), more than ``max_header_bytes`` of head 431;
+  400 (no version) or 505 (another version), more than ``max_header_bytes`` of head 431 (counted
+  up to the blank line that ends the head, whether the head came in one read or many);
 - a request aiohttp's parser rejects is answered 400 (431 for a header line that is too long) and
   logged at debug level in one line, without traceback.
 
 Every such answer is counted in ``ListenerStats.malformed_requests`` and closes the connection;
 its body comes from the program (the adapter answers a metav1.Status).
+
+Each handler also tells its listener's guard which state its connection is in, for eviction at
+the connection cap: never served a request (``evictable``), idle between requests (``idle``, in the
+order they became idle) or stalled writing a response its client does not read (``stalled``).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ _NO_VERSION = re.compile(rb"[!-~]+ [!-~]+")
 
 class RefusalCounts(Protocol):
     header_timeouts: int
+    response_timeouts: int
     malformed_requests: int
 
 
@@ -51,7 +59,11 @@ class Guard(Protocol):
     @property
     def stats(self) -> RefusalCounts: ...
     @property
-    def evictable(self) -> dict[GuardedRequestHandler, None]: ...
+    def evictable(self) -> dict[GuardedRequestHandler, float]: ...
+    @property
+    def idle(self) -> dict[GuardedRequestHandler, float]: ...
+    @property
+    def stalled(self) -> dict[GuardedRequestHandler, float]: ...
     @property
     def error_body(self) -> Callable[[int, str], tuple[bytes, str]]: ...
 
@@ -71,7 +83,9 @@ class GuardedRequestHandler(web.RequestHandler):
         )
         self._guard = guard
         self._head_timer: asyncio.TimerHandle | None = None
+        self._response_timer: asyncio.TimerHandle | None = None
         self._head_bytes = 0
+        self._head_tail = b""  # the last bytes of the head so far: its end may span two reads
         self._line = bytearray()  # the request line while it is incomplete
         self._line_checked = False
         self._served = False
@@ -80,26 +94,67 @@ class GuardedRequestHandler(web.RequestHandler):
     # -- connection ------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self._guard.evictable[self] = None
+        self._guard.evictable[self] = self._loop.time()
         self._start_head()
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._stop_head()
+        self._stop_response()
         if self._evicted:
             self._evicted = False
             self._guard.evicting -= 1
-        self._guard.evictable.pop(self, None)
+        for state in (self._guard.evictable, self._guard.idle, self._guard.stalled):
+            state.pop(self, None)
         super().connection_lost(exc)
 
     def evict(self) -> None:
         """Close to make room for a new connection (the listener is at its cap)."""
         self._stop_head()
+        self._stop_response()
         self._evicted = True
         self._abort()
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._guard.stalled[self] = self._loop.time()  # the client is not reading what it asked for
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._guard.stalled.pop(self, None)
+
+    # -- response --------------------------------------------------------------------------------
+    def _start_response(self) -> None:
+        if self._response_timer is None:
+            deadline = self._guard.limits.response_timeout_seconds
+            self._response_timer = self._loop.call_later(deadline, self._response_late)
+
+    def _stop_response(self) -> None:
+        if self._response_timer is not None:
+            self._response_timer.cancel()
+            self._response_timer = None
+
+    def _response_late(self) -> None:
+        self._response_timer = None
+        self._guard.stats.response_timeouts += 1
+        log.debug("closing a connection whose response was not read in time", extra=self._peer())
+        self._abort()
+
+    async def finish_response(self, request: Any, resp: Any, start_time: float | None) -> Any:
+        try:
+            return await super().finish_response(request, resp, start_time)
+        finally:
+            self._stop_response()
+            if self.transport is None or self.transport.is_closing() or self._force_close or self._close:
+                pass  # closing: neither idle nor in a request
+            elif self._messages:  # a pipelined request is already waiting: its deadline starts now
+                self._start_response()
+            else:
+                self._guard.idle.pop(self, None)
+                self._guard.idle[self] = self._loop.time()  # idle from now: last in the eviction order
     # -- request head ----------------------------------------------------------------------------
     def _start_head(self) -> None:
         self._head_bytes = 0
+        self._head_tail = b""
         self._line.clear()
         self._line_checked = False
         self._head_timer = self._loop.call_later(self._guard.limits.header_timeout_seconds, self._head_late)
@@ -124,25 +179,34 @@ class GuardedRequestHandler(web.RequestHandler):
     def data_received(self, data: bytes) -> None:
         if self._force_close or self._close or self.transport is None:
             return
+        self._guard.idle.pop(self, None)
         if self._head_timer is None and self._waiter is not None and not self._messages:
             self._start_head()  # the first byte of a later request on a keep-alive connection
         if self._head_timer is not None:
-            self._head_bytes += len(data)
             refusal = None if self._line_checked else self._check_request_line(data)
+            if refusal is None and self._count_head(data) > self._guard.limits.max_header_bytes:
+                refusal = (431, "request headers too large")
             if refusal is not None:
                 self._refuse(*refusal)
                 return
         before = self._request_count
         super().data_received(data)
-        if self._head_timer is None:
-            return
-        if self._request_count != before:  # a complete head (a body in the same read is not head)
+        if self._request_count != before:
+            self._start_response()
+        if self._head_timer is not None and self._request_count != before:  # a complete head
             self._stop_head()
             if not self._served:
                 self._served = True
                 self._guard.evictable.pop(self, None)
-        elif self._head_bytes > self._guard.limits.max_header_bytes:
-            self._refuse(431, "request headers too large")
+
+    def _count_head(self, data: bytes) -> int:
+        """Bytes of the request head so far, ``data`` included up to the blank line ending the head."""
+        window = self._head_tail + data
+        ends = [at + len(mark) for mark in (b"\r\n\r\n", b"\n\n") if (at := window.find(mark)) >= 0]
+        counted = len(data) if not ends else min(ends) - len(self._head_tail)
+        self._head_bytes += counted
+        self._head_tail = window[-3:]
+        return self._head_bytes
 
     def _check_request_line(self, data: bytes) -> tuple[int, str] | None:
         limit = self._guard.limits.max_request_line_bytes

@@ -31,10 +31,19 @@ class ListenerLimits:
         1,
         3600,
     )
+    response_timeout_seconds: float = _limit(
+        30.0,
+        "A response must be answered and read by the client within this time from its request's head, "
+        "or the connection is closed (a client that stops reading holds it no longer).",
+        1,
+        3600,
+    )
     max_connections: int = _limit(
         256,
-        "Open connections on the listener (TLS handshakes included). At the cap, the oldest connection "
-        "that has not yet sent a complete request is closed to make room; when none is, the new one is.",
+        "Open connections on the listener (TLS handshakes included). At the cap one is closed to make "
+        "room: the oldest that has not sent a complete request, else the one idle longest between "
+        "requests, else the oldest whose client stopped reading its response (idle or stalled for at "
+        "least a second); when none is, the new one is.",
         1,
         100000,
     )

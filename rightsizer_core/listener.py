@@ -3,8 +3,12 @@
 ``start_listener`` binds HOST:PORT and serves the runner's app with, per listener:
 
 - a cap on open connections (TLS handshakes included), counted on the accepted sockets
-  themselves; at the cap the oldest connection that never completed a request head is closed to
-  make room (a scraper's keep-alive connection has), else the new connection is closed at once;
+  themselves; at the cap a connection is closed to make room, the first found of: the oldest that
+  never completed a request head, the one idle longest between requests (a scraper that comes
+  back every 15 s is idle for less time than connections parked by a client that never returns),
+  the oldest stalled writing a response its client does not read (either for at least
+  ``SETTLED_SECONDS``); when none is, the new connection is closed at once (then every open
+  connection is handling a request, each bounded by the header and response deadlines);
 - the per-connection deadlines and size limits of ``http_guard.GuardedRequestHandler``, and the
   header deadline as TLS handshake deadline;
 - out of file descriptors (EMFILE and the like): accepting pauses for a second, as asyncio does,
@@ -34,6 +38,7 @@ from .limits import ListenerLimits
 
 log = logging.getLogger("rightsizer.http")
 LOG_INTERVAL_SECONDS = 10.0
+SETTLED_SECONDS = 1.0  # an idle or stalled connection is evicted at the cap only once in that state this long
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _ACCEPT_MESSAGE = "socket.accept() out of system resource"
 TLS_READ_BUFFER_BYTES = 64 * 1024
@@ -52,6 +57,7 @@ class ListenerStats:
 
     malformed_requests: int = 0  # refused before reaching a handler (syntax, sizes, no HTTP/1.x)
     header_timeouts: int = 0  # closed: no complete request head within the deadline
+    response_timeouts: int = 0  # closed: a response not answered and read within the deadline
     connections_evicted: int = 0  # closed at the cap to make room for a new connection
     connections_refused: int = 0  # closed at accept: at the cap and nothing to evict
     accept_errors: int = 0  # accept failed for lack of file descriptors or memory
@@ -66,23 +72,36 @@ class Guard:
         self.limits = limits
         self.stats = stats
         self.error_body = error_body
-        self.evictable: dict[GuardedRequestHandler, None] = {}  # insertion order = age
+        # Connections that may be closed to make room, by state, each with the monotonic time it
+        # entered that state; insertion order = how long in it.
+        self.evictable: dict[GuardedRequestHandler, float] = {}  # never completed a request head
+        self.idle: dict[GuardedRequestHandler, float] = {}  # served, waiting for the next request
+        self.stalled: dict[GuardedRequestHandler, float] = {}  # writing to a client that does not read
         self.evicting = 0  # evicted, socket not closed yet (asyncio closes it on the next pass)
         self._logged_at: dict[str, float] = {}
         self._raised_this_tick = False
 
     def admit(self) -> bool:
         """A connection was accepted: may it stay?"""
-        if self.stats.open_connections - self.evicting < self.limits.max_connections:
+        if self.stats.open_connections - self.evicting <= self.limits.max_connections:  # the new one counted
             return True
-        if self.evictable:
-            victim = next(iter(self.evictable))
-            del self.evictable[victim]
-            self.evicting += 1
-            victim.evict()
-            self.stats.connections_evicted += 1
-            self._note("connection limit reached: closing connections that sent no request")
-            return True
+        now = time.monotonic()
+        for state, what, settled in (
+            (self.evictable, "connections that sent no request", 0.0),
+            (self.idle, "idle keep-alive connections", SETTLED_SECONDS),
+            (self.stalled, "connections whose client does not read its response", SETTLED_SECONDS),
+        ):
+            # Oldest first. A connection idle or stalled only a moment is kept: in a flood, the
+            # connections accepted in one pass are not yet candidates, and the keep-alive connection
+            # of a scraper that comes back every 100 ms must not pay for that.
+            victim = next(iter(state), None)
+            if victim is not None and now - state[victim] >= settled:
+                del state[victim]
+                self.evicting += 1
+                victim.evict()
+                self.stats.connections_evicted += 1
+                self._note(f"connection limit reached: closing {what}")
+                return True
         self.stats.connections_refused += 1
         self._note("connection limit reached: refusing new connections")
         return False

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import sys
 import threading
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 from typing import TypeVar
 
@@ -40,12 +42,26 @@ def exiting_on_stop_signals() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def stop_event() -> asyncio.Event:
-    """An event the stop signals set (call from inside the running event loop)."""
+SHUTDOWN_DEADLINE = 8.0  # seconds from the stop signal to exit, whatever hangs (exporter grace: 10 s)
+SHUTDOWN_REQUEST_GRACE = 3.0  # seconds in-flight HTTP requests get to finish at a stop
+
+
+def stop_event(
+    deadline: float | None = None, last_words: Callable[[], None] | None = None
+) -> asyncio.Event:
+    """An event the stop signals set (call from inside the running event loop). With ``deadline``
+    the first signal also starts ``exit_after(deadline, last_words)``: the process is gone by then
+    even if its shutdown hangs."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def stopping() -> None:
+        if deadline is not None and not stop.is_set():
+            exit_after(deadline, last_words)
+        stop.set()
+
     for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stopping)
     return stop
 
 
@@ -68,3 +84,22 @@ async def unless_stopped(step: Awaitable[T], stop: asyncio.Event) -> T:
     if task.cancelled():
         raise Stopped()
     return task.result()
+
+
+def exit_after(seconds: float, last_words: Callable[[], None] | None = None) -> threading.Timer:
+    """Start a watchdog that ends the process with code 0 after ``seconds`` (``last_words`` first,
+    e.g. a log line), whatever a shutdown step is still waiting on: a stop is bounded even when a
+    cleanup hangs or a cancellation is lost. Cancel it once the program has stopped by itself."""
+
+    def expire() -> None:
+        if last_words is not None:
+            with contextlib.suppress(Exception):
+                last_words()
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(0)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    return timer

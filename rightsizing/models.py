@@ -101,9 +101,9 @@ def parse_params(text: str) -> float:
     if m is None:
         raise PlanError(f"--params {text!r} is not a parameter count (examples: 7e9, 7B, 7000000000)")
     value = float(m.group(1)) * _SUFFIX[(m.group(2) or "").lower()]
-    if not math.isfinite(value) or value < 1e6:
+    if math.isnan(value) or value < 1e6:
         raise PlanError(f"--params {text!r}: a model needs at least a million parameters")
-    if value > 1e14:
+    if value > 1e14:  # infinity included (1e300B)
         raise PlanError(f"--params {text!r}: more than 100 trillion parameters is not a real model")
     return value
 
@@ -128,13 +128,23 @@ def estimate(params: float) -> Architecture:
     return Architecture(name, params, layers, hidden, heads, heads, 128, 32000, 0, None, True, None)
 
 
+MAX_SHAPE = 10**9  # no dimension, layer, head or vocabulary count of a real model comes near
+
+
 def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
     value = cfg.get(key, default)
     if value is None:
         raise PlanError(f"{where}: missing {key!r}; is this a transformer config.json?")
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise PlanError(f"{where}: {key!r} must be a positive integer; got {value!r}")
+        raise PlanError(f"{where}: {key!r} must be a positive integer; got {_shown(value)}")
+    if value > MAX_SHAPE:
+        raise PlanError(f"{where}: {key!r} must be at most {MAX_SHAPE:,}; got {_shown(value)}")
     return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 def config_file(path: str) -> Path:
@@ -185,14 +195,16 @@ def from_config(path: str) -> Architecture:
     if heads % kv:
         raise PlanError(f"{path}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}")
     gated = str(cfg.get("model_type", "llama")) not in ("gpt2", "gpt_neox", "opt", "bloom", "falcon", "gptj")
-    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 1)
-    per_token = int(cfg.get("num_experts_per_tok") or experts)
+    experts = _int(cfg, "num_local_experts" if cfg.get("num_local_experts") else "num_experts", path, 1)
+    per_token = _int(cfg, "num_experts_per_tok", path, experts) if cfg.get("num_experts_per_tok") else experts
     attention = hidden * heads * head_dim * 2 + hidden * kv * head_dim * 2
     mlp = (3 if gated else 2) * hidden * inter
     tied = bool(cfg.get("tie_word_embeddings", True))  # Hugging Face's default: tied
     embeddings = vocab * hidden * (1 if tied else 2)
     total = layers * (attention + mlp * experts) + embeddings
     active = layers * (attention + mlp * per_token) + embeddings if experts > 1 else None
+    if total > 1e14:
+        raise PlanError(f"--config {path}: {total:.3g} parameters; over 100 trillion is not a real model")
     name = model_name(cfg, file)
     context = cfg.get("max_position_embeddings")
     return Architecture(

@@ -10,6 +10,7 @@ import json
 import math
 import re
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -132,10 +133,15 @@ def hpa_desired_replicas(items: Sequence[Mapping[str, Any]], target: float) -> i
 
 
 class ExpositionServer:
-    """A real aiohttp server whose /metrics serves ``text`` (set it to change what it serves)."""
+    """A real aiohttp server whose /metrics serves ``text`` (set it to change what it serves) and,
+    as a Rightsizer exporter does, ``rightsizer_last_sample_timestamp_seconds``: the time of each
+    request unless ``stamp`` holds a fixed value (a frozen exporter) or None (left out)."""
+
+    AUTO = -1.0
 
     def __init__(self, text: str = "") -> None:
         self.text = text
+        self.stamp: float | None = self.AUTO
         self.status = 200
         self.requests = 0
         app = web.Application()
@@ -144,7 +150,12 @@ class ExpositionServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         self.requests += 1
-        return web.Response(status=self.status, text=self.text, content_type="text/plain")
+        text = self.text
+        if self.stamp is not None:
+            stamp = time.time() if self.stamp == self.AUTO else self.stamp
+            text += f"# TYPE rightsizer_last_sample_timestamp_seconds gauge\n" \
+                    f"rightsizer_last_sample_timestamp_seconds {stamp!r}\n"
+        return web.Response(status=self.status, text=text, content_type="text/plain")
 
     @property
     def url(self) -> str:
@@ -215,7 +226,9 @@ async def make(aiohttp_client: Any) -> AsyncIterator[Make]:
         metrics = AdapterMetrics()
         source = ScrapeSource(cfg.direct, metrics)
         await source.start()
-        cache = Cache(cfg.effective_rules, source, metrics)
+        cache = Cache(
+            cfg.effective_rules, source, metrics, cfg.max_cached_answers, cfg.max_cached_answer_bytes
+        )
         if refresh:
             await cache.refresh_once()
         lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None

@@ -5,9 +5,10 @@ faults are switchable per path, and a raw TCP server for answers no well-behaved
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,8 @@ class Route:
     hang: bool = False
     require: dict[str, str] = field(default_factory=dict)
     chunked: bool = False
+    chunks: Callable[[], Iterable[bytes]] | None = None  # streamed as they come (may never end)
+    encoding: str = ""  # Content-Encoding header sent with the body
     requests: int = 0
     last_headers: dict[str, str] = field(default_factory=dict)
     peers: set[tuple[str, int]] = field(default_factory=set)  # client addresses: one per connection
@@ -68,6 +71,18 @@ class FakeHttpServer:
         if route.hang:
             assert self._release is not None
             await self._release.wait()
+        if route.chunks is not None:
+            headers = {"Content-Type": route.content_type}
+            if route.encoding:
+                headers["Content-Encoding"] = route.encoding
+            stream = web.StreamResponse(status=route.status, headers=headers)
+            stream.enable_chunked_encoding()
+            await stream.prepare(request)
+            with contextlib.suppress(ConnectionError):  # the client gave up: that is the point
+                for chunk in route.chunks():
+                    await stream.write(chunk)
+                await stream.write_eof()
+            return stream
         body = route.body() if callable(route.body) else route.body
         if route.chunked:
             stream = web.StreamResponse(status=route.status, headers={"Content-Type": route.content_type})

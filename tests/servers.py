@@ -167,10 +167,12 @@ def prometheus(
     extra_config: str = "",
     args: Sequence[str] = (),
     data_dir: Path | None = None,
+    port: int | None = None,
 ) -> Iterator[Process]:
     """A real Prometheus scraping ``{job: [host:port, ...]}``; yields it with ``.url`` set.
     ``data_dir``: a TSDB directory to start from (e.g. blocks written by ``promtool tsdb
-    create-blocks-from``) instead of an empty one; the caller removes it."""
+    create-blocks-from``) instead of an empty one; the caller removes it. ``port``: listen there
+    (to restart one at the same address)."""
     binary = require_binary("prometheus")
     workdir = Path(tempfile.mkdtemp(prefix="prometheus-"))
     jobs = "\n".join(
@@ -181,7 +183,7 @@ def prometheus(
         f"global:\n  scrape_interval: {scrape_interval}\n  evaluation_interval: {scrape_interval}\n"
         f"scrape_configs:\n{jobs}\n{extra_config}"
     )
-    port = free_port()
+    port = port or free_port()
     log_path = workdir / "prometheus.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(

@@ -86,8 +86,8 @@ async def test_queue_up_and_empty_is_zero_and_no_such_queue_is_not_found(make: M
     )
     assert_status(answer, 404, "NotFound")
     assert "queue=none" in answer[1]["message"]
-    _, body = await client_get(client, f"{EXT}/namespaces/staging/rightsizer_gpu_utilization_ratio")
-    assert body["items"] == []  # not queue-like: no series is no items
+    answer = await client_get(client, f"{EXT}/namespaces/staging/rightsizer_gpu_utilization_ratio")
+    assert_status(answer, 404, "NotFound")  # no exporter publishes a GPU there: unknown, not empty
 
 
 async def test_gpu_values_quantities_workload_and_no_nan(make: Make) -> None:
@@ -156,10 +156,10 @@ async def test_answers_are_memoized_per_refresh(make: Make) -> None:
     client, cache, srv = await make()
     path = f"{EXT}/namespaces/prod/rightsizer_queue_depth?labelSelector=queue%3Djobs"
     await client.get(path)
-    first = cache.answers[("external", "rightsizer_queue_depth", "prod", "labelSelector=queue%3Djobs")]
+    first = cache.answers[("external", "rightsizer_queue_depth", "prod", "queue=jobs")]
     await client.get(path)
     assert (
-        cache.answers[("external", "rightsizer_queue_depth", "prod", "labelSelector=queue%3Djobs")] is first
+        cache.answers[("external", "rightsizer_queue_depth", "prod", "queue=jobs")] is first
     )
     srv.text = srv.text.replace('workload="worker"} 7', 'workload="worker"} 9')
     await cache.refresh_once()

@@ -74,7 +74,8 @@ def follow_the_queue(url: str, queue: redis.Redis) -> None:
 def test_prometheus_chain_follows_the_queue(prom: Process, queue: redis.Redis) -> None:
     with adapter(["--prometheus-url", prom.url, "--refresh-interval", "0.5"], env=ANONYMOUS) as p:
         follow_the_queue(p.url, queue)
-        _, body = get_json(p.url + f"{EXT}/namespaces/default/rightsizer_gpu_utilization_ratio")
+        code, body = get_json(p.url + f"{EXT}/namespaces/llm/rightsizer_gpu_utilization_ratio")
+        assert code == 200 and body["items"], body  # the default fleet's GPUs in llm, all current
         assert all(float(i["value"].rstrip("m")) >= 0 for i in body["items"])
 
 

@@ -3,6 +3,7 @@ exporter does to the rules its families feed (never an empty queue read as zero)
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -15,6 +16,7 @@ from servers import ROOT
 
 from adapter.cache import Cache
 from adapter.config import load_config
+from adapter.kubernetes.answers import external
 from adapter.rules import BUILTIN_RULES, RuleConfig
 from adapter.selfmetrics import AdapterMetrics
 from adapter.sources.exposition import SampleReader
@@ -147,6 +149,13 @@ async def two_nodes(stale_after: float) -> tuple[Cache, ScrapeSource, Exposition
     return cache, source, a, b
 
 
+def answer(cache: Cache, metric: str, selector: str) -> tuple[int, Any]:
+    """The external metrics API's answer in namespace prod: (code, item values or the Status)."""
+    code, body = external(cache, metric, "prod", {"labelSelector": selector} if selector else {})
+    data = json.loads(body)
+    return code, [i["value"] for i in data["items"]] if code == 200 else data
+
+
 def values(cache: Cache, name: str) -> list[float] | str:
     state = cache.states[name]
     return state.error or "" if state.vector is None else sorted(s.value for s in state.vector.series)
@@ -161,13 +170,20 @@ async def test_exporters_are_merged_and_a_dead_one_fails_only_its_families(
     caplog.set_level(logging.WARNING)
     b.status = 500  # node b, which publishes GPU utilization but no queue, stops answering
     await cache.refresh_once()
-    assert "is not answering: HTTP 500" in values(cache, "rightsizer_gpu_utilization_ratio")
+    util = "rightsizer_gpu_utilization_ratio"
+    assert values(cache, util) == [0.5]  # node a's GPU: its own source is current
+    code, body = answer(cache, util, "pod=p-1")  # node b's pod: missed, never dropped
+    assert code == 503 and "is not answering: HTTP 500" in body["message"], body
+    assert answer(cache, util, "pod=p-0") == (200, ["500m"])
+    assert answer(cache, util, "")[0] == 503  # the namespace, a and b: never a smaller answer
     assert values(cache, "rightsizer_queue_depth") == [4.0]
     a.status = 500  # and now every exporter is down
     await cache.refresh_once()
-    assert "no exporter answered" in values(cache, "rightsizer_queue_depth")
+    assert "no exporter is current" in values(cache, "rightsizer_queue_depth")
     warnings = [r for r in caplog.records if r.getMessage() == "rules have no values"]
-    assert len(warnings) == 2  # one line per cause (b is down; no exporter answers), not one per rule
+    # One line per cause, not one per rule: no exporter is current (b's failure was its own line,
+    # "exporter scrape failed": every built-in rule then still answers what does not need b).
+    assert len(warnings) == 1
     a.status = b.status = 200
     await cache.refresh_once()
     assert values(cache, "rightsizer_queue_depth") == [4.0]

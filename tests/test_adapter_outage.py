@@ -6,7 +6,7 @@ from __future__ import annotations
 from adapter_support import EXT, Make, assert_status, client_get, exposition, make
 
 from adapter.config import load_config
-from adapter.rules import RuleConfig
+from adapter.rules import DirectRule, RuleConfig
 from rightsizer_core.settings import ConfigError
 
 __all__ = ["make"]
@@ -65,16 +65,21 @@ async def test_keda_metrics_api_gives_no_zero_for_gpus_it_cannot_see(make: Make)
     assert_status(await client_get(client, base + "ghost"), 404, "NotFound")
 
 
-def test_zero_when_empty_is_gone_and_up_family_is_validated() -> None:
-    rule = {"name": "q", "query": "q", "up_family": "up\n"}
-    for bad, why in (({"zero_when_empty": True}, "zero_when_empty"), ({}, "up_family")):
+def test_zero_when_empty_is_gone_and_source_families_are_validated() -> None:
+    rule = {"name": "q", "query": "q"}
+    for bad, why in (
+        ({"zero_when_empty": True}, "zero_when_empty"),
+        ({"up_family": "up\n"}, "up_family"),
+        ({"source_family": "a.b"}, "source_family"),
+        ({"up_family": "up", "source_family": "x"}, "not both"),
+    ):
         try:
-            load_config(None, {"rules": [{**rule, **bad} if bad else rule]}, environ={})
+            load_config(None, {"rules": [{**rule, **bad}]}, environ={})
         except ConfigError as exc:
             assert why in str(exc)
         else:
-            raise AssertionError(f"{bad or rule} was accepted")
-    up, by = "rightsizer_queue_source_up{<<.LabelMatchers>>}", "max without (instance, job)"
-    assert RuleConfig(name="q", query="q", up_family="rightsizer_queue_source_up").up_query == (
-        f"{by} ({up}) or {by} (last_over_time({up}[1h])) * 0 - 1"
-    )
+            raise AssertionError(f"{bad} was accepted")
+    by = RuleConfig(name="q", query="q", up_family="f", direct=DirectRule(family="f", by=["queue"]))
+    assert by.key_of({"queue": "a", "instance": "n:1", "job": "j", "x": "1"}) == {"queue": "a"}
+    without = RuleConfig(name="q", query="q", up_family="f")
+    assert without.key_of({"queue": "a", "instance": "n:1", "job": "j", "x": "1"}) == {"queue": "a", "x": "1"}

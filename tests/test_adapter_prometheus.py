@@ -13,6 +13,7 @@ import pytest
 from adapter_support import assert_status, client_get
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from prom_parts import carried, healthy
 
 from adapter.cache import Cache
 from adapter.config import AdapterConfig, load_config
@@ -20,8 +21,9 @@ from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
+from adapter.sources.evidence import target_parts
 from adapter.sources.prometheus import PrometheusSource
-from adapter.sources.source_states import MARKER
+from rightsizer_core.settings import ConfigError
 
 EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces"
 
@@ -36,6 +38,7 @@ class FakePrometheus:
 
     def __init__(self) -> None:
         self.queries: list[str] = []
+        self.forms: list[dict[str, str]] = []  # every form field of every query
         self.headers: list[dict[str, str]] = []
         self.delay = 0.0
         self.answer: Any = lambda query: vector([])
@@ -47,6 +50,7 @@ class FakePrometheus:
         form = await request.post()
         query = str(form["query"])
         self.queries.append(query)
+        self.forms.append({k: str(v) for k, v in form.items()})
         self.headers.append(dict(request.headers))
         await asyncio.sleep(self.delay)
         code, body = self.answer(query)
@@ -75,15 +79,16 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
     prom: FakePrometheus, aiohttp_client: Any
 ) -> None:
     queues = [({"queue": f"q{i}", "namespace": "prod"}, str(i)) for i in range(1000)]
-    up = [({**labels, MARKER: "1"}, "1") for labels, _ in queues]  # carried by the first queue rule
+    provide = healthy({"rightsizer_queue_source_up": [labels for labels, _ in queues]})
     prom.answer = lambda q: vector(
-        (queues + up if MARKER in q else []) if "rightsizer_queue_depth" in q else []
+        (queues if "rightsizer_queue_depth{" in q.split(" or ")[0] else []) + carried(q, provide)
     )
     cache, source, cfg = await cache_for(prom)
     await cache.refresh_once()
-    assert len(cache.rules) == 7  # the queue rules' source states ride in the first one's query
+    assert len(cache.rules) == 7  # the source-state parts ride in the rules' own queries
     assert len(prom.queries) == 7
-    assert sum(MARKER in q for q in prom.queries) == 1
+    up = target_parts(source.horizon)["up"]
+    assert sum(up in q for q in prom.queries) == 1  # the targets' parts: carried once for all
     auth = Gate.off()
     client = await aiohttp_client(create_app(cache, auth, AdapterMetrics(), MetricsApiAuth(cfg.metrics_api)))
     for i in range(1000):
@@ -98,17 +103,22 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
 async def test_templates_are_rendered_with_the_rule_matchers(prom: FakePrometheus) -> None:
     cache, source, _ = await cache_for(prom)
     await cache.refresh_once()
-    assert 'max by (namespace, pod, container, UUID) (rightsizer_gpu_verdict{pod!="",verdict="idle"})' in (
-        prom.queries
-    )
-    assert "max without (instance, job) (rightsizer_queue_in_flight{})" in prom.queries
-    up = "max without (instance, job) (rightsizer_queue_source_up{})"
-    stale = "max without (instance, job) (last_over_time(rightsizer_queue_source_up{}[1h])) * 0 - 1"
-    assert (
-        f"(max without (instance, job) (rightsizer_queue_depth{{}})) or "
-        f'label_replace({up} or {stale}, "{MARKER}", "1", "", "")'
-    ) in prom.queries
-    assert 'avg by (namespace, pod, container, UUID) (DCGM_FI_DEV_GPU_UTIL{pod!=""}) * 0.01' in prom.queries
+    starts = {q.split(" or label_replace(")[0] for q in prom.queries}
+    idle = 'max by (namespace, pod, container, UUID) (rightsizer_gpu_verdict{pod!="",verdict="idle"})'
+    assert f"({idle})" in starts
+    # the second queue rule shares every part of the first: its query carries none
+    assert "max without (instance, job) (rightsizer_queue_in_flight{})" in starts
+    assert '(avg by (namespace, pod, container, UUID) (DCGM_FI_DEV_GPU_UTIL{pod!=""}) * 0.01)' in starts
+    everything = "\n".join(prom.queries)
+    for part in (  # each rule's source family, with the rule's own matchers
+        'timestamp(rightsizer_gpu_verdict{pod!="",verdict!="idle"})',
+        'max_over_time(timestamp(DCGM_FI_DEV_GPU_UTIL{pod!=""})[3600s:60s])',
+        'label_replace(rightsizer_queue_source_up{}, "rightsizer_adapter_source_state"',
+        "max by (instance, job) (max_over_time((timestamp(up) and up == 1)[3600s:60s]))",
+        "count_over_time(rightsizer_last_sample_timestamp_seconds[60s]) >= 2 unless "
+        "changes(rightsizer_last_sample_timestamp_seconds[60s]) > 0",
+    ):
+        assert part in everything, part
     await source.close()
 
 
@@ -192,3 +202,41 @@ async def test_credentials_and_headers_are_sent(prom: FakePrometheus, tmp_path: 
     await cache.refresh_once()
     assert "cannot read bearer token file" in (cache.states["rightsizer_queue_depth"].error or "")
     await source.close()
+
+
+async def test_a_rotated_token_of_two_lines_fails_the_rules_instead_of_freezing_them(
+    prom: FakePrometheus, tmp_path: Path, aiohttp_client: Any
+) -> None:
+    """The token is read at every refresh; one that cannot be sent fails every rule (503 naming the
+    file), never leaves the last answer (52) served as if current."""
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    provide = healthy({"rightsizer_queue_source_up": [{"queue": "jobs", "namespace": "prod"}]})
+    prom.answer = lambda q: vector(
+        ([({"queue": "jobs", "namespace": "prod"}, "52")] if "rightsizer_queue_depth{" in q.split(" or ")[0]
+         else []) + carried(q, provide)
+    )  # fmt: skip
+    cache, source, cfg = await cache_for(prom, bearer_token_file=str(token))
+    app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
+    client = await aiohttp_client(app)
+    path = f"{EXT}/prod/rightsizer_queue_depth?labelSelector=queue%3Djobs"
+    await cache.refresh_once()
+    code, body = await client_get(client, path)
+    assert code == 200 and body["items"][0]["value"] == "52"
+    token.write_text("s3cret\nother-token\n")
+    asked = len(prom.queries)
+    await cache.refresh_once()
+    assert len(prom.queries) == asked  # nothing sent
+    code, body = await client_get(client, path)
+    assert_status((code, body), 503, "ServiceUnavailable")
+    assert "bearer token file" in body["message"] and "line break" in body["message"]
+    await source.close()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Scope-OrgID": "team-a\r\nX-Injected: 1"}, {"X-Scope-OrgID": "team-a\n"}, {"Bad Name": "x"}],
+)
+def test_headers_that_cannot_be_sent_are_refused_by_the_configuration(headers: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match=r"prometheus\.headers"):
+        load_config(None, {"prometheus": {"url": "http://p:9090", "headers": headers}}, environ={})

@@ -1,12 +1,21 @@
-"""One upstream query per rule per refresh in Prometheus mode, source states included, on both engines.
+"""Source states on both engines: one upstream query per rule per refresh, and every fault told apart.
 
-The queue rules need to know which queue sources are up (1), down (0) or stale (-1); the first of
-them carries that query inside its own (``(query) or label_replace(up query, marker)``) and the other
-awaits it. Against a real Prometheus and a real VictoriaMetrics holding the same half hour of three
-queues (jobs up with 5 items, chat's source down, embed not scraped for the last 20 minutes) the
-adapter's own counters must show exactly one query per rule per refresh, each rule's values and
-states must equal what its query and the up query give when asked alone at the same instant, and
-the answers must still tell down and stale (503) and unknown (404) from a real value.
+A real Prometheus and a real VictoriaMetrics hold the same half hour of four exporters (``up``,
+``rightsizer_last_sample_timestamp_seconds``, queues and GPU utilisation; 15 s apart). What each
+request must get, written from the history before running (``stale_after_seconds`` 600, so the
+import's own age does not count; the engines' lookback is 5 minutes):
+
+- node-a, up and current: queue ``jobs`` up with 5 items -> 200 "5"; queue ``chat`` whose source
+  says down -> 503 "source down"; pod ``worker-..-q9q9q`` at 20 % -> 200 "200m"; pod
+  ``worker-..-zzzzz`` left node-a 20 minutes ago while node-a stayed up -> not a source of anything.
+- node-b, its scrapes failing (``up`` 0) for 10 minutes, held pod ``worker-..-bbbbb`` at its last good
+  scrape -> ``workload=worker`` is 503 naming node-b (never a smaller sum from node-a alone).
+- node-c, gone 20 minutes ago (no ``up`` since), held queue ``embed`` at its last good scrape ->
+  503 "no current sample"; its pod ``drained-..`` had left it 5 minutes before it went -> 404.
+- node-d, up but frozen (its sample time has not moved for 15 minutes) -> its pod is 503 "frozen".
+- A custom-metrics ``pods/*`` answer in ``prod`` serves node-a's pod alone.
+
+Each rule's values and states must equal what its query and its parts give when asked alone.
 """
 
 from __future__ import annotations
@@ -20,7 +29,6 @@ import pytest
 from adapter_support import assert_status, client_get
 from prometheus_client import generate_latest
 from report_history import ENGINES, engine_holding
-from test_adapter_prometheus import FakePrometheus, cache_for, prom, vector
 
 from adapter.cache import Cache
 from adapter.config import load_config
@@ -29,32 +37,65 @@ from adapter.kubernetes.gate import Gate
 from adapter.promql import render
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
+from adapter.sources.evidence import classify, rule_parts, target_parts, targets
 from adapter.sources.prometheus import PrometheusSource
-from adapter.sources.source_states import MARKER
+from adapter.vectors import add_workload
 
-__all__ = ["prom"]
-
-EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/rightsizer_queue_depth"
+EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod"
 STEP, SPAN = 15.0, 1800.0
-QUEUES = {  # queue -> (kind, last sample this many seconds before now, source up, depth)
-    "jobs": ("redis", 0.0, 1, 5),
-    "chat": ("vllm", 0.0, 0, None),  # the exporter cannot read it: source down, no depth
-    "embed": ("redis", 1200.0, 1, 3),  # its exporter not scraped for 20 minutes: stale
-}
+A, B, OLD = "worker-5d8f7c9b6d-q9q9q", "worker-5d8f7c9b6d-bbbbb", "worker-5d8f7c9b6d-zzzzz"
+DRAINED, FROZEN = "drained-7c9b6d5d8f-ccccc", "frozen-6d5d8f7c9b-ddddd"
+# node -> (gone this many seconds before now (None: still scraped), its stamp frozen since)
+NODES = {"node-a": (None, None), "node-b": (None, None), "node-c": (1200.0, None), "node-d": (None, 900.0)}
+UP_SINCE = {"node-b": 600.0}  # up 0 for the last 10 minutes
 
 
 def history(end: float) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {"rightsizer_queue_source_up": [], "rightsizer_queue_depth": []}
-    for queue, (kind, ago, up, depth) in QUEUES.items():
-        labels = f'queue="{queue}",kind="{kind}",namespace="prod",instance="node-a:9400",job="rightsizer"'
-        for k in range(int(SPAN / STEP) + 1):
-            t = end - SPAN + k * STEP
-            if t > end - ago:
+    out: dict[str, list[str]] = {}
+
+    def add(name: str, labels: str, value: float, t: float) -> None:
+        out.setdefault(name, []).append(f"{name}{{{labels}}} {value} {t:.3f}")
+
+    for k in range(int(SPAN / STEP) + 1):
+        t = end - SPAN + k * STEP
+        ago = end - t
+        for node, (gone, frozen) in NODES.items():
+            if gone is not None and ago < gone:
+                continue  # removed from service discovery: no more samples at all
+            target = f'instance="{node}:9400",job="rightsizer"'
+            failing = node in UP_SINCE and ago < UP_SINCE[node]
+            add("up", target, 0 if failing else 1, t)
+            if failing:
                 continue
-            for name, value in (("rightsizer_queue_source_up", up), ("rightsizer_queue_depth", depth)):
-                if value is not None:
-                    out[name].append(f"{name}{{{labels}}} {value} {t:.3f}")
+            stamp = end - frozen if frozen is not None and ago < frozen else t - 0.5
+            add("rightsizer_last_sample_timestamp_seconds", target, stamp, t)
+            for labels, util, until in GPUS.get(node, ()):
+                if ago >= until:
+                    add("DCGM_FI_DEV_GPU_UTIL", f'{target},{labels}', util, t)
+            for labels, up, depth in QUEUES.get(node, ()):
+                add("rightsizer_queue_source_up", f'{target},{labels}', up, t)
+                if depth is not None:
+                    add("rightsizer_queue_depth", f'{target},{labels}', depth, t)
     return out
+
+
+def gpu(pod: str, uuid: str) -> str:
+    return f'namespace="prod",pod="{pod}",container="srv",UUID="{uuid}",gpu="0"'
+
+
+GPUS = {  # node -> (labels, utilisation %, published until this many seconds before now)
+    "node-a": [(gpu(A, "GPU-a"), 20, 0.0), (gpu(OLD, "GPU-a2"), 70, 1200.0)],
+    "node-b": [(gpu(B, "GPU-b"), 80, 0.0)],
+    "node-c": [(gpu(DRAINED, "GPU-c"), 90, 1500.0)],
+    "node-d": [(gpu(FROZEN, "GPU-d"), 50, 0.0)],
+}
+QUEUES = {  # node -> (labels, source up, depth)
+    "node-a": [
+        ('queue="jobs",kind="redis",namespace="prod"', 1, 5),
+        ('queue="chat",kind="vllm",namespace="prod"', 0, None),
+    ],
+    "node-c": [('queue="embed",kind="redis",namespace="prod"', 1, 3)],
+}
 
 
 @pytest.fixture(scope="module", params=ENGINES)
@@ -65,7 +106,7 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture
 async def served(engine: str, aiohttp_client: Any) -> AsyncIterator[tuple[Any, Cache, PrometheusSource]]:
-    cfg = load_config(None, {"prometheus": {"url": engine}}, environ={})
+    cfg = load_config(None, {"prometheus": {"url": engine, "stale_after_seconds": 600}}, environ={})
     metrics = AdapterMetrics()
     source = PrometheusSource(cfg.prometheus, metrics)
     await source.start()
@@ -87,7 +128,7 @@ def as_set(series: Any) -> set[tuple[frozenset[tuple[str, str]], float]]:
 
 
 async def test_one_query_per_rule_per_refresh_with_source_states(served: Any) -> None:
-    client, cache, source = served
+    _, cache, source = served
     for _ in range(3):
         await cache.refresh_once()
     assert all(state.error is None for state in cache.states.values()), cache.states
@@ -95,89 +136,54 @@ async def test_one_query_per_rule_per_refresh_with_source_states(served: Any) ->
     failed = counter(cache, r'rightsizer_adapter_upstream_queries_total\{outcome="error"')
     refreshes = counter(cache, "rightsizer_adapter_refreshes_total")
     assert (sent, failed, refreshes) == (3 * 7, 0, 3) and len(cache.rules) == 7
+    shared = {name: await source.query(q) for name, q in target_parts(source.horizon).items()}
     for rule in cache.rules.values():  # the split answer is exactly what each query gives alone
         state = cache.states[rule.name]
-        assert rule.query is not None
-        alone, _, _ = await source.query(render(rule.query, rule.matchers), state.vector.timestamp)
+        assert rule.query is not None and rule.states_family is not None and state.vector is not None
+        alone, _, _ = await source.query(render(rule.query, rule.matchers))
+        alone = add_workload(alone) if rule.workload_from_pod else alone
         assert as_set(state.vector.series) == as_set(alone), rule.name
-        if rule.up_query is not None:
-            up, _, _ = await source.query(render(rule.up_query, rule.matchers), state.vector.timestamp)
-            assert state.sources is not None and as_set(state.sources.series) == as_set(up), rule.name
-            assert {s.labels["queue"]: s.value for s in up} == {"jobs": 1, "chat": 0, "embed": -1}
-    code, body = await client_get(client, f"{EXT}?labelSelector=queue%3Djobs")
+        selector = render(f"{rule.states_family}{{<<.LabelMatchers>>}}", rule.matchers)
+        own = {name: await source.query(q) for name, q in rule_parts(rule, selector, source.horizon).items()}
+        parts = {name: answer[0] for name, answer in {**own, **shared}.items()}
+        now = max(answer[1] for answer in {**own, **shared}.values() if answer[0])
+        states = classify(rule, parts, targets(parts), now, source.horizon)
+        states = add_workload(states) if rule.workload_from_pod else states
+        assert state.sources is not None and as_set(state.sources.series) == as_set(states), rule.name
+
+
+async def test_every_fault_is_told_apart(served: Any) -> None:
+    client, cache, _ = served
+    await cache.refresh_once()
+    depth = f"{EXT}/rightsizer_queue_depth"
+    code, body = await client_get(client, f"{depth}?labelSelector=queue%3Djobs")
     assert code == 200 and [i["value"] for i in body["items"]] == ["5"], body
-    down = await client_get(client, f"{EXT}?labelSelector=queue%3Dchat")
+    down = await client_get(client, f"{depth}?labelSelector=queue%3Dchat")
     assert_status(down, 503, "ServiceUnavailable")
     assert "source down" in down[1]["message"] and "'chat'" in down[1]["message"]
-    stale = await client_get(client, f"{EXT}?labelSelector=queue%3Dembed")
+    stale = await client_get(client, f"{depth}?labelSelector=queue%3Dembed")
     assert_status(stale, 503, "ServiceUnavailable")
-    assert "no current sample" in stale[1]["message"] and "'embed'" in stale[1]["message"]
-    assert_status(await client_get(client, f"{EXT}?labelSelector=queue%3Dghost"), 404, "NotFound")
+    message = stale[1]["message"]
+    assert "no current sample" in message and "'embed'" in message and "node-c:9400" in message
+    assert_status(await client_get(client, f"{depth}?labelSelector=queue%3Dghost"), 404, "NotFound")
 
+    util = f"{EXT}/rightsizer_gpu_utilization_ratio"
+    code, body = await client_get(client, f"{util}?labelSelector=pod%3D{A}")
+    assert code == 200 and [i["value"] for i in body["items"]] == ["200m"], body
+    worker = await client_get(client, f"{util}?labelSelector=workload%3Dworker")
+    assert_status(worker, 503, "ServiceUnavailable")  # never 20 % from node-a alone
+    assert "node-b:9400" in worker[1]["message"] and "up 0" in worker[1]["message"]
+    assert "node-a" not in worker[1]["message"]  # the pod that left node-a is not a source
+    assert_status(await client_get(client, f"{util}?labelSelector=workload%3Ddrained"), 404, "NotFound")
+    frozen = await client_get(client, f"{util}?labelSelector=workload%3Dfrozen")
+    assert_status(frozen, 503, "ServiceUnavailable")
+    assert "frozen" in frozen[1]["message"] and "node-d:9400" in frozen[1]["message"]
+    assert_status(await client_get(client, util), 503, "ServiceUnavailable")  # the whole namespace
 
-UP_FAMILY = "rightsizer_queue_source_up"
-JOBS, CHAT = {"queue": "jobs", "namespace": "prod"}, {"queue": "chat", "namespace": "prod"}
-IN_FLIGHT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/rightsizer_queue_in_flight"
-
-
-def fake_answer(carrier: tuple[int, Any]) -> Any:
-    """The fake Prometheus: ``carrier`` to the query carrying the states, the others as asked."""
-
-    def answer(query: str) -> tuple[int, Any]:
-        if MARKER in query:
-            return carrier
-        if query.startswith(f"max without (instance, job) ({UP_FAMILY}"):
-            return vector([(JOBS, "1"), (CHAT, "0")])  # the up query asked alone
-        return vector([(JOBS, "2")] if "rightsizer_queue_in_flight" in query else [])
-
-    return answer
-
-
-async def test_a_failed_carrier_costs_one_query_alone_and_no_availability(
-    prom: FakePrometheus, aiohttp_client: Any
-) -> None:
-    prom.answer = fake_answer((422, {"status": "error", "errorType": "bad_data", "error": "parse error"}))
-    cache, source, cfg = await cache_for(prom)
-    await cache.refresh_once()
-    alone = [q for q in prom.queries if q.startswith(f"max without (instance, job) ({UP_FAMILY}")]
-    assert len(prom.queries) == 8 and len(alone) == 1  # 7 rules, and the up query once, for the others
-    assert "HTTP 422: bad_data: parse error" in (cache.states["rightsizer_queue_depth"].error or "")
-    app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
-    client = await aiohttp_client(app)
-    code, body = await client_get(client, f"{IN_FLIGHT}?labelSelector=queue%3Djobs")
-    assert code == 200 and [i["value"] for i in body["items"]] == ["2"], body
-    down = await client_get(client, f"{IN_FLIGHT}?labelSelector=queue%3Dchat")
-    assert_status(down, 503, "ServiceUnavailable")
-    assert "source down" in down[1]["message"]
-    assert_status(await client_get(client, f"{IN_FLIGHT}?labelSelector=queue%3Dghost"), 404, "NotFound")
-    await source.close()
-
-
-async def test_a_prometheus_that_fails_everything_gets_no_extra_query(prom: FakePrometheus) -> None:
-    prom.answer = lambda query: (503, "unavailable")
-    cache, source, _ = await cache_for(prom)
-    await cache.refresh_once()
-    assert len(prom.queries) == 7 and sum(MARKER in q for q in prom.queries) == 1
-    assert all("HTTP 503" in (state.error or "") for state in cache.states.values())
-    await source.close()
-
-
-async def test_max_series_per_rule_bounds_values_and_states_each(prom: FakePrometheus) -> None:
-    queues = [({"queue": f"q{i}", "namespace": "prod"}, "1") for i in range(3)]
-    states = [({**labels, MARKER: "1"}, "1") for labels, _ in queues]
-    prom.answer = fake_answer(vector(queues[:2] + states[:2]))
-    cache, source, _ = await cache_for(prom, max_series_per_rule=2)
-    await cache.refresh_once()
-    depth = cache.states["rightsizer_queue_depth"]
-    assert depth.error is None and depth.vector is not None and depth.sources is not None
-    assert (len(depth.vector), len(depth.sources)) == (2, 2)
-    assert all(MARKER not in s.labels for s in depth.sources.series)
-    prom.answer = fake_answer(vector(queues[:2] + states))
-    await cache.refresh_once()
-    why = cache.states["rightsizer_queue_depth"].error or ""
-    assert "3 source states, more than max_series_per_rule (2)" in why
-    prom.answer = fake_answer(vector(queues + states[:2]))
-    await cache.refresh_once()
-    why = cache.states["rightsizer_queue_depth"].error or ""
-    assert "3 series, more than max_series_per_rule (2)" in why
-    await source.close()
+    pods = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/prod/pods/*/rightsizer_gpu_utilization_ratio"
+    code, body = await client_get(client, pods)
+    assert code == 200 and [(i["describedObject"]["name"], i["value"]) for i in body["items"]] == [
+        (A, "200m")
+    ], body
+    one = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/prod/pods/{B}/rightsizer_gpu_utilization_ratio"
+    assert_status(await client_get(client, one), 503, "ServiceUnavailable")

@@ -19,7 +19,7 @@ from cryptography import x509
 from servers import ROOT, Process, exporter
 
 EXT = "/apis/external.metrics.k8s.io/v1beta1"
-VALUE = f"{EXT}/namespaces/default/rightsizer_gpu_utilization_ratio"
+VALUE = f"{EXT}/namespaces/llm/rightsizer_gpu_utilization_ratio"  # the default fleet's GPUs
 HPA = {
     "X-Remote-User": "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
     "X-Remote-Group": "readers",

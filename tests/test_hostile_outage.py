@@ -101,7 +101,7 @@ def test_the_only_exporter_gone_is_unavailable_not_empty(rig: Rig) -> None:
     exp.stop()
     wait_for(lambda: answers.external("queue=jobs")[0] == 503, 30, what="the dead exporter to be seen")
     seen = answers.everywhere("queue=jobs")
-    assert seen["metrics_api"][0] == 503 and "no exporter answered" in seen["external"][1], seen
+    assert seen["metrics_api"][0] == 503 and "no exporter is current" in seen["external"][1], seen
     assert seen["get_metrics"].code == seen["is_active"].code == "UNAVAILABLE", seen
 
 

@@ -162,3 +162,20 @@ async def test_a_body_read_with_its_head_is_not_counted_as_header_bytes() -> Non
         head = b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
         answer = await raw_request(*address(p.url), head + body, timeout=3)
     assert answer.startswith(b"HTTP/1.1 405 "), answer[:60]  # the route's answer, not 431
+
+
+# 80 KB of head (ten 8,000-byte header lines, each under the line limit) sent in one write: over
+# http.max_header_bytes (32 KiB) however it is read.
+BIG_HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(
+    b"X-%d: %s\r\n" % (i, b"a" * 8000) for i in range(10)
+)
+
+
+@pytest.mark.parametrize("program", ["exporter", "adapter"])
+async def test_max_header_bytes_holds_when_the_whole_head_arrives_in_one_read(program: str) -> None:
+    args = [*NO_EXPORTER, "--insecure-http"]
+    with exporter(["--simulate"]) if program == "exporter" else adapter(args, False) as p:
+        answer = await raw_request(*address(p.url), BIG_HEAD + b"\r\n", timeout=3)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:60]
+        small = await raw_request(*address(p.url), b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", timeout=1)
+        assert small.startswith(b"HTTP/1.1 200 "), small[:60]

@@ -61,7 +61,7 @@ def ended_well(running: Running, name: str) -> None:
 
 
 @pytest.mark.parametrize("sources", [1, 2])
-def test_vllm_answers_of_330k_series_are_refused_within_the_memory_limit(
+def test_vllm_answers_of_280k_series_are_refused_within_the_memory_limit(
     tmp_path: Path, sources: int
 ) -> None:
     body = many_series(WAITING, 16 * MIB)  # under the 16 MiB body cap: read, and over max_series

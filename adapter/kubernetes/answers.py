@@ -3,10 +3,11 @@
 External: one item per selected series, values as Quantity strings. Custom: one item per pod
 (``pods/*``) or exactly one for an object. Errors are metav1.Status.
 
-Rules with an ``up_family`` (the queues) answer only from sources that are up and current: a
-request selecting a source that is down or stale gets 503 naming it and why, one selecting no
-known source 404, so neither an outage nor a typo reads as an empty queue; sources up and empty
-give a real 0.
+Rules with a source family (the queues, the GPU rules) answer only from sources that are up and
+current (``availability``): a request selecting something whose source is down, stale or frozen
+gets 503 naming it and why, one selecting nothing known 404, so neither an outage nor a typo reads
+as an empty queue or an idle GPU; sources up and empty give a real 0. A custom-metrics ``pods/*``
+answer leaves out the pods whose own source is not sound and serves the others.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from ..cache import Answer, Cache, RuleState
 from ..rules import NamespaceMode
 from ..vectors import Series, aggregate
-from .availability import Failure, check_sources
+from .availability import Failure, check_sources, unsound_pods
 from .quantities import format_quantity
 from .selectors import EVERYTHING, Selector, SelectorError, parse
 
@@ -189,8 +190,15 @@ def custom_pods(
     except Failure as exc:
         return status(exc.code, exc.message)
     assert state.vector is not None
+    if state.unknown:
+        return status(503, f"{metric} unavailable: {state.unknown}"[:1000])
+    unsound = unsound_pods(state, namespace)  # pods whose own source is not sound: never served
+    if pod in unsound:
+        return status(503, unsound[pod])
     extra = () if pod == "*" else (("pod", pod),)
     chosen = state.vector.select(namespace, state.rule.namespace, metric_selector, extra)
+    if unsound:
+        chosen = [s for s in chosen if s.labels.get("pod") not in unsound]
     if pod_labels is not None and pods.requirements:
         on_keys = pods.on_keys()
         allowed = {name for name, labels in pod_labels.items() if on_keys.matches(labels)}

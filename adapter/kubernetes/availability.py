@@ -1,8 +1,13 @@
-"""Whether a request may be answered with values at all: unknown is never served as 0.
+"""Whether a request may be answered with values at all: unknown is never served as 0, and
+partial is never served as a smaller number.
 
-Rules with an ``up_family`` (the queues) answer only from sources that are up and current: a
-request selecting a source that is down or stale fails with 503 naming it and why, one selecting
-no known source with 404, and one selecting only sources that are up and empty gets a real 0.
+Rules with a source family (the queues, the GPU rules) carry one state per (key, source)
+(``sources/__init__.py``). A request is answered only when every key it selects is sound: no
+state of it is TAINTED (a value that may be old), and a key that a source lost (STALE) or whose
+source is down (DOWN) is still published by a source that is up. One selecting a key that is not
+sound fails with 503 naming the key, the source and why; one selecting no known key with 404; one
+selecting only sound keys gets the values (a real 0 when they are 0). A source whose series are
+not known at all (an exporter that never answered) fails every request.
 """
 
 from __future__ import annotations
@@ -11,9 +16,9 @@ from collections.abc import Iterable
 
 from ..cache import RuleState
 from ..rules import NamespaceMode
-from ..sources import DOWN, STALE
+from ..sources import DOWN, SOURCE, SOURCE_WHY, STALE, TAINTED, UP
 from ..vectors import Series
-from .selectors import Selector
+from .selectors import EVERYTHING, Selector
 
 
 class Failure(Exception):
@@ -25,11 +30,55 @@ class Failure(Exception):
         self.message = message
 
 
-def _names(series: Iterable[Series]) -> str:
-    shown = [
-        s.labels.get("queue") or ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())) for s in series
-    ]
+Key = frozenset[tuple[str, str]]
+
+
+def key_of(s: Series) -> Key:
+    return frozenset((k, v) for k, v in s.labels.items() if k not in (SOURCE, SOURCE_WHY))
+
+
+def _name(key: Key) -> str:
+    labels = dict(key)
+    return labels.get("queue") or ",".join(
+        f"{k}={v}" for k, v in sorted(labels.items()) if k not in ("workload", "container")
+    )
+
+
+def _names(keys: Iterable[Key]) -> str:
+    shown = [_name(k) for k in keys]
     return ", ".join(repr(n) for n in shown[:10]) + (", ..." if len(shown) > 10 else "")
+
+
+def unsound(states: Iterable[Series]) -> dict[Key, list[Series]]:
+    """Keys that must not be answered, with the states that say why."""
+    by_key: dict[Key, list[Series]] = {}
+    for s in states:
+        by_key.setdefault(key_of(s), []).append(s)
+    out = {}
+    for key, found in by_key.items():
+        codes = {s.value for s in found}
+        if TAINTED in codes or (UP not in codes and codes & {DOWN, STALE}):
+            out[key] = [s for s in found if s.value != UP]
+    return out
+
+
+def describe(metric: str, bad: dict[Key, list[Series]]) -> str:
+    """One line: which keys are unavailable, from which source, and why (the first few)."""
+    down = [k for k, states in bad.items() if all(s.value == DOWN for s in states)]
+    parts = []
+    if down:
+        parts.append(f"source down for {_names(down)} ({bad[down[0]][0].labels.get(SOURCE_WHY, '')})")
+    others = [k for k in bad if k not in down]
+    if others:
+        reasons: dict[str, list[Key]] = {}
+        for key in others:
+            for s in bad[key]:
+                if s.value != DOWN:
+                    reasons.setdefault(s.labels.get(SOURCE_WHY, "stale"), []).append(key)
+                    break
+        for why, keys in list(reasons.items())[:3]:
+            parts.append(f"no current sample for {_names(keys)}: {why}")
+    return f"{metric} unavailable: " + "; ".join(parts)
 
 
 def check_sources(
@@ -40,12 +89,14 @@ def check_sources(
     selector_text: str,
     extra: tuple[tuple[str, str], ...] = (),
 ) -> None:
-    """Raise Failure unless every source the request selects is up and has a value (rules with an
-    ``up_family``; others pass): 404 when it selects none, 503 when one is down or stale."""
+    """Raise Failure unless every key the request selects is sound (rules with a source family;
+    others pass): 404 when it selects none, 503 when one is not sound or a source is unknown."""
+    metric = state.rule.name
+    if state.unknown:
+        raise Failure(503, f"{metric} unavailable: {state.unknown}"[:1000])
     if state.sources is None:
         return
     assert state.vector is not None
-    metric, up_family = state.rule.name, state.rule.up_family
     matched = state.sources.select(namespace, mode, selector, extra)
     if not matched:
         where = f" in namespace {namespace}" if namespace else ""
@@ -53,16 +104,24 @@ def check_sources(
         for label, value in extra:
             what += f" and {label}={value[:100]}"
         raise Failure(404, f"{metric}: no known source matches {what}{where}")
-    down = [s for s in matched if s.value == DOWN]
-    stale = [s for s in matched if s.value == STALE]
-    if down or stale:
-        why = []
-        if down:
-            why.append(f"source down ({up_family} 0) for {_names(down)}")
-        if stale:
-            why.append(f"no current sample for {_names(stale)}: {state.stale_reason or 'stale'}")
-        raise Failure(503, f"{metric} unavailable: " + "; ".join(why))
+    bad = unsound(matched)
+    if bad:
+        raise Failure(503, describe(metric, bad)[:1000])
+    if state.rule.up_family is None:  # a GPU that stopped publishing is no longer selected
+        return
     have = {frozenset(s.labels.items()) for s in state.vector.select(namespace, mode, selector, extra)}
-    missing = [s for s in matched if frozenset(s.labels.items()) not in have]
+    missing = {key_of(s) for s in matched} - have
     if missing:
         raise Failure(404, f"{metric}: {_names(missing)} is up but publishes no {metric}")
+
+
+def unsound_pods(state: RuleState, namespace: str) -> dict[str, str]:
+    """Custom-metrics pods answers: pod -> why its own source is not sound (rules with a source
+    family): those pods are left out of ``pods/*`` answers, the others served."""
+    if state.sources is None:
+        return {}
+    states = state.sources.select(namespace, state.rule.namespace, EVERYTHING)
+    return {
+        dict(key).get("pod", ""): describe(state.rule.name, {key: found})
+        for key, found in unsound(states).items()
+    }

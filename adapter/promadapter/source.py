@@ -218,7 +218,7 @@ class PromAdapterSource(PrometheusSource):
             raise Failure(503, f"no current values for {metric}: {exc}") from None
 
     async def _collect_group(
-        self, where: str, rules: Sequence[RuleConfig], at: float
+        self, where: str, rules: Sequence[RuleConfig], at: float | None
     ) -> dict[str, RuleResult]:
         """The metrics one prometheus-adapter rule exposes, from one query."""
         query = combine({r.name: render(r.query or "", r.matchers) for r in rules})
@@ -243,12 +243,12 @@ class PromAdapterSource(PrometheusSource):
             members = [wanted.pop(n) for n in names if n in wanted and wanted[n] == discovered.get(n)]
             if members:
                 groups[where] = members
-        at = time.time()
-        shared = self.shared_states(at)
+        at = None  # the engine's clock
+        shared = self.shared_parts()
         singles = list(wanted.values())  # the adapter's own rules, next to the file's
         grouped, alone = await asyncio.gather(
             asyncio.gather(*(self._collect_group(where, members, at) for where, members in groups.items())),
-            asyncio.gather(*(self._collect_rule(r, at, shared) for r in singles)),
+            asyncio.gather(*(self._collect_rule(r, shared) for r in singles)),
         )
         results: dict[str, RuleResult] = {}
         for answer in grouped:

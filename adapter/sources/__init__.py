@@ -3,6 +3,20 @@
 A source answers ``collect(rules)`` with one ``RuleResult`` per rule: the rule's series at one
 instant, or a one-line reason why there are none (the backend is down, the query is wrong).
 ``collect`` never raises for an expected fault and finishes within its own deadline.
+
+Rules with a source family (``up_family`` or ``source_family``) also get their **source states**:
+one series per (key, source), where the key is the labels a request selects on and the source
+names the exporter that published it (reserved label ``SOURCE``, which no label selector can
+name). A key is answered only while no state of it says otherwise (``kubernetes/availability``):
+
+- ``UP``: an exporter that is up and current publishes it now;
+- ``DOWN``: the source behind it says it is down (a queue's ``rightsizer_queue_source_up`` 0);
+- ``STALE``: an exporter that published it at its last good scrape no longer answers (or its
+  target is gone): missed, unless another exporter that is up publishes the same key;
+- ``TAINTED``: a value of it may still be served although its exporter is not current (frozen,
+  not scraped since the engine restarted, a sample older than ``stale_after``): never answered.
+
+``SOURCE_WHY`` carries the reason of a state that is not UP, for the 503's message.
 """
 
 from __future__ import annotations
@@ -14,7 +28,8 @@ from typing import Protocol
 from ..rules import RuleConfig
 from ..vectors import Series
 
-UP, DOWN, STALE = 1.0, 0.0, -1.0  # values of a rule's source states
+UP, DOWN, STALE, TAINTED = 1.0, 0.0, -1.0, -2.0  # values of a rule's source states
+SOURCE, SOURCE_WHY = "@source", "@why"  # reserved labels of a state: no selector key can start with @
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,10 +37,19 @@ class RuleResult:
     series: tuple[Series, ...] = ()
     timestamp: float = 0.0
     error: str | None = None
-    # Rules with an ``up_family``: one series per known source, with the values' labels and value
-    # UP, DOWN or STALE (seen before, no current sample); ``stale_reason`` says why they are stale.
+    # Rules with a source family: the states of every (key, source) known (see above).
     sources: tuple[Series, ...] | None = None
-    stale_reason: str = ""
+    # Non-empty: a source whose series are not known at all (an exporter that never answered), so
+    # any selection might include some: every request fails with this reason.
+    unknown: str = ""
+
+
+def state(labels: dict[str, str], source: str, code: float, why: str = "") -> Series:
+    """A source state: ``labels`` (the key) plus the source and, when not UP, why."""
+    out = {**labels, SOURCE: source}
+    if why:
+        out[SOURCE_WHY] = why
+    return Series(out, code)
 
 
 class Source(Protocol):
@@ -45,4 +69,6 @@ class Source(Protocol):
         ...
 
 
-__all__ = ["DOWN", "STALE", "UP", "RuleResult", "Series", "Source"]
+__all__ = [
+    "DOWN", "SOURCE", "SOURCE_WHY", "STALE", "TAINTED", "UP", "RuleResult", "Series", "Source", "state"
+]

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ..vectors import Series
 
-MAX_CACHED_SERIES = 200_000
+MAX_SERIES = 20_000  # default cap of the series read from one exporter (direct.max_series_per_exporter)
 
 
 def lines_of(text: str, name: str) -> list[str]:
@@ -41,8 +41,9 @@ def _after(found: int) -> int | None:
 class SampleReader:
     """Samples of chosen families from one exporter's expositions, with its series' labels cached."""
 
-    def __init__(self, instance: str) -> None:
+    def __init__(self, instance: str, max_series: int = MAX_SERIES) -> None:
         self.instance = instance
+        self.max_series = max_series
         self._labels: dict[str, dict[str, str]] = {}
 
     def _parse_labels(self, head: str) -> dict[str, str]:
@@ -53,13 +54,21 @@ class SampleReader:
         raise ValueError(f"cannot parse {head[:100]!r}")
 
     def read(self, text: str, families: Iterable[str]) -> dict[str, list[Series]]:
-        """``{family: samples}``; raises ValueError when a wanted line does not parse."""
-        if len(self._labels) > MAX_CACHED_SERIES:
+        """``{family: samples}``; raises ValueError when a wanted line does not parse, or when the
+        wanted families hold more than ``max_series`` series (counted before any is parsed)."""
+        found = {name: lines_of(text, name) for name in families}
+        count = sum(len(lines) for lines in found.values())
+        if count > self.max_series:
+            raise ValueError(
+                f"{count} series of the families read, more than direct.max_series_per_exporter "
+                f"({self.max_series})"
+            )
+        if len(self._labels) > 2 * self.max_series:  # series churn: the label cache starts again
             self._labels.clear()
         out: dict[str, list[Series]] = {}
-        for name in families:
+        for name, lines in found.items():
             rows = []
-            for line in lines_of(text, name):
+            for line in lines:
                 cut = line.rfind("}") + 1 if line[len(name)] == "{" else len(name)
                 head, rest = line[:cut], line[cut:].split()
                 if not 1 <= len(rest) <= 2:

@@ -2,10 +2,13 @@
 
 Works with anything that speaks ``/api/v1/query`` (Prometheus, Thanos Query, Mimir's
 ``/prometheus`` prefix, VictoriaMetrics). Queries are POSTed (long templates fit), each with a
-deadline, all of one refresh evaluated at the same instant; NaN and infinite samples are left
-out, never passed on. A rule with an ``up_family`` also learns which of its sources are up, down,
-or stale (seen in the last hour but with no sample now: its exporter is not scraped any more),
-inside one rule's query (``source_states``): still one query per rule per refresh.
+deadline, evaluated at the engine's own clock (no ``time`` is sent, so an adapter clock behind the
+engine's cannot ask for old values); NaN and infinite samples are left out, never passed on. A
+partial answer (Thanos ``warnings``, VictoriaMetrics cluster ``isPartial``) is refused like an
+error, and complete answers are asked for where the engine has the switch. A rule with a source
+family also learns which exporters its values come from and whether each is up and current
+(``evidence.py``), inside the rules' own queries (``source_states.py``): still one query per rule
+per refresh.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ import math
 import ssl
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import aiohttp
 
-from rightsizer_core.files import checked_path, read_secret
+from rightsizer_core.files import checked_path, read_secret, read_token
 from rightsizer_core.logs import event
 
 from ..config import PrometheusSettings
@@ -29,14 +33,12 @@ from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series
-from . import STALE, UP, RuleResult
-from .source_states import MARKER, SharedStates, split_states, with_states
+from . import RuleResult
+from .evidence import Horizon, classify, rule_parts, target_parts, targets
+from .source_states import MARKER, PartAnswer, SharedParts, split_parts, with_parts
 
 log = logging.getLogger("rightsizer.adapter.prometheus")
 MAX_CONCURRENT_QUERIES = 8
-STALE_REASON = (
-    "Prometheus has no current sample of it (its exporter is not scraped, or stopped publishing it)"
-)
 
 
 Answer = tuple[list[Series], float, int]  # series, evaluation time, NaN/Inf samples dropped
@@ -46,7 +48,7 @@ class QueryError(Exception):
     """A query that gave no usable answer; the message is one line for logs and Status bodies."""
 
 
-def _ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
+def ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
     if not cfg.url or not cfg.url.startswith("https://"):
         return True
     try:
@@ -62,11 +64,26 @@ def _ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
     return ctx
 
 
-def _read_secret(path: str, what: str) -> str:
+def _read_secret(path: str, what: str, token: bool = False) -> str:
     try:
-        return read_secret(path)
+        return read_token(path) if token else read_secret(path)
     except OSError as exc:
         raise QueryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def partial(data: dict[str, Any]) -> str:
+    """Why a successful answer may be missing series ("" when complete): a warning (Thanos Query
+    answering without an unavailable store, Prometheus or Mimir/Cortex when part of the data could
+    not be read), or VictoriaMetrics cluster's ``isPartial`` (a vmstorage node did not answer)."""
+    if data.get("isPartial") is True:
+        return "isPartial is true (a storage node did not answer)"
+    warnings = data.get("warnings")
+    if isinstance(warnings, list) and warnings:
+        more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
+        return f"warning: {str(warnings[0])[:200]}{more}"
+    if warnings:  # not a list: not a shape any engine sends, so not trusted either
+        return "the answer carries warnings"
+    return ""
 
 
 def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> Answer:
@@ -81,17 +98,22 @@ def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> 
     if status != 200 or data.get("status") != "success":
         why = f"{data.get('errorType', 'error')}: {data.get('error', 'no reason given')}"
         raise QueryError(f"prometheus answered HTTP {status}: {why}"[:300])
+    partial_why = partial(data)
+    if partial_why:
+        raise QueryError(f"the answer is partial, so it is not used: {partial_why}"[:300])
     result = data.get("data") or {}
     kind, items = result.get("resultType"), result.get("result")
     if kind == "scalar" and isinstance(items, list) and len(items) == 2:
         items = [{"metric": {}, "value": items}]
     elif kind != "vector" or not isinstance(items, list):
         raise QueryError(f"the query must give an instant vector or a scalar; it gave {kind!r}")
-    marked = 0
-    if states:
-        marked = sum(1 for i in items if isinstance(i, dict) and MARKER in (i.get("metric") or ()))
-    for count, what in ((len(items) - marked, "series"), (marked, "source states")):
+    counts: dict[str, int] = {}
+    for i in items:
+        mark = (i.get("metric") or {}).get(MARKER, "") if states and isinstance(i, dict) else ""
+        counts[mark] = counts.get(mark, 0) + 1
+    for mark, count in counts.items():
         if count > limit:
+            what = f"series of source-state part {mark}" if mark else "series"
             raise QueryError(f"the query gave {count} {what}, more than max_series_per_rule ({limit})")
     series: list[Series] = []
     dropped = 0
@@ -122,10 +144,11 @@ class PrometheusSource:
         self.metrics = metrics
         self._session: aiohttp.ClientSession | None = None
         self._limit = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
+        self.horizon = Horizon(cfg.source_horizon_seconds, cfg.stale_after_seconds)
         self._dropped_logged: set[str] = set()
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=MAX_CONCURRENT_QUERIES, ssl=_ssl_context(self.cfg))
+        connector = aiohttp.TCPConnector(limit=MAX_CONCURRENT_QUERIES, ssl=ssl_context(self.cfg))
         self._session = aiohttp.ClientSession(connector=connector, headers=self.cfg.headers)
 
     async def close(self) -> None:
@@ -135,7 +158,7 @@ class PrometheusSource:
     def _auth_headers(self) -> dict[str, str]:
         """Credentials, read from their files on every refresh so rotated secrets are picked up."""
         if self.cfg.bearer_token_file:
-            token = _read_secret(self.cfg.bearer_token_file, "bearer token file")
+            token = _read_secret(self.cfg.bearer_token_file, "bearer token file", token=True)
             return {"Authorization": "Bearer " + token}
         if self.cfg.username:
             password = _read_secret(self.cfg.password_file, "password file") if self.cfg.password_file else ""
@@ -146,7 +169,16 @@ class PrometheusSource:
     async def query(self, promql: str, at: float | None = None, states: bool = False) -> Answer:
         assert self._session is not None, "start() first"
         timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_seconds)
-        data = {"query": promql, "timeout": str(self.cfg.timeout_seconds)}
+        # Complete answers or errors, where the engine would answer partially: Thanos Query's
+        # partial_response (on by default there), VictoriaMetrics cluster's deny_partial_response.
+        # Other engines ignore both. No ``time``: the engine evaluates at its own clock, so a
+        # skewed adapter clock cannot ask for the past.
+        data = {
+            "query": promql,
+            "timeout": str(self.cfg.timeout_seconds),
+            "partial_response": "false",
+            "deny_partial_response": "1",
+        }
         if at is not None:
             data["time"] = f"{at:.3f}"
         try:
@@ -166,11 +198,11 @@ class PrometheusSource:
         except aiohttp.ClientConnectorError as exc:
             why = exc.os_error.strerror if exc.os_error and exc.os_error.strerror else str(exc)
             raise QueryError(f"prometheus at {self.cfg.url} is unreachable: {why}") from None
-        except (aiohttp.ClientError, ssl.SSLError, OSError) as exc:
+        except (aiohttp.ClientError, ssl.SSLError, OSError, ValueError) as exc:  # ValueError: a bad header
             raise QueryError(f"prometheus request failed: {type(exc).__name__}: {exc}"[:300]) from None
         return parse_answer(status, body, self.cfg.max_series_per_rule, states)
 
-    async def _timed(self, promql: str, at: float, states: bool = False) -> Answer:
+    async def _timed(self, promql: str, at: float | None = None, states: bool = False) -> Answer:
         started = time.perf_counter()
         try:
             answer = await self.query(promql, at, states)
@@ -180,47 +212,49 @@ class PrometheusSource:
         self.metrics.upstream(self.name, time.perf_counter() - started, True)
         return answer
 
-    def shared_states(self, at: float) -> SharedStates:
-        """A refresh's source states, asked alone (at the refresh's instant) only if a carrier failed."""
+    def shared_parts(self) -> SharedParts:
+        """A refresh's source-state parts, asked alone only if their carrier failed."""
 
-        async def ask_alone(up_query: str) -> list[Series]:
-            return (await self._timed(up_query, at))[0]
+        async def ask_alone(part: str) -> PartAnswer:
+            series, stamp, _ = await self._timed(part)
+            return series, stamp
 
-        return SharedStates(ask_alone)
+        return SharedParts(ask_alone)
 
-    async def _collect_rule(self, rule: RuleConfig, at: float, shared: SharedStates) -> RuleResult:
+    async def _collect_rule(self, rule: RuleConfig, shared: SharedParts) -> RuleResult:
         assert rule.query is not None
         query = render(rule.query, rule.matchers)
-        up = render(rule.up_query, rule.matchers) if rule.up_query is not None else None
-        carrier = up is not None and shared.claim(up)
+        family = rule.states_family
+        named: dict[str, str] = {}
+        if family is not None:  # the evidence of its sources (evidence.py)
+            selector = render(f"{family}{{<<.LabelMatchers>>}}", rule.matchers)
+            named = {**rule_parts(rule, selector, self.horizon), **target_parts(self.horizon)}
+        mine = [p for p in named.values() if shared.claim(p)]
         try:
-            if up is not None and carrier:
-                series, stamp, dropped = await self._timed(with_states(query, up), at, states=True)
-                series, states = split_states(series)
-                shared.carried(up, states)
-            else:
-                series, stamp, dropped = await self._timed(query, at)
-                states = await shared.states(up) if up is not None else []
+            series, stamp, dropped = await self._timed(with_parts(query, mine), states=bool(mine))
+            series, found = split_parts(series, mine)
+            for part in mine:
+                shared.carried(part, (found[part], stamp))
+            answers = {name: await shared.get(part) for name, part in named.items()}
         except QueryError as exc:
             return RuleResult(error=str(exc))
         finally:
-            if up is not None and carrier:  # failed or cancelled: the others ask the up query alone
-                shared.carried(up, QueryError("the query carrying the source states gave no answer"))
+            for part in mine:  # failed or cancelled: the others ask the part alone
+                shared.carried(part, QueryError("the query carrying this part gave no answer"))
         if dropped and rule.name not in self._dropped_logged:
             self._dropped_logged.add(rule.name)
             event(log, logging.WARNING, "NaN or infinite samples left out", rule=rule.name, count=dropped)
-        if up is None:
+        if family is None:
             return RuleResult(tuple(series), stamp)
-        sources = tuple(
-            Series(s.labels, UP if s.value == UP else STALE if s.value < 0 else 0.0) for s in states
-        )
-        return RuleResult(tuple(series), stamp, sources=sources, stale_reason=STALE_REASON)
+        now = max((at for found_series, at in answers.values() if found_series), default=stamp)
+        parts = {name: found_series for name, (found_series, _) in answers.items()}
+        states = classify(rule, parts, targets(parts), now, self.horizon)
+        return RuleResult(tuple(series), stamp, sources=tuple(states))
 
     def next_delay(self, elapsed: float) -> float:
         return max(0.0, self.interval - elapsed)
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
-        at = time.time()
-        shared = self.shared_states(at)
-        results = await asyncio.gather(*(self._collect_rule(r, at, shared) for r in rules))
+        shared = self.shared_parts()
+        results = await asyncio.gather(*(self._collect_rule(r, shared) for r in rules))
         return {rule.name: result for rule, result in zip(rules, results, strict=True)}

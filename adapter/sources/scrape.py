@@ -1,15 +1,19 @@
 """Direct mode: scrape the exporters' /metrics and compute every rule from the samples.
 
 Exporters are scraped concurrently, each with its own deadline, each just after it publishes a
-new snapshot (``pace.py``; every ``scrape_interval_seconds`` for exporters that do not say when
-they sampled), so a published change reaches the cache within a few tens of milliseconds. Only
-the lines of the families the rules read are read (``exposition.py``, labels parsed by
-prometheus-client once per series), and an unchanged body is not read again.
+new snapshot (``pace.py``), so a published change reaches the cache within a few tens of
+milliseconds. Only the lines of the families the rules read are read (``exposition.py``, labels
+parsed by prometheus-client once per series), and an unchanged body is not read again. Every
+answer is bounded (``fetch.py``: bytes as received and decompressed, series, time).
 
-An exporter that fails keeps its last good samples for ``stale_after_seconds``; after that every
-rule fed by a family it used to publish fails (503) instead of silently dropping its series, so
-a dead node never reads as an empty queue. Rules with an ``up_family`` (the queues) are finer:
-the sources a dead exporter published become stale, so only requests selecting them fail.
+An exporter counts only while it is current: it answers with a Rightsizer exposition (junk, an
+HTML page or an empty 200 make it down) and its ``rightsizer_last_sample_timestamp_seconds``
+moves (an exporter serving the same snapshot over and over is frozen). When it fails or freezes
+its last values are served for ``stale_after_seconds`` (plus its own interval, for a stamp that
+stands still); after that what it published is missed. Rules with a source family (the queues,
+the GPU rules) then fail only for the requests selecting what it published (503 naming it);
+others fail whole. An exporter that never answered might hold anything: every request fails
+until it does (or is removed from ``direct.exporters``).
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from ..config import DirectSettings
 from ..rules import Aggregation, DirectRule, RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series, aggregate
-from . import STALE, RuleResult
+from . import DOWN, STALE, UP, RuleResult, state
 from .exposition import SampleReader
+from .fetch import ScrapeError, decode, fetch
 from .pace import STAMP_FAMILY, Pace
 
 log = logging.getLogger("rightsizer.adapter.scrape")
@@ -49,29 +54,45 @@ class Exporter:
     instance: str
     reader: SampleReader
     pace: Pace
-    body: bytes = b""
+    digest: int | None = None  # hash of the last body read, so an unchanged one is not read again
     read_families: frozenset[str] = frozenset()
     version: int = 0  # bumped whenever ``samples`` is replaced
     samples: dict[str, list[Series]] = field(default_factory=dict)
-    last_success: float | None = None
+    last_success: float | None = None  # monotonic; None: it never gave a usable answer
     error: str | None = None
+    stamp: float | None = None  # its last sample time, and when (monotonic) that last changed
+    stamp_moved: float = 0.0
+
+    def verdict(self, now: float, cfg: DirectSettings) -> str:
+        """"" while its values count; else why not (one line)."""
+        if self.last_success is None:
+            return f"exporter {self.url} has not answered since the adapter started" + (
+                f": {self.error}" if self.error else ""
+            )
+        if self.error is not None and now - self.last_success > cfg.stale_after_seconds:
+            return f"exporter {self.url} is not answering: {self.error}"
+        still = now - self.stamp_moved
+        if still > cfg.stale_after_seconds + max(self.pace.period or 0.0, self.pace.fallback):
+            return (
+                f"exporter {self.url} is frozen: its sample time has not moved for {still:.0f}s "
+                f"(rightsizer_last_sample_timestamp_seconds, interval {self.pace.period or 'unknown'}s)"
+            )
+        return ""
 
 
-def evaluate(rule: RuleConfig, samples: Sequence[Series], states: bool = False) -> list[Series]:
-    """A direct rule's vector: matching samples, scaled, grouped and aggregated (``states``: the
-    rule's source states, grouped alike but kept unscaled and combined by max)."""
+def evaluate(rule: RuleConfig, samples: Sequence[Series]) -> list[Series]:
+    """A direct rule's vector: matching samples, scaled, grouped and aggregated."""
     d: DirectRule | None = rule.direct
     assert d is not None
     matchers = rule.matchers
-    scale: float = 1.0 if states else d.scale
-    how: Aggregation = "max" if states else d.aggregation
+    how: Aggregation = d.aggregation
     groups: dict[tuple[tuple[str, str], ...], list[float]] = {}
     drop = set(d.without)
     for s in samples:
         labels = s.labels
         if not all(m.matches(labels) for m in matchers):
             continue
-        value = s.value * scale
+        value = s.value * d.scale
         if not math.isfinite(value):
             continue
         if d.by:
@@ -86,6 +107,25 @@ def evaluate(rule: RuleConfig, samples: Sequence[Series], states: bool = False) 
     ]
 
 
+def source_states(rule: RuleConfig, exporter: Exporter, why: str) -> list[Series]:
+    """The states of what ``exporter`` publishes (or published, when ``why`` says it is not current)."""
+    family = rule.states_family
+    assert family is not None
+    matchers = rule.matchers
+    out = []
+    for s in exporter.samples.get(family, ()):
+        if not all(m.matches(s.labels) for m in matchers):
+            continue
+        key = rule.key_of(s.labels)
+        if why:
+            out.append(state(key, exporter.url, STALE, why))
+        elif rule.up_family is not None and s.value != 1:
+            out.append(state(key, exporter.url, DOWN, f"{family} is {s.value:g} (the source is down)"))
+        else:
+            out.append(state(key, exporter.url, UP))
+    return out
+
+
 class ScrapeSource:
     name = "direct"
 
@@ -95,7 +135,10 @@ class ScrapeSource:
         self.metrics = metrics
         self.exporters = [
             Exporter(
-                metrics_url(u), urlsplit(u).netloc, SampleReader(urlsplit(u).netloc), Pace(self.interval)
+                metrics_url(u),
+                urlsplit(u).netloc,
+                SampleReader(urlsplit(u).netloc, cfg.max_series_per_exporter),
+                Pace(self.interval),
             )
             for u in cfg.exporters
         ]
@@ -105,7 +148,9 @@ class ScrapeSource:
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit_per_host=2)
         self._session = aiohttp.ClientSession(
-            connector=connector, headers={"Accept": "text/plain;version=0.0.4"}
+            connector=connector,
+            headers={"Accept": "text/plain;version=0.0.4", "Accept-Encoding": "gzip"},
+            auto_decompress=False,  # fetch() decompresses, counting the bytes against the cap
         )
 
     async def close(self) -> None:
@@ -114,29 +159,35 @@ class ScrapeSource:
 
     async def _fetch(self, exporter: Exporter) -> bytes:
         assert self._session is not None, "start() first"
-        timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_seconds)
         try:
-            async with self._session.get(exporter.url, timeout=timeout) as resp:
-                body = await resp.read()
-                if resp.status != 200:
-                    raise ValueError(f"HTTP {resp.status}")
-                return body
+            cfg = self.cfg
+            return await fetch(self._session, exporter.url, cfg.timeout_seconds, cfg.max_body_bytes)
         except TimeoutError:
-            raise ValueError(f"timed out after {self.cfg.timeout_seconds}s") from None
+            raise ScrapeError(f"timed out after {self.cfg.timeout_seconds}s") from None
         except aiohttp.ClientConnectorError as exc:
-            raise ValueError(exc.os_error.strerror or str(exc) if exc.os_error else str(exc)) from None
+            raise ScrapeError(exc.os_error.strerror or str(exc) if exc.os_error else str(exc)) from None
         except aiohttp.ClientError as exc:
-            raise ValueError(f"{type(exc).__name__}: {exc}") from None
+            raise ScrapeError(f"{type(exc).__name__}: {exc}") from None
+
+    def _read(self, exporter: Exporter, body: bytes, families: frozenset[str]) -> None:
+        digest = hash(body)
+        if digest == exporter.digest and families == exporter.read_families:
+            return
+        samples = exporter.reader.read(decode(body), families)
+        stamps = samples.get(STAMP_FAMILY)
+        if not stamps:
+            raise ScrapeError(
+                f"its answer holds no {STAMP_FAMILY}: not a Rightsizer exporter's /metrics "
+                f"({len(body)} bytes, starting {body[:40]!r})"
+            )
+        exporter.samples, exporter.digest, exporter.read_families = samples, digest, families
+        exporter.version += 1
 
     async def _scrape(self, exporter: Exporter, families: frozenset[str]) -> None:
         started = time.perf_counter()
         try:
-            body = await self._fetch(exporter)
-            if body != exporter.body or families != exporter.read_families:
-                exporter.samples = exporter.reader.read(body.decode("utf-8", "replace"), families)
-                exporter.body, exporter.read_families = body, families
-                exporter.version += 1
-        except ValueError as exc:
+            self._read(exporter, await self._fetch(exporter), families)
+        except ValueError as exc:  # ScrapeError, or a wanted line that does not parse
             self.metrics.upstream(self.name, time.perf_counter() - started, False)
             exporter.pace.failed(time.monotonic())
             reason = str(exc).splitlines()[0][:200] or type(exc).__name__
@@ -147,10 +198,13 @@ class ScrapeSource:
         self.metrics.upstream(self.name, time.perf_counter() - started, True)
         if exporter.error is not None:
             event(log, logging.INFO, "exporter answers again", exporter=exporter.url)
+        now = time.monotonic()
         exporter.error = None
-        exporter.last_success = time.monotonic()
-        stamps = exporter.samples.get(STAMP_FAMILY)
-        exporter.pace.scraped(stamps[0].value if stamps else None, exporter.last_success, time.time())
+        exporter.last_success = now
+        stamp = exporter.samples[STAMP_FAMILY][0].value
+        if stamp != exporter.stamp:
+            exporter.stamp, exporter.stamp_moved = stamp, now
+        exporter.pace.scraped(stamp, now, time.time())
 
     def next_delay(self, elapsed: float) -> float:
         """Until the next exporter is due (each is scraped just after it publishes), at least 50 ms."""
@@ -164,63 +218,45 @@ class ScrapeSource:
             {
                 STAMP_FAMILY,
                 *(r.direct.family for r in rules if r.direct is not None),
-                *(r.up_family for r in rules if r.up_family is not None),
+                *(f for r in rules if (f := r.states_family) is not None),
             }
         )
         due = math.inf if everything else time.monotonic() + 0.005
         await asyncio.gather(*(self._scrape(e, families) for e in self.exporters if e.pace.due <= due))
-        now, stamp = time.monotonic(), time.time()
-        fresh = [
-            e.last_success is not None
-            and (e.error is None or now - e.last_success <= self.cfg.stale_after_seconds)
-            for e in self.exporters
-        ]
-        basis = (
-            tuple(rules),
-            tuple((e.version, ok, ok or e.error) for e, ok in zip(self.exporters, fresh, strict=True)),
-        )
+        now = time.monotonic()
+        verdicts = [e.verdict(now, self.cfg) for e in self.exporters]
+        seen = tuple((e.version, why) for e, why in zip(self.exporters, verdicts, strict=True))
+        basis = (tuple(rules), seen)
         if self._last is not None and self._last[0] == basis:
             return self._last[1]  # nothing changed: the same results, so answers stay memoized
-        by_family: dict[str, list[Series]] = {}
-        failed: dict[str, str] = {}  # family → why its rules cannot be answered
-        stale: dict[str, tuple[list[Series], list[str]]] = {}  # family → dead exporters' series, why
-        for e, ok in zip(self.exporters, fresh, strict=True):
-            if ok:
-                for family, samples in e.samples.items():
-                    by_family.setdefault(family, []).extend(samples)
-            elif e.last_success is not None:
-                reason = f"exporter {e.url} is not answering: {e.error}"
-                for family, samples in e.samples.items():
-                    failed.setdefault(family, reason)
-                    dead, reasons = stale.setdefault(family, ([], []))
-                    dead.extend(Series(s.labels, STALE) for s in samples)
-                    reasons.append(reason)
-        out = self._evaluate(rules, by_family, failed, stale, stamp, any(fresh))
+        out = self._evaluate(rules, verdicts, time.time())
         self._last = (basis, out)
         return out
 
     def _evaluate(
-        self,
-        rules: Sequence[RuleConfig],
-        by_family: dict[str, list[Series]],
-        failed: dict[str, str],
-        stale: dict[str, tuple[list[Series], list[str]]],
-        stamp: float,
-        anyone: bool,
+        self, rules: Sequence[RuleConfig], verdicts: list[str], stamp: float
     ) -> dict[str, RuleResult]:
-        if not anyone:
-            errors = "; ".join(f"{e.url}: {e.error}" for e in self.exporters if e.error)
-            return {r.name: RuleResult(error=f"no exporter answered ({errors})"[:500]) for r in rules}
+        judged = list(zip(self.exporters, verdicts, strict=True))
+        current = [e for e, why in judged if not why]
+        if not current:
+            errors = "; ".join(verdicts)
+            return {r.name: RuleResult(error=f"no exporter is current ({errors})"[:500]) for r in rules}
+        unknown = "; ".join(w for e, w in judged if e.last_success is None)
+        dead = [(e, w) for e, w in judged if w and e.last_success is not None]
+        by_family: dict[str, list[Series]] = {}
+        for e in current:
+            for family, samples in e.samples.items():
+                by_family.setdefault(family, []).extend(samples)
         out: dict[str, RuleResult] = {}
         for rule in rules:
             assert rule.direct is not None
             values = tuple(evaluate(rule, by_family.get(rule.direct.family, ())))
-            if rule.up_family is not None:  # a dead exporter's sources turn stale, the rest answer
-                dead, reasons = stale.get(rule.up_family, ([], []))
-                sources = evaluate(rule, [*dead, *by_family.get(rule.up_family, ())], states=True)
-                stale_reason = "; ".join(reasons)[:500]
-                out[rule.name] = RuleResult(values, stamp, sources=tuple(sources), stale_reason=stale_reason)
+            if rule.states_family is not None:
+                states = [s for e in current for s in source_states(rule, e, "")]
+                states += [s for e, why in dead for s in source_states(rule, e, why)]
+                out[rule.name] = RuleResult(values, stamp, sources=tuple(states), unknown=unknown[:500])
                 continue
-            failure = failed.get(rule.direct.family)
-            out[rule.name] = RuleResult(error=failure) if failure is not None else RuleResult(values, stamp)
+            # Without source states a rule fails whole when a source of its family is not current.
+            failure = unknown or next((w for e, w in dead if rule.direct.family in e.samples), "")
+            out[rule.name] = RuleResult(error=failure[:500]) if failure else RuleResult(values, stamp)
         return out

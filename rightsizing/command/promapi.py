@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rightsizer_core.files import read_secret
+from rightsizer_core.files import read_token
 
 
 class ReportError(Exception):
@@ -183,6 +183,10 @@ def _vector(raw: bytes, url: str) -> list[Sample]:
         raise _not_the_api(url) from None
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+
+
 def add_auth_arguments(p: argparse.ArgumentParser, what: str) -> None:
     """``--header`` and ``--bearer-token-file`` for a command that queries ``what``."""
     p.add_argument(
@@ -203,12 +207,15 @@ def auth_headers(args: argparse.Namespace) -> dict[str, str]:
     headers = {}
     for h in args.header:
         name, sep, value = h.partition(":")
-        if not sep or not name.strip():
+        if not sep or not _HEADER_NAME.fullmatch(name.strip()):
             raise ReportError(f"--header {h!r} must be NAME:VALUE")
+        if not _HEADER_VALUE.fullmatch(value.strip()):
+            raise ReportError(f"--header {name.strip()}: a line break, control character or character "
+                              "outside Latin-1 in its value (HTTP cannot carry it)")  # fmt: skip
         headers[name.strip()] = value.strip()
     if args.bearer_token_file:
         try:
-            token = read_secret(args.bearer_token_file)
+            token = read_token(args.bearer_token_file)  # one line: a line break would add headers
         except OSError as exc:
             reason = exc.strerror or exc
             raise ReportError(f"--bearer-token-file {args.bearer_token_file}: {reason}") from None

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 import time
 from collections import Counter
@@ -16,11 +14,15 @@ from rightsizer_core.workloads import workload_of
 from ..catalog import Catalog
 from ..cost import cost_json
 from .output import money, table, to_csv, to_json
+from .output_file import OutputError, check_output, write_output
 from .promapi import PrometheusClient, ReportError, add_auth_arguments, auth_headers, parse_duration
 from .report import as_rows, collect
 from .report_assumptions import assumptions
 from .report_common import HOURS_PER_MONTH, history_line
+from .report_patches import add_patch_arguments, patches, prepare_patches, write_patches
 from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
+
+MAX_TIMEOUT_SECONDS = 86400
 
 if TYPE_CHECKING:
     from .exporter_config import EngineSettings
@@ -51,14 +53,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--format",
-        choices=["table", "json", "csv", "html", "markdown"],
+        choices=["table", "json", "csv", "html", "markdown", "patches"],
         default="table",
         help="table (default), json, csv, html (one self-contained file with charts, to attach to a "
-        "ticket) or markdown (tables for a pull request)",
+        "ticket), markdown (tables for a pull request) or patches (a folder of kustomize patches, one "
+        "per workload to move, with a README: needs --output DIR)",
     )
-    p.add_argument("--output", metavar="FILE", help="write the report to FILE instead of standard output")
+    p.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the report to FILE (a new file or a regular one, replaced whole) instead of "
+        "standard output; - is standard output (--format patches: the folder DIR, made if missing)",
+    )
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per query in seconds (default 120)")
     add_auth_arguments(p, "Prometheus")
+    add_patch_arguments(p)
     p.add_argument(
         "--max-series-per-query",
         type=int,
@@ -115,6 +124,9 @@ class Progress:
 
 def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
     try:
+        manifests = prepare_patches(args) if args.format == "patches" else None
+        if args.format != "patches":
+            check_output(args.output)
         window = parse_duration(args.window, "--window")
         idle_after = (
             parse_duration(args.idle_after, "--idle-after")
@@ -123,8 +135,8 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         )
         # None: every raw sample up to a day of history, the history / 10,080 beyond (report.Collector)
         resolution = parse_duration(args.resolution, "--resolution") if args.resolution else None
-        if args.timeout <= 0:
-            raise ReportError("--timeout must be positive")
+        if not 0 < args.timeout <= MAX_TIMEOUT_SECONDS:  # inf and NaN included
+            raise ReportError(f"--timeout must be positive and at most {MAX_TIMEOUT_SECONDS} seconds")
         if args.max_series_per_query < 1 or args.concurrency < 1:
             raise ReportError("--max-series-per-query and --concurrency must be at least 1")
         client = PrometheusClient(args.prometheus_url, args.timeout, auth_headers(args))
@@ -137,6 +149,9 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             )  # fmt: skip
         finally:
             progress(0, 0, "")
+        if args.format == "patches":
+            write_patches(patches(args, fleet, client, catalog, cfg.patches, manifests), args.output)
+            return 0
         gpus = as_rows(fleet)
         costs = [{"instance": c.instance or None, **cost_json(c)} for c in fleet.costs]
         workloads = by_workload(gpus)
@@ -178,27 +193,10 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         else:
             text = render(args.window, at, totals, gpus, workloads, window, costs)
         write_output(text, args.output)
-    except ReportError as exc:
+    except (ReportError, OutputError) as exc:
         print(f"rightsizer: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-def write_output(text: str, path: str | None) -> None:
-    """To standard output, or to ``path`` whole: written beside it, then renamed over it."""
-    if path is None:
-        sys.stdout.write(text)
-        return
-    target = os.path.abspath(path)
-    tmp = f"{target}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise ReportError(f"--output {path}: {exc.strerror or exc}") from None
 
 
 def _cell(v: Any) -> Any:

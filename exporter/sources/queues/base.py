@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from rightsizer_core.files import read_secret
+from rightsizer_core.files import read_secret, read_token
 
 REASON_LIMIT = 200
 
@@ -78,8 +78,9 @@ class SecretFile:
     """A token or password kept in a file (e.g. a mounted Kubernetes secret): read on first use and
     again every ``refresh`` seconds, so rotated secrets are picked up without a restart."""
 
-    def __init__(self, path: str, what: str, refresh: float = 60.0) -> None:
+    def __init__(self, path: str, what: str, refresh: float = 60.0, token: bool = False) -> None:
         self.path = path
+        self.token = token  # sent as a header value: one line of printable ASCII
         self.what = what
         self.refresh = refresh
         self._value: str | None = None
@@ -89,7 +90,7 @@ class SecretFile:
         now = time.monotonic()
         if self._value is None or now - self._read_at >= self.refresh:
             try:
-                self._value = read_secret(self.path)
+                self._value = read_token(self.path) if self.token else read_secret(self.path)
             except OSError as exc:
                 why = exc.strerror or exc
                 raise QueueSourceError(f"cannot read {self.what} {self.path}: {why}") from None

@@ -32,8 +32,13 @@ Kind = Literal[
 ]  # fmt: skip
 
 
-def _p(doc: str) -> Any:
-    return setting(None, doc, minimum=0)
+# Every parameter is finite (a file may say .inf or 1e308, which pass as floats and then overflow the
+# simulation's arithmetic at start); periods are at least a second (0 or 1e-300 divide by zero).
+MAX_PARAMETER = 1e9
+
+
+def _p(doc: str, minimum: float = 0) -> Any:
+    return setting(None, doc, minimum=minimum, maximum=MAX_PARAMETER)
 
 
 @dataclass(frozen=True)
@@ -51,11 +56,11 @@ class WorkloadEntry:
     tensor: float | None = _p("Mean tensor pipe active ratio.")
     occupancy: float | None = _p("Mean SM occupancy ratio.")
     swing: float | None = _p("Relative amplitude of the slow load wave.")
-    period_seconds: float | None = _p("Period of the load wave, of bursts, or between checkpoints.")
+    period_seconds: float | None = _p("Period of the load wave, of bursts, or between checkpoints.", 1)
     base_activity: float | None = _p("bursty_inference: SM active between bursts.")
-    burst_seconds: float | None = _p("bursty_inference: length of each burst.")
+    burst_seconds: float | None = _p("bursty_inference: length of each burst.", minimum=1)
     queue_burst_depth: float | None = _p("bursty_inference: queue depth at the end of a burst.")
-    checkpoint_seconds: float | None = _p("training: length of each checkpoint dip.")
+    checkpoint_seconds: float | None = _p("training: length of each checkpoint dip.", minimum=1)
     nvlink_ratio: float | None = _p("training: NVLink traffic as a share of its bandwidth.")
     gap_fraction: float | None = _p("data_starved: share of seconds the GPU waits for data.")
     queue_depth: float | None = _p("Mean depth of the GPU's queue.")

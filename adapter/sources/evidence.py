@@ -1,0 +1,167 @@
+"""Prometheus mode: which exporters a rule's values come from, and whether each is up and current.
+
+A rule with a source family F (``up_family`` or ``source_family``) asks, beside its values, three
+vectors of F's series per (key labels, ``instance``, ``job``), and every rule shares four vectors
+per scrape target, all evaluated at the engine's clock:
+
+- ``cur``: F now (the flag of an ``up_family``), honouring staleness markers;
+- ``ts``: each current series' sample time (``timestamp(F)``);
+- ``seen``: when each series was last seen within the horizon H
+  (``max_over_time(timestamp(F)[H:R])``, R = H/60; 0 for a series that lived only between two
+  steps of that grid, from ``last_over_time(F[H])``);
+- per target: ``up``, the time of its last scrape (``timestamp(up)``), the time of its last good
+  scrape within H (``max_over_time((timestamp(up) and up == 1)[H:R])``), and whether its exporter
+  is frozen (``rightsizer_last_sample_timestamp_seconds`` sampled at least twice in the last
+  ``stale_after`` seconds without changing).
+
+From them ``classify`` gives each series a state (``sources/__init__.py``): UP from a target that
+is up and current; TAINTED when a value of it is still selected although its target is not
+current (the last scrape failed, the target was not scraped since the engine restarted, the
+exporter is frozen, or the sample is older than ``stale_after``); STALE for a series its target
+held at its last good scrape (seen at that scrape's time) before the target went down or away, so
+a node whose exporter vanished is missed rather than dropped, while a pod that left a healthy
+node (or a node drained before it was removed) is not; DOWN for a queue whose flag is 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..rules import RuleConfig
+from ..vectors import Series
+from . import DOWN, STALE, TAINTED, UP, state
+from .pace import STAMP_FAMILY
+
+STEPS = 60  # subquery steps over the horizon: when a series was last seen, to H/60
+Labels = frozenset[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Horizon:
+    seconds: float  # H: how far back a source that held a series still counts
+    stale_after: float  # a sample or a scrape older than this is not current
+
+    @property
+    def range(self) -> str:
+        return f"[{int(self.seconds)}s:{max(1, int(self.seconds / STEPS))}s]"
+
+    @property
+    def resolution(self) -> float:
+        return max(1.0, float(int(self.seconds / STEPS)))
+
+
+def _group(rule: RuleConfig, expr: str) -> str:
+    by, _ = rule.key_labels
+    return f"max by ({', '.join([*by, 'instance', 'job'])}) ({expr})" if by else expr
+
+
+def rule_parts(rule: RuleConfig, selector: str, horizon: Horizon) -> dict[str, str]:
+    """``cur``, ``ts``, ``seen`` queries of a rule whose rendered family selector is ``selector``."""
+    return {
+        "cur": _group(rule, selector),
+        "ts": _group(rule, f"timestamp({selector})"),
+        # the grid misses what lived only between two of its steps: that is seen at 0 (unknown)
+        "seen": f"{_group(rule, f'max_over_time(timestamp({selector}){horizon.range})')} or "
+        f"{_group(rule, f'last_over_time({selector}[{int(horizon.seconds)}s]) * 0')}",
+    }
+
+
+def target_parts(horizon: Horizon) -> dict[str, str]:
+    """The four per-target queries every rule with a source family shares."""
+    window = f"[{int(max(1, horizon.stale_after))}s]"
+    frozen = (
+        f"count_over_time({STAMP_FAMILY}{window}) >= 2 unless changes({STAMP_FAMILY}{window}) > 0"
+    )
+    return {
+        "up": "max by (instance, job) (up)",
+        "up_at": "max by (instance, job) (timestamp(up))",
+        "healthy_at": f"max by (instance, job) (max_over_time((timestamp(up) and up == 1){horizon.range}))",
+        "frozen": f"max by (instance, job) ({frozen})",
+    }
+
+
+@dataclass
+class Target:
+    up: float | None = None
+    up_at: float | None = None
+    healthy_at: float | None = None
+    frozen: bool = False
+
+    def problem(self, now: float, horizon: Horizon) -> str:
+        """"" when up and current, else why not."""
+        if self.up is None or self.up_at is None:
+            return "its target is no longer scraped (gone from service discovery, or not yet scraped)"
+        if now - self.up_at > horizon.stale_after:
+            return f"its target was last scraped {now - self.up_at:.0f}s ago (the engine restarted?)"
+        if self.up != 1:
+            return "its last scrape failed (up 0)"
+        if self.frozen:
+            return (
+                f"its exporter is frozen: {STAMP_FAMILY} has not moved in {horizon.stale_after:g}s "
+                "of scrapes"
+            )
+        return ""
+
+
+def _target_key(labels: Mapping[str, str]) -> tuple[str, str]:
+    return labels.get("instance", ""), labels.get("job", "")
+
+
+def targets(parts: Mapping[str, Sequence[Series]]) -> dict[tuple[str, str], Target]:
+    out: dict[tuple[str, str], Target] = {}
+    for name in ("up", "up_at", "healthy_at", "frozen"):
+        for s in parts.get(name, ()):
+            t = out.setdefault(_target_key(s.labels), Target())
+            if name == "frozen":
+                t.frozen = True
+            else:
+                setattr(t, name, s.value)
+    return out
+
+
+def _labels(s: Series) -> Labels:
+    return frozenset(s.labels.items())
+
+
+def classify(
+    rule: RuleConfig,
+    parts: Mapping[str, Sequence[Series]],
+    known: Mapping[tuple[str, str], Target],
+    now: float,
+    horizon: Horizon,
+) -> list[Series]:
+    """The source states of ``rule`` from its parts (``cur``, ``ts``, ``seen``) at engine time ``now``."""
+    cur = {_labels(s): s.value for s in parts.get("cur", ())}
+    ts = {_labels(s): s.value for s in parts.get("ts", ())}
+    seen = {_labels(s): s.value for s in parts.get("seen", ())}
+    flag = rule.up_family
+    out = []
+    for labels in {*cur, *seen}:
+        as_dict = dict(labels)
+        key = rule.key_of(as_dict)
+        instance, job = _target_key(as_dict)
+        source = f"{instance} (job {job})" if job else instance or "an unnamed source"
+        target = known.get((instance, job))
+        problem = target.problem(now, horizon) if target is not None else ""
+        value, at = cur.get(labels), ts.get(labels)
+        if value is not None and at is not None and now - at > horizon.stale_after:
+            problem = problem or f"its last sample is {now - at:.0f}s old"
+        if value is not None:
+            if problem:  # its last value is still selected by the values' query
+                out.append(state(key, source, TAINTED, f"{source}: {problem}"))
+            elif flag is not None and value != 1:
+                out.append(state(key, source, DOWN, f"{flag} is {value:g} (the source is down)"))
+            else:
+                out.append(state(key, source, UP))
+            continue
+        last = seen.get(labels)
+        if target is None:  # no `up` for it (imported, remote-written or federated data)
+            out.append(state(key, source, STALE, f"{source}: no current sample of it"))
+        elif problem:
+            good = target.healthy_at  # held at its last good scrape (0: not on the grid, so maybe)
+            if good is None or not last or last >= good - horizon.resolution / 2:
+                out.append(state(key, source, STALE, f"{source}: {problem}"))
+        elif flag is not None:  # a queue its exporter, up and current, stopped publishing
+            out.append(state(key, source, STALE, f"{source} is up but no longer publishes it"))
+    return out
