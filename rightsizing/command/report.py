@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from ..group import merge, multi_gpu_groups
 from ..links import linked
 from ..settings import RightsizingSettings
 from ..verdicts import Assessment, assess
+from ..words import exact_duration
 from . import report_queues, report_span
 from .promapi import PrometheusClient, ReportError, Sample, promql_duration
 from .report_shards import (
@@ -176,8 +178,8 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
     ident.sort(key=lambda x: sorted(x.labels.items()))
     if not ident:
         raise ReportError(
-            f"no GPU series (DCGM_FI_DEV_FB_USED) in Prometheus over the last {c.w}: is it "
-            "scraping rightsizer-exporter?"
+            f"no GPU series (DCGM_FI_DEV_FB_USED) in Prometheus over the {exact_duration(window)} to "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(at))}: is it scraping rightsizer-exporter?"
         )
     fb = "DCGM_FI_DEV_FB_USED"
     samples, counts = report_span.split(c.run("samples", report_span.samples_query(fb, BY, c.w)), key_of)
