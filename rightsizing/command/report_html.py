@@ -42,8 +42,8 @@ table.prices td:first-child{white-space:nowrap}.assumptions>.card{align-self:sta
 def _saves(dollars: float | None) -> str:
     if dollars is None:
         return NONE
-    if dollars < 0:
-        return f'<span class="bad">+{money(-dollars)}/h</span>'
+    if dollars < 0:  # an upgrade: what it costs, in words, not a red "+"
+        return f'<span class="more">costs {money(-dollars)}/h more</span>'
     return f'<span class="ok">{money(dollars)}/h</span>' if dollars else f"{money(0)}/h"
 
 
@@ -80,8 +80,8 @@ def _summary(doc: Mapping[str, Any]) -> str:
         f'</div><div class="muted">≈ {money(t["monthly_savings_dollars"])} a month, of '
         f'{money(t["hourly_price_dollars"])}/h the fleet costs</div></div>'
         '<div class="card"><h3>Upgrades</h3>'
-        f'<div class="big">{_saves(-upgrades) if upgrades else money(0)}</div>'
-        '<div class="muted">for under-provisioned GPUs</div></div>'
+        f'<div class="big">{money(upgrades)}/h</div>'
+        '<div class="muted">more, for under-provisioned GPUs</div></div>'
         f'<div class="card"><h3>History found</h3><div class="big">{e(exact_duration(found))}</div>'
         f'<div class="muted">of the {e(duration(window))} window</div>'
         f"{_bar(found / window if window else 0)}</div>"

@@ -37,6 +37,8 @@ def _when(t: float) -> str:
 
 
 def _saves(dollars: float | None) -> str:
+    if dollars is not None and dollars < 0:  # an upgrade
+        return f"costs {money(-dollars)}/h more"
     return "-" if dollars is None else f"{money(dollars)}/h"
 
 
