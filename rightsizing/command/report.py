@@ -24,9 +24,11 @@ from ..evidence import Evidence
 from ..group import merge, multi_gpu_groups
 from ..links import linked
 from ..settings import RightsizingSettings
-from ..verdicts import Assessment, assess
+from ..slo import SloEvidence
+from ..slo_verdict import assess_with_slo
+from ..verdicts import Assessment
 from ..words import exact_duration
-from . import report_queues, report_span
+from . import report_queues, report_slo, report_span
 from .promapi import PrometheusClient, ReportError, Sample, promql_duration
 from .report_shards import (
     DEFAULT_CONCURRENCY,
@@ -64,13 +66,14 @@ class Fleet:
     shards: tuple[tuple[str, ...], ...] = ()  # the exporters (instance) of each shard queried
     history_start: float | None = None  # the earliest first sample of a GPU judged (Unix seconds)
     resolution: float | None = None  # the percentiles' subquery step (None: every raw sample)
+    slos: tuple[SloEvidence, ...] = ()  # each workload's latencies over the window, with its SLO
 
 
 def key_of(labels: dict[str, str]) -> Key:
     return tuple(labels.get(k, "") for k in KEY)
 
 
-QUERIES = 50  # the report's queries (each sent once per shard)
+QUERIES = 50 + report_slo.QUERIES  # the report's queries (each sent once per shard)
 
 
 class Collector:
@@ -243,7 +246,8 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
             f'(rightsizer_host_pressure_stalled_ratio{{kind="full"}})[{w}:{step}]))',
         )
     }
-    queues = report_queues.queues(c, step)
+    slos = report_slo.collect(c, s)
+    queues = report_slo.attach(report_queues.queues(c, step), slos)
     # A full window's samples span a little less than its length (as in Evidence.confidence).
     idle_after = min(idle_after, 0.98 * window)
     settings = dataclasses.replace(s, window_seconds=window, idle_after_seconds=idle_after)
@@ -322,7 +326,7 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
     units = []
     judged = []
     for k, ev in _judged(evidence, unit_labels, settings).items():
-        assessment = assess(ev, settings, catalog)
+        assessment = assess_with_slo(ev, settings, catalog)
         current = catalog.candidate(assessment.current) if assessment.current else None
         price = current.hourly_price_dollars if current else None
         units.append(Unit(k, unit_labels[k], evidence[k], assessment, price))
@@ -330,7 +334,8 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
     progress(c.total, c.total, "")
     costs = tuple(workload_costs(judged, catalog, settings))
     start = min(starts, default=None)
-    return Fleet(window, at, tuple(units), costs, history_start=start, resolution=c.resolution)
+    return Fleet(window, at, tuple(units), costs, history_start=start, resolution=c.resolution,
+                 slos=tuple(slos.values()))  # fmt: skip
 
 
 def starved_expr(s: RightsizingSettings, w: str, step: str) -> str:
