@@ -40,7 +40,7 @@ class FleetCharts:
 
 
 def row_key(row: Mapping[str, object]) -> ChartKey:
-    """The chart key of a row of ``report.as_rows``."""
+    """The chart key of a row of ``report_rows.as_rows``."""
     return (
         str(row.get("instance") or ""), str(row.get("uuid") or ""), str(row.get("mig_profile") or ""),
         str(row.get("pod") or ""), str(row.get("namespace") or ""),

@@ -17,10 +17,11 @@ from . import report_slo
 from .output import money, table, to_csv, to_json
 from .output_file import OutputError, check_output, write_output
 from .promapi import PrometheusClient, ReportError, add_auth_arguments, auth_headers, parse_duration
-from .report import as_rows, collect
+from .report import collect
 from .report_assumptions import assumptions
 from .report_common import HOURS_PER_MONTH, history_line
 from .report_patches import add_patch_arguments, patches, prepare_patches, write_patches
+from .report_rows import as_rows
 from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
 
 MAX_TIMEOUT_SECONDS = 86400
