@@ -22,6 +22,7 @@ from test_adapter_prometheus import FakePrometheus, cache_for, prom, vector
 
 from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
+from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.source_states import MARKER
@@ -86,7 +87,7 @@ async def test_a_prometheus_that_fails_everything_gets_no_extra_query(prom: Fake
     prom.answer = lambda query: (503, "unavailable")
     cache, source, _ = await cache_for(prom)
     await cache.refresh_once()
-    assert len(prom.queries) == 7
+    assert len(prom.queries) == len(BUILTIN_RULES)  # one failed query per rule, none added
     assert all("HTTP 503" in (state.error or "") for state in cache.states.values())
     await source.close()
 
