@@ -39,7 +39,12 @@ class RuleState:
 
 class Cache:
     def __init__(
-        self, rules: Sequence[RuleConfig], source: Source, metrics: AdapterMetrics, max_answers: int = 10000
+        self,
+        rules: Sequence[RuleConfig],
+        source: Source,
+        metrics: AdapterMetrics,
+        max_answers: int = 10000,
+        max_answer_bytes: int = 32 * 2**20,
     ) -> None:
         self.static_rules = tuple(rules)
         self.rules = {r.name: r for r in rules}
@@ -47,6 +52,8 @@ class Cache:
         self.source = source
         self.metrics = metrics
         self.max_answers = max_answers
+        self.max_answer_bytes = max_answer_bytes
+        self.answer_bytes = 0  # the bodies memoized in this refresh
         self.states = {r.name: RuleState(r, None, "no refresh has completed yet", None) for r in rules}
         self.ready = False
         self.generation = 0
@@ -71,12 +78,22 @@ class Cache:
         ]
 
     def memo(self, key: tuple[Any, ...], compute: Callable[[], Any], keep: Callable[[Any], bool]) -> Any:
-        """The answer for ``key`` in this refresh, computed on first use."""
+        """The answer for ``key`` in this refresh, computed on first use. ``key`` is the normalised
+        request (metric, namespace, selectors: never the raw query string, which junk parameters
+        would make unique); at most ``max_answers`` answers and ``max_answer_bytes`` of bodies are
+        kept, the others computed again when asked."""
         found = self.answers.get(key)
         if found is None:
             found = compute()
-            if keep(found) and len(self.answers) < self.max_answers:
+            size = len(found[1]) if isinstance(found, tuple) and isinstance(found[-1], bytes) else 64
+            size += sum(len(str(part)) for part in key)
+            if (
+                keep(found)
+                and len(self.answers) < self.max_answers
+                and self.answer_bytes + size <= self.max_answer_bytes
+            ):
                 self.answers[key] = found
+                self.answer_bytes += size
         return found
 
     async def _discover(self) -> None:
@@ -161,6 +178,7 @@ class Cache:
             event(log, logging.INFO, "rules have values again", rules=",".join(recovered))
         self.states = states
         self.answers = {}
+        self.answer_bytes = 0
         self.generation += 1
         if not self.ready and any(s.error is None for s in states.values()):
             self.ready = True

@@ -37,6 +37,7 @@ from .server import create_app, status_body
 from .sources import Source
 from .sources.prometheus import PrometheusSource
 from .sources.scrape import ScrapeSource
+from .startcheck import start_problems
 
 log = logging.getLogger("rightsizer.adapter")
 REFRESH_STOP_WAIT = 2.0  # seconds a stop waits for the refresh task to end
@@ -149,6 +150,11 @@ def parser() -> argparse.ArgumentParser:
     a("--metrics-api-bearer-token-file", metavar="FILE", help="KEDA metrics-api: expected bearer token")
     a("--log-level", choices=["debug", "info", "warning", "error"], help="log level (default info)")
     a("--check-config", action="store_true", help="validate the configuration, print every problem, exit")
+    a(
+        "--no-file-checks",
+        action="store_true",
+        help="with --check-config: leave out the files it names (a configuration for another machine)",
+    )
     a("--version", action="version", version=f"rightsizer-adapter {__version__}")
     return p
 
@@ -238,7 +244,7 @@ async def serve(cfg: AdapterConfig) -> int:
         await source.start()
     except ValueError as exc:  # e.g. Prometheus TLS files that cannot be loaded
         return fail(str(exc))
-    cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers)
+    cache = Cache(cfg.effective_rules, source, metrics, cfg.max_cached_answers, cfg.max_cached_answer_bytes)
     await security.start()
     pod_lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None
     if pod_lister is not None:
@@ -325,6 +331,10 @@ def run(argv: Sequence[str] | None) -> int:
         cfg = load_config(args.config, flags_of(args))
     except ConfigError as exc:
         return fail(str(exc))
+    if args.check_config and not args.no_file_checks:
+        problems = asyncio.run(start_problems(cfg))
+        if problems:
+            return fail("\n".join(problems))
     if cfg.prometheus_adapter.config_file:
         try:
             file = load_promadapter(cfg.prometheus_adapter.config_file)

@@ -267,6 +267,12 @@ class AdapterConfig:
     max_cached_answers: int = setting(
         10000, "Distinct (metric, namespace, selector) answers kept per refresh.", minimum=1
     )
+    max_cached_answer_bytes: int = setting(
+        32 * 2**20,
+        "Bytes of answer bodies kept per refresh; answers past it are computed again on each request.",
+        minimum=0,
+        maximum=2**30,
+    )
 
     @property
     def mode(self) -> Literal["prometheus", "direct"]:

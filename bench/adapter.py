@@ -230,7 +230,7 @@ def bench_queries_per_refresh(prom_url: str, adapter_url: str, connections: int,
     print(
         f"Prometheus mode, 1,000 distinct selectors for {window} s ({lat.requests_per_second:.0f} req/s): "
         f"{q1 - q0:.0f} queries over {r1 - r0:.0f} refreshes = {(q1 - q0) / max(1, r1 - r0):.2f} per refresh "
-        f"({rules} rules; which queues are up rides in the first queue rule's query)"
+        f"({rules} rules; which exporters are up and current rides in the rules' own queries)"
     )
 
 

@@ -238,6 +238,7 @@ def main() -> int:
         import hostile_inputs
 
         hostile_inputs.run()
+        hostile_inputs.run_adapter()
         if args.part == "sources":
             return 0
     print(

@@ -8,12 +8,18 @@ vLLM series with a 15 MiB label value, 15 MiB of JSON empty objects and JSON nes
 (http_json), a real Redis stream with 150,000 consumer groups, the fake kubelet (real
 pod-resources gRPC) answering 120,000 pods (~20 MB); and the same exporter with only the
 well-behaved source, for comparison.
+
+Then the adapter in direct mode (``run_adapter``) scraping one simulated exporter and one hostile
+endpoint (the answers of ``tests/test_hostile_scrape.py``): a body that never ends, a 600 KB gzip
+bomb, a valid 60 MB exposition, 80,000 series under the byte cap.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -21,14 +27,19 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from adapter_support import get_json
+from gpu_rig import scenario
+from hostile import finish, start
 from hostile_clients import manifest_memory_limit
 from hostile_sources import MIB, gpu_pods, long_label, many_series, measured_exporter
 from pods_fake_kubelet import kubelet_process, short_socket_dir, write_raw_answer
 from queue_fakes import VllmMetrics
 from queue_servers import FakeHttpServer
-from servers import redis_server
+from servers import exporter, redis_server, wait_for
+from test_hostile_scrape import HOSTILE
 
 WAITING = "vllm:num_requests_waiting"
+LISTENING = re.compile(r"msg=listening address=(\S+)")
 JSON = "application/json"
 Case = Callable[[Path, FakeHttpServer], contextlib.AbstractContextManager[tuple[dict[str, Any], str]]]
 
@@ -111,6 +122,17 @@ def outcome_of(running: Any, what: str) -> str:
     return f"{name}: up={q['up']} depth={q['depth']} error={q['error']!r}"
 
 
+def peak_line(outcome: Any, limit: int) -> str:
+    if outcome.returncode is None:
+        return "did not stop within 30 s of SIGTERM: killed, its peak not recorded"
+    peak = outcome.max_rss_bytes
+    verdict = "under" if peak < limit else "OVER"
+    return (
+        f"peak RSS {peak / MIB:.0f} MiB ({verdict} the {limit / MIB:.0f} MiB limit), "
+        f"exit {outcome.returncode}"
+    )
+
+
 def run(seconds: float = 8.0) -> None:
     limit = manifest_memory_limit("exporter")
     print(
@@ -132,12 +154,36 @@ def run(seconds: float = 8.0) -> None:
                     served = "" if what == "queue good" else f"beside it, {outcome_of(running, 'queue good')}"
             outcome = running.outcome
             assert outcome is not None
-            peak = outcome.max_rss_bytes
-            verdict = "under" if peak < limit else "OVER"
-            print(
-                f"    peak RSS {peak / MIB:.0f} MiB ({verdict} the {limit / MIB:.0f} MiB limit), "
-                f"exit {outcome.returncode}"
-            )
+            print(f"    {peak_line(outcome, limit)}")
             print(f"    {seen}")
             if served:
                 print(f"    {served}")
+
+
+def run_adapter(seconds: float = 10.0) -> None:
+    limit = manifest_memory_limit("adapter")
+    print(
+        f"\nadapter in direct mode against a hostile exporter beside a simulated one: peak RSS over each "
+        f"whole run ({seconds:.0f} s of scrapes per case, loopback), manifest limit {limit / MIB:.0f} MiB"
+    )
+    for title, (chunks, encoding, _) in HOSTILE.items():
+        with tempfile.TemporaryDirectory(prefix="hostile-") as name:
+            tmp = Path(name)
+            with exporter(["--simulate", str(scenario(tmp, "a"))]) as good, FakeHttpServer() as srv:
+                route = srv.route("/metrics", chunks=chunks, encoding=encoding)
+                args = ["--exporter", good.url, "--exporter", srv.url("/metrics"), "--insecure-http"]
+                proc = start("adapter", [*args, "--listen", "127.0.0.1:0"], tmp)
+                try:
+                    found = wait_for(lambda err=tmp / "adapter.err": LISTENING.search(err.read_text()), 30)
+                    time.sleep(seconds)
+                    base = f"http://{found.group(1)}/apis/external.metrics.k8s.io/v1beta1/namespaces/prod"
+                    try:
+                        code, body = get_json(f"{base}/rightsizer_gpu_busy?labelSelector=workload%3Dworker")
+                    except OSError as exc:  # an adapter swamped by the answer may not answer in time
+                        code, body = 0, {"message": f"no answer: {exc}"}
+                finally:
+                    proc.send_signal(signal.SIGTERM)
+                    outcome = finish(proc, "adapter", tmp, 30)
+            print(f"  {title} ({route.requests} scrapes of it):")
+            print(f"    {peak_line(outcome, limit)}")
+            print(f"    the workload's gpu_busy: HTTP {code}: {str(body.get('message', body))[:240]}")

@@ -168,6 +168,8 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
                 source,
                 QueueExtensionFeed(queues) if queues is not None else None,
                 getattr(pods, "numa_placements", None),
+                patches=cfg.patches,
+                node=cfg.effective_hostname,
             )
         )
     return extensions

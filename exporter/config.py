@@ -11,6 +11,7 @@ from rightsizer_core.limits import ListenerLimits
 from rightsizer_core.listen import parse_listen
 from rightsizer_core.settings import ConfigError, build, env_overrides, merge, read_yaml, setting
 from rightsizing.catalog import CatalogSettings
+from rightsizing.patches.settings import PatchSettings
 from rightsizing.settings import RightsizingSettings
 
 from .sources.pods.settings import PodSettings
@@ -104,6 +105,11 @@ class ExporterConfig:
     )
     rightsizing: RightsizingSettings = setting(
         RightsizingSettings(), "Right-sizing: windows, verdict and bottleneck thresholds, queue links."
+    )
+    patches: PatchSettings = setting(
+        PatchSettings(),
+        "Kustomize patches for recommendations (/api/v1/patches, rightsizer report --format patches): "
+        "MIG strategy, prices and history they need.",
     )
     families: list[str] = setting(
         [],

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+# The controller each pattern names pods for, in order (a name of the third shape is either).
+RULES = ("Deployment", "StatefulSet", "DaemonSet or Job")
 # Kubernetes' generated-name alphabet (k8s.io/apimachinery/pkg/util/rand): no vowels, no 0/1/3.
 _POD_SUFFIX = "[bcdfghjklmnpqrstvwxz2456789]"
 _WORKLOAD_PATTERNS = (
@@ -24,3 +26,13 @@ def workload_of(pod: str) -> str:
         if m:
             return m.group(1)
     return pod
+
+
+def named_by(pod: str) -> tuple[str, str] | None:
+    """(workload, controller) when the pod's name has the shape a controller gives its pods
+    (``RULES``: Deployment, StatefulSet, or "DaemonSet or Job"); None for any other name."""
+    for rule, pattern in zip(RULES, _WORKLOAD_PATTERNS, strict=True):
+        m = pattern.match(pod)
+        if m:
+            return m.group(1), rule
+    return None

@@ -45,6 +45,8 @@ class MigProfile:
     sm_fraction: float  # compute slices / 7
     max_instances: int
     usable_memory_bytes: int = 0  # memory.total as NVML reports it for the instance; 0 = nominal
+    gfd_product: str = ""  # GFD's nvidia.com/gpu.product under the "single" MIG strategy
+    gfd_product_source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,8 @@ class GpuSpec:
     usable_memory_source: str = "nominal size"
     price_estimated: bool = False  # no public list price: the price is derived (see price_source)
     mig_usable_memory_source: str = ""  # where the MIG profiles' usable_memory_bytes come from
+    gfd_product: str = ""  # GFD's node label nvidia.com/gpu.product for this GPU ("" = not known)
+    gfd_product_source: str = ""
 
     @property
     def usable_memory(self) -> int:
@@ -122,6 +126,10 @@ class MigEntry:
     )
     sm_fraction: float | str | None = setting(None, "Compute slices out of 7: a number or 'N/7'.")
     max_instances: int | None = setting(None, "How many instances of this profile fit one GPU.", minimum=1)
+    gfd_product: str | None = setting(
+        None, "GFD's nvidia.com/gpu.product under the single MIG strategy; default <GPU's>-MIG-<name>."
+    )
+    gfd_product_source: str = setting("", "Where the profile's gfd_product comes from.")
 
 
 @dataclass(frozen=True)
@@ -153,6 +161,10 @@ class GpuEntry:
     price_estimated: bool = setting(False, "The price is derived, not a public list price.")
     mig_usable_memory_source: str = setting("", "Where the MIG profiles' usable_memory_bytes come from.")
     gpm_supported: bool = setting(False, "Whether NVML GPM profiling metrics work (Hopper and newer).")
+    gfd_product: str | None = setting(
+        None, "GFD's node label nvidia.com/gpu.product; default: the first NVML name, spaces as '-'."
+    )
+    gfd_product_source: str = setting("", "Where gfd_product comes from.")
 
 
 REQUIRED = (
@@ -203,7 +215,19 @@ def _fraction(value: float | str, where: str) -> float:
     return number
 
 
-def _mig(entry: MigEntry, parent_memory: int, where: str) -> MigProfile:
+# A Kubernetes label value: at most 63 characters, alphanumerics at both ends, '-', '_' and '.' inside.
+LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _label(value: str, where: str) -> str:
+    if not value or not LABEL_VALUE.match(value):
+        raise ConfigError(
+            f"{where}: {value!r} is not a Kubernetes label value (at most 63 of A-Z a-z 0-9 - _ .)"
+        )
+    return value
+
+
+def _mig(entry: MigEntry, parent_memory: int, where: str, parent_label: str) -> MigProfile:
     for name in ("name", "memory_bytes", "sm_fraction", "max_instances"):
         if getattr(entry, name) is None:
             raise ConfigError(f"{where}: {name} is required")
@@ -213,7 +237,11 @@ def _mig(entry: MigEntry, parent_memory: int, where: str) -> MigProfile:
         raise ConfigError(f"{where}.memory_bytes: {memory} is more than the GPU's {parent_memory}")
     fraction = _fraction(entry.sm_fraction, f"{where}.sm_fraction")
     usable = _usable(entry.usable_memory_bytes, memory, "the profile's", where)
-    return MigProfile(entry.name, memory, fraction, int(entry.max_instances or 1), usable)
+    label = _label(entry.gfd_product, f"{where}.gfd_product") if entry.gfd_product is not None else ""
+    source = entry.gfd_product_source or ("the catalog entry" if label else "")
+    if not label and parent_label and LABEL_VALUE.match(derived := f"{parent_label}-MIG-{entry.name}"):
+        label, source = derived, "GFD's single MIG strategy: the GPU's gfd_product with -MIG-<profile>"
+    return MigProfile(entry.name, memory, fraction, int(entry.max_instances or 1), usable, label, source)
 
 
 def _usable(value: int | str | None, nominal: int, whose: str, where: str) -> int:
@@ -243,7 +271,12 @@ def spec_from_mapping(raw: Any, where: str) -> GpuSpec:
     bandwidth = parse_quantity(
         e.memory_bandwidth_bytes_per_second, f"{where}.memory_bandwidth_bytes_per_second", per_second=True
     )
-    migs = tuple(_mig(m, memory, f"{where}.mig_profiles[{i}]") for i, m in enumerate(e.mig_profiles))
+    if e.gfd_product is not None:
+        product = _label(e.gfd_product, f"{where}.gfd_product")
+    else:  # GFD's rule; a name that makes no label value leaves it unknown (no node selection)
+        product = e.nvml_names[0].strip().replace(" ", "-") if e.nvml_names else ""
+        product = product if LABEL_VALUE.match(product) else ""
+    migs = tuple(_mig(m, memory, f"{where}.mig_profiles[{i}]", product) for i, m in enumerate(e.mig_profiles))
     usable = _usable(e.usable_memory_bytes, memory, "the GPU's", where)
     if usable and not e.usable_memory_source:
         raise ConfigError(f"{where}: usable_memory_source is required with usable_memory_bytes")
@@ -271,6 +304,9 @@ def spec_from_mapping(raw: Any, where: str) -> GpuSpec:
         usable_memory_source=e.usable_memory_source if usable else "nominal size",
         price_estimated=e.price_estimated,
         mig_usable_memory_source=e.mig_usable_memory_source,
+        gfd_product=product,
+        gfd_product_source=e.gfd_product_source
+        or ("GFD's rule: the first NVML name with spaces as '-'" if product else ""),
     )
 
 

@@ -226,7 +226,9 @@ async def make(aiohttp_client: Any) -> AsyncIterator[Make]:
         metrics = AdapterMetrics()
         source = ScrapeSource(cfg.direct, metrics)
         await source.start()
-        cache = Cache(cfg.effective_rules, source, metrics)
+        cache = Cache(
+            cfg.effective_rules, source, metrics, cfg.max_cached_answers, cfg.max_cached_answer_bytes
+        )
         if refresh:
             await cache.refresh_once()
         lister = PodLister(cfg.kubernetes) if wanted(cfg.kubernetes) else None

@@ -13,6 +13,9 @@ keys. Kinds:
 - ``helm-values``, ``kustomization``: a values file of the Helm chart, a user's kustomization of
   deploy/ (rendered by tests/test_helm_docs.py);
 - ``shell``: commands, checked against the programs' ``--help`` and the repository's files;
+- ``patch-manifest``, ``patch-output``: the patches example of docs/rightsizing.md, a fixture
+  manifest and the patch ``rightsizer report --format patches`` writes for it
+  (tests/test_patches_docs.py);
 - ``not-checked (REASON)``: left alone, with the reason in the marker (kept rare).
 """
 

@@ -14,6 +14,7 @@ both engines answer from identical data.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -57,11 +58,15 @@ def _with_instance(line: str, instance: str | None) -> tuple[str, str]:
 
 def exporter_history(
     path: Path, seconds: float, step: float, families: dict[str, list[str]], instance: str | None,
-    published: frozenset[str] | None = None,
+    published: frozenset[str] | None = None, start: float | None = None,
 ) -> Fleet:
     """Adds the fleet's samples to ``families`` (name -> OpenMetrics lines); ``published``: the
-    exporter's ``families`` setting (None: all)."""
-    source = SimulatedSource(load_scenario(str(path)))
+    exporter's ``families`` setting (None: all); ``start``: the history ends there, clock frozen
+    (the same samples every run) instead of now."""
+    scenario = load_scenario(str(path))
+    if start is not None:
+        scenario = dataclasses.replace(scenario, start=start, frozen=True)
+    source = SimulatedSource(scenario)
     ext = RightsizingExtension(RightsizingSettings(), load_catalog(), step, source)
     queues = SimulatedQueues(source)
     renderer = Renderer("Hostname", published)
@@ -90,13 +95,17 @@ def _milliseconds(line: str) -> str:
 @contextlib.contextmanager
 def prometheus_with_history(
     paths: Sequence[Path], seconds: float, step: float, instances: bool = False, engine: str = "prometheus",
-    published: frozenset[str] | None = None,
+    published: frozenset[str] | None = None, extra: dict[str, list[str]] | None = None,
+    start: float | None = None,
 ) -> Iterator[tuple[str, list[Fleet]]]:
-    """``engine`` (one of ENGINES) holding the fleets' history; yields its URL and the fleets.
-    ``published``: the exporter's ``families`` setting (None: all)."""
+    """``engine`` (one of ENGINES) holding the fleets' history and ``extra`` samples (name ->
+    OpenMetrics lines); yields its URL and the fleets. ``published``: the exporter's ``families``
+    setting (None: all)."""
     families: dict[str, list[str]] = {}
-    fleets = [exporter_history(p, seconds, step, families, p.stem if instances else None, published)
+    fleets = [exporter_history(p, seconds, step, families, p.stem if instances else None, published, start)
               for p in paths]  # fmt: skip
+    for name, lines in (extra or {}).items():
+        families.setdefault(name, []).extend(lines)
     with engine_holding(engine, families) as url:
         yield url, fleets
 

@@ -156,10 +156,10 @@ async def test_answers_are_memoized_per_refresh(make: Make) -> None:
     client, cache, srv = await make()
     path = f"{EXT}/namespaces/prod/rightsizer_queue_depth?labelSelector=queue%3Djobs"
     await client.get(path)
-    first = cache.answers[("external", "rightsizer_queue_depth", "prod", "labelSelector=queue%3Djobs")]
+    first = cache.answers[("external", "rightsizer_queue_depth", "prod", "queue=jobs")]
     await client.get(path)
     assert (
-        cache.answers[("external", "rightsizer_queue_depth", "prod", "labelSelector=queue%3Djobs")] is first
+        cache.answers[("external", "rightsizer_queue_depth", "prod", "queue=jobs")] is first
     )
     srv.text = srv.text.replace('workload="worker"} 7', 'workload="worker"} 9')
     await cache.refresh_once()

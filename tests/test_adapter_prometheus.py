@@ -112,9 +112,9 @@ async def test_templates_are_rendered_with_the_rule_matchers(prom: FakePrometheu
     everything = "\n".join(prom.queries)
     for part in (  # each rule's source family, with the rule's own matchers
         'timestamp(rightsizer_gpu_verdict{pod!="",verdict!="idle"})',
-        'max_over_time(timestamp(DCGM_FI_DEV_GPU_UTIL{pod!=""})[3600s:30s])',
+        'max_over_time(timestamp(DCGM_FI_DEV_GPU_UTIL{pod!=""})[3600s:60s])',
         'label_replace(rightsizer_queue_source_up{}, "rightsizer_adapter_source_state"',
-        "max by (instance, job) (max_over_time((timestamp(up) and up == 1)[3600s:30s]))",
+        "max by (instance, job) (max_over_time((timestamp(up) and up == 1)[3600s:60s]))",
         "count_over_time(rightsizer_last_sample_timestamp_seconds[60s]) >= 2 unless "
         "changes(rightsizer_last_sample_timestamp_seconds[60s]) > 0",
     ):

@@ -48,6 +48,8 @@ CHECKED = {
     "shell",
     "helm-values",  # tests/test_helm_docs.py
     "kustomization",  # tests/test_helm_docs.py
+    "patch-manifest",  # tests/test_patches_docs.py
+    "patch-output",  # tests/test_patches_docs.py
 }
 MOST_NOT_CHECKED = 3
 
@@ -81,6 +83,8 @@ def test_executable_and_worked_examples_are_run_by_their_tests() -> None:
         m["reason"]
         for m in test_readme_rightsizing.EXAMPLE.finditer((ROOT / "docs/rightsizing.md").read_text())
     }
+    for b in of_kind("patch-manifest", "patch-output"):  # tests/test_patches_docs.py reads them there
+        assert b.document == "docs/rightsizing.md", b.where
     for b in of_kind("worked-example"):
         assert b.document == "docs/rightsizing.md" and b.body.split("reason: ", 1)[1].strip() in worked, (
             b.where

@@ -1,17 +1,20 @@
 """Partial failure is not a smaller number: one workload on two nodes, one node's exporter killed.
 
 Real processes: two simulated exporters (``gpu_rig``: pod a idle, pod b busy), the adapter, and in
-Prometheus mode a real Prometheus scraping both every second. Before the kill every interface
-reads the workload's ``rightsizer_gpu_busy`` as 1 (pod a 0 + pod b 1; KEDA active). Once node b's
-exporter is killed (SIGKILL) no interface may read the workload as 0 (which would let KEDA scale
-it to zero): external and metrics-api 503, gRPC GetMetrics and IsActive UNAVAILABLE, each naming
-node b's exporter, StreamIsActive pushes nothing; the namespace's GPU utilisation is 503 as well.
-The custom metrics API still serves pod a (its own exporter is up) and refuses pod b.
+Prometheus mode a real Prometheus (or VictoriaMetrics) scraping both every second. Before the
+kill every interface reads the workload's ``rightsizer_gpu_busy`` as 1 (pod a 0 + pod b 1; KEDA
+active). Once node b's exporter is killed (SIGKILL) no interface may read the workload as 0
+(which would let KEDA scale it to zero): external and metrics-api 503, gRPC GetMetrics and
+IsActive UNAVAILABLE, each naming node b's exporter, StreamIsActive pushes nothing; the
+namespace's GPU utilisation is 503 as well. The custom metrics API still serves pod a (its own
+exporter is up) and refuses pod b. Junk answers, an exporter never reached and a Thanos store
+that is down are refused the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 import random
 import signal
@@ -21,13 +24,15 @@ from pathlib import Path
 import grpc
 import pytest
 from adapter_support import ANONYMOUS, adapter
+from fake_thanos import FakeThanosQuery
 from gpu_rig import POD_A, POD_B, Grpc, Reads, two_nodes, unavailable
 from queue_servers import FakeHttpServer
 from servers import Process, free_port, http_get, prometheus, wait_for
+from victoria_metrics import victoria_metrics
 
 from adapter.kubernetes.quantities import parse_quantity
 
-SETTINGS = {"direct": "direct:\n  stale_after_seconds: 1\n", "prometheus": ""}
+SETTINGS = {"direct": "direct:\n  stale_after_seconds: 1\n"}
 
 
 @contextlib.contextmanager
@@ -40,10 +45,15 @@ def adapter_on(
     config.write_text((settings if settings is not None else SETTINGS).get(mode) or "{}\n")
     args = ["--config", str(config), "--grpc-listen", "127.0.0.1:0"]
     with contextlib.ExitStack() as stack:
+        targets = [node.url.removeprefix("http://") for node in nodes]
         if mode == "direct":
             args += [arg for node in nodes for arg in ("--exporter", node.url)]
+        elif mode == "victoria-metrics":
+            jobs = (f"  - job_name: rightsizer-exporter\n    scrape_interval: 1s\n    static_configs:\n"
+                    f"      - targets: {json.dumps(targets)}")  # fmt: skip
+            vm = stack.enter_context(victoria_metrics(jobs))
+            args += ["--prometheus-url", vm.url, "--refresh-interval", "0.5"]
         else:
-            targets = [node.url.removeprefix("http://") for node in nodes]
             prom = stack.enter_context(prometheus({"rightsizer-exporter": targets}))
             args += ["--prometheus-url", prom.url, "--refresh-interval", "0.5"]
         p = stack.enter_context(adapter(args, env=ANONYMOUS))
@@ -51,7 +61,7 @@ def adapter_on(
         yield Reads(p, channel)
 
 
-@pytest.mark.parametrize("mode", ["direct", "prometheus"])
+@pytest.mark.parametrize("mode", ["direct", "prometheus", "victoria-metrics"])
 def test_one_nodes_exporter_killed_never_reads_as_a_smaller_number(mode: str, tmp_path: Path) -> None:
     with two_nodes(tmp_path) as (a, b), adapter_on(mode, tmp_path, (a, b)) as busy:
         worker = "workload=worker"
@@ -120,3 +130,26 @@ def test_an_exporter_never_reached_fails_every_request(tmp_path: Path) -> None:
         queues = Reads(busy.adapter, busy.channel, "rightsizer_queue_depth")
         unavailable(queues.everywhere("queue=jobs"), why)  # it might hold that queue
         assert busy.pods()[0] == 503
+
+
+@pytest.mark.parametrize("honours", [True, False], ids=["asked-complete", "answers-partial-anyway"])
+def test_a_thanos_store_down_is_never_half_the_series(honours: bool, tmp_path: Path) -> None:
+    """Thanos Query over two stores, node b's store down: a complete answer is asked for and refused
+    (422), and a partial one (warnings) is refused too; never pod a's 0 as the workload's value."""
+    with (
+        two_nodes(tmp_path) as (a, b),
+        prometheus({"rightsizer-exporter": [n.url.removeprefix("http://") for n in (a, b)]}) as both,
+        prometheus({"rightsizer-exporter": [a.url.removeprefix("http://")]}) as only_a,
+        FakeThanosQuery(both.url, only_a.url) as thanos,
+    ):
+        thanos.honours_partial_response = honours
+        args = ["--prometheus-url", thanos.url, "--refresh-interval", "0.5", "--grpc-listen", "127.0.0.1:0"]
+        with adapter(args, env=ANONYMOUS) as p, grpc.insecure_channel(p.extra["grpc"]) as channel:
+            busy = Reads(p, channel)
+            worker = "workload=worker"
+            wait_for(lambda: busy.external(worker) == (200, ["0", "1"]), 60, what="both pods' gpu_busy")
+            thanos.store_b_up = False
+            wait_for(lambda: busy.external(worker)[0] == 503, 30, what="the store's loss to be seen")
+            unavailable(busy.everywhere(worker), "receive series from Addr: 127.0.0.1:10902")
+            unavailable(busy.everywhere(f"pod={POD_A}"))  # the answer is partial: nothing of it is used
+            assert all(f.get("partial_response") == "false" for f in thanos.forms)

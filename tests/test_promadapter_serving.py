@@ -25,6 +25,7 @@ from servers import Process, exporter, free_port, prom_query, prometheus, redis_
 
 from adapter.cache import Cache
 from adapter.config import load_config
+from adapter.kubernetes.availability import Failure
 from adapter.kubernetes.gate import Gate
 from adapter.kubernetes.quantities import format_quantity
 from adapter.promadapter import schema
@@ -246,6 +247,22 @@ async def test_unbatchable_external_metric_is_queried_per_request_like_upstream(
         (s["metric"], format_quantity(float(s["value"][1]))) for s in expected
     ]
     assert "namespace" not in body["items"][0]["metricLabels"]
+
+
+async def test_prefixed_selector_keys_are_sanitised_in_per_request_queries(served: Any) -> None:
+    """``app.kubernetes.io/name`` is matched as ``app_kubernetes_io_name``, as the batched path does:
+    no series carries it, so nothing matches (external: no items, KEDA: 404), never a 400 from
+    Prometheus served as 503."""
+    client, cache, _ = served
+    selector = "labelSelector=app.kubernetes.io%2Fname%3Dchat"
+    code, body = await client_get(client, f"{EXTERNAL}/namespaces/llm/queue_in_flight_per_request?{selector}")
+    assert code == 200 and body["items"] == [], body
+    with pytest.raises(Failure) as refused:  # what KEDA's gRPC and metrics-api endpoints are given
+        await cache.source.keda_series("queue_in_flight_per_request", "llm", "app.kubernetes.io/name=chat")
+    assert refused.value.code == 404 and "app.kubernetes.io/name=chat" in refused.value.message
+    metric = "metricLabelSelector=app.kubernetes.io%2Fname%3Dchat"
+    code, body = await client_get(client, f"{CUSTOM}/namespaces/llm/pods/*/DCGM_FI_DEV_GPU_TEMP?{metric}")
+    assert code == 200 and body["items"] == [], body
 
 
 async def test_one_query_per_rule_per_refresh_and_unbatchable_named(served: Any) -> None:

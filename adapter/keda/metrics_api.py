@@ -58,7 +58,8 @@ class MetricsApiAuth:
         try:
             return WatchedFiles(what, [path], load, limit=MAX_SECRET_BYTES)
         except ValueError as exc:
-            raise ValueError(f"{what}: {exc}") from None
+            why = str(exc)
+            raise ValueError(why if why.startswith(f"{what}:") else f"{what}: {why}") from None
 
     @staticmethod
     def _matches(watched: WatchedFiles[bytes] | None, given: bytes) -> bool:
@@ -135,7 +136,7 @@ async def metric_value(request: web.Request) -> web.Response:
             return respond(status(exc.code, exc.message))
         if found is not None:
             return respond((200, dumps({"value": total(found), "timestamp": rfc3339(time.time())})))
-    key = ("keda", metric, request.query_string)
+    key = ("keda", metric, namespace, query.get("labelSelector", ""))
     return respond(
         cache.memo(
             key,

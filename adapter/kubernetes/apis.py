@@ -39,7 +39,7 @@ async def external(request: web.Request) -> web.Response:
         answer = await per_request("external", "v1beta1", [namespace, metric], request.query)
         if answer is not None:
             return respond(answer)
-    key = ("external", metric, namespace, request.query_string)
+    key = ("external", metric, namespace, request.query.get("labelSelector", ""))
     return respond(cache.memo(key, lambda: answers.external(cache, metric, namespace, request.query), _keep))
 
 
@@ -104,7 +104,9 @@ async def apis(request: web.Request) -> web.Response:
             answer = await per_request("custom", version, rest, request.query, pod_labels)
             if answer is not None:
                 return respond(answer)
-        key = ("custom", version, path, request.query_string, listed_at)
+        query = request.query
+        key = ("custom", version, path, query.get("labelSelector", ""), query.get("metricLabelSelector", ""),
+               listed_at)  # fmt: skip
         return respond(cache.memo(key, lambda: _custom(cache, version, rest, request, pod_labels), _keep))
     if group == EXTERNAL_GROUP and version in VERSIONS[EXTERNAL_GROUP]:
         return respond(status(404, "external metrics are read at namespaces/{namespace}/{metric}"))

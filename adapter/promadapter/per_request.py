@@ -47,23 +47,26 @@ def _q(value: str) -> str:
 
 
 def selector_matchers(selector: Selector) -> list[str]:
-    """prometheus-adapter's conversion of a label selector into PromQL matchers."""
+    """prometheus-adapter's conversion of a label selector into PromQL matchers, on the label names
+    the keys are matched against (``app.kubernetes.io/name`` -> ``app_kubernetes_io_name``, as the
+    batched path matches them: a key as written is not PromQL and Prometheus would refuse it)."""
     out = []
     for r in selector.requirements:
         values = sorted(set(r.values))
         joined = "|".join(values)
+        name = r.label
         if r.op == "exists":
-            out.append(f'{r.key}!=""')
+            out.append(f'{name}!=""')
         elif r.op == "!":
-            out.append(f'{r.key}=""')
+            out.append(f'{name}=""')
         elif r.op == "=":
-            out.append(f"{r.key}={_q(joined)}" if len(values) == 1 else f"{r.key}=~{_q(joined)}")
+            out.append(f"{name}={_q(joined)}" if len(values) == 1 else f"{name}=~{_q(joined)}")
         elif r.op == "!=":
-            out.append(f"{r.key}!={_q(joined)}" if len(values) == 1 else f"{r.key}!~{_q(joined)}")
+            out.append(f"{name}!={_q(joined)}" if len(values) == 1 else f"{name}!~{_q(joined)}")
         elif r.op == "in":
-            out.append(f"{r.key}=~{_q(joined)}")
+            out.append(f"{name}=~{_q(joined)}")
         elif r.op == "notin":
-            out.append(f"{r.key}!~{_q(joined)}")
+            out.append(f"{name}!~{_q(joined)}")
         else:
             raise Failure(400, f"operator {r.op} of {r.key!r} cannot be turned into a Prometheus matcher")
     return out

@@ -7,7 +7,7 @@ per scrape target, all evaluated at the engine's clock:
 - ``cur``: F now (the flag of an ``up_family``), honouring staleness markers;
 - ``ts``: each current series' sample time (``timestamp(F)``);
 - ``seen``: when each series was last seen within the horizon H
-  (``max_over_time(timestamp(F)[H:R])``, R = H/120; 0 for a series that lived only between two
+  (``max_over_time(timestamp(F)[H:R])``, R = H/60; 0 for a series that lived only between two
   steps of that grid, from ``last_over_time(F[H])``);
 - per target: ``up``, the time of its last scrape (``timestamp(up)``), the time of its last good
   scrape within H (``max_over_time((timestamp(up) and up == 1)[H:R])``), and whether its exporter
@@ -33,7 +33,7 @@ from ..vectors import Series
 from . import DOWN, STALE, TAINTED, UP, state
 from .pace import STAMP_FAMILY
 
-STEPS = 120  # subquery steps over the horizon: when a series was last seen, to H/120
+STEPS = 60  # subquery steps over the horizon: when a series was last seen, to H/60
 Labels = frozenset[tuple[str, str]]
 
 

@@ -48,7 +48,7 @@ class QueryError(Exception):
     """A query that gave no usable answer; the message is one line for logs and Status bodies."""
 
 
-def _ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
+def ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
     if not cfg.url or not cfg.url.startswith("https://"):
         return True
     try:
@@ -148,7 +148,7 @@ class PrometheusSource:
         self._dropped_logged: set[str] = set()
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=MAX_CONCURRENT_QUERIES, ssl=_ssl_context(self.cfg))
+        connector = aiohttp.TCPConnector(limit=MAX_CONCURRENT_QUERIES, ssl=ssl_context(self.cfg))
         self._session = aiohttp.ClientSession(connector=connector, headers=self.cfg.headers)
 
     async def close(self) -> None:

@@ -37,6 +37,7 @@ from rightsizing.group import merge, multi_gpu_groups
 from rightsizing.hostcpu import HostCpuMonitor
 from rightsizing.links import QueueReading, linked
 from rightsizing.numa import NumaPlacement
+from rightsizing.patches.settings import PatchSettings
 from rightsizing.pressure import INFERENCE_SERVERS
 from rightsizing.settings import RightsizingSettings
 from rightsizing.tracker import GpuTracker
@@ -71,8 +72,12 @@ class RightsizingExtension:
         source: object | None = None,
         queues: QueueFeed | None = None,
         placements: PlacementFeed | None = None,
+        patches: PatchSettings | None = None,
+        node: str = "",
     ) -> None:
         self.settings = settings
+        self.patch_settings = patches or PatchSettings()
+        self.node = node
         self.catalog = catalog
         self.interval = interval
         self.source = source
@@ -321,8 +326,14 @@ class RightsizingExtension:
             self._pending = (gpus, self.placements() if self.placements is not None else {})
             if self.settings.score_interval_seconds > 0:
                 self._score_pending()  # the cycles until the next due one publish this cycle's scores
-        cycle = CycleView(self, gpus, self._host_cpu(t), self._host_pressure(t))
-        api = LazySections({"gpus": Deferred(cycle.entries), "rightsizing": Deferred(cycle.overview)})
+        cycle = CycleView(self, gpus, self._host_cpu(t), self._host_pressure(t), t)
+        api = LazySections(
+            {
+                "gpus": Deferred(cycle.entries),
+                "rightsizing": Deferred(cycle.overview),
+                "patches": Deferred(cycle.patches),
+            }
+        )
         status = CollectorStatus(self.name, True, time.perf_counter() - started)
         return Contribution(rows=LazyRows(cycle.rows), api=api, collectors=(status,))
 

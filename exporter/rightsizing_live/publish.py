@@ -8,8 +8,12 @@ from typing import Any, Protocol
 from rightsizer_core.snapshot import GpuSample, Row
 from rightsizing.balance import findings, judged
 from rightsizing.bottlenecks import BOTTLENECKS
+from rightsizing.catalog import Catalog
 from rightsizing.evidence import Evidence
 from rightsizing.numa import NumaPlacement, format_cpulist
+from rightsizing.patches.build import build_patches
+from rightsizing.patches.plan import Context, Held
+from rightsizing.patches.settings import PatchSettings
 from rightsizing.settings import RightsizingSettings
 from rightsizing.tracker import GpuTracker
 from rightsizing.verdicts import VERDICTS, Assessment
@@ -140,6 +144,9 @@ class ScoredExtension(Protocol):
     does not import the extension back)."""
 
     settings: RightsizingSettings
+    catalog: Catalog
+    patch_settings: PatchSettings
+    node: str
     row_maker: RowMaker
     trackers: dict[str, GpuTracker]
     _evidence: dict[str, Evidence]
@@ -153,7 +160,7 @@ class ScoredExtension(Protocol):
 class CycleView:
     """One cycle's rows and API objects, built from its scores on first read."""
 
-    __slots__ = ("cpu", "ext", "gpus", "pressure")
+    __slots__ = ("at", "cpu", "ext", "gpus", "pressure")
 
     def __init__(
         self,
@@ -161,8 +168,9 @@ class CycleView:
         gpus: tuple[GpuSample, ...],
         cpu: float | None,
         pressure: Mapping[tuple[str, str], float],
+        at: float = 0.0,
     ) -> None:
-        self.ext, self.gpus, self.cpu, self.pressure = ext, gpus, cpu, pressure
+        self.ext, self.gpus, self.cpu, self.pressure, self.at = ext, gpus, cpu, pressure, at
 
     def rows(self) -> dict[str, tuple[Row, ...]]:
         ext = self.ext
@@ -180,6 +188,21 @@ class CycleView:
             if key in assessments:
                 entries[g.identity.uuid] = (assessments[key], ext._evidence[key], ext.trackers.get(key))
         return entries
+
+    def patches(self) -> dict[str, Any]:
+        """``/api/v1/patches``: the node's moves as kustomize patches (owners from the pods' names:
+        the exporter sees pods, not the objects that own them)."""
+        ext = self.ext
+        assessments, evidence = ext.assessments, ext._evidence
+        held = [
+            Held(g.pod.namespace, g.pod.pod, g.pod.container, g.identity.uuid, assessments[k], evidence[k])
+            for g in self.gpus
+            if g.pod is not None and (k := g.identity.key) in assessments and k in evidence
+        ]
+        where = f"rightsizer-exporter on {ext.node}" if ext.node else "rightsizer-exporter"
+        ctx = Context(self.at, ext.settings.window_seconds, ext.catalog, ext.patch_settings, where,
+                      None, "pod names (the exporter sees pods, not their owners)")  # fmt: skip
+        return build_patches(held, ctx).json()
 
     def overview(self) -> dict[str, Any]:
         ext = self.ext

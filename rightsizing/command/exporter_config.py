@@ -1,7 +1,7 @@
 """The sections of the exporter's configuration file that ``rightsizer`` reads (``--exporter-config``).
 
 The report and the plan use the same prices, extra GPUs and right-sizing thresholds as the exporter
-that measured the fleet: the file's ``catalog`` and ``rightsizing`` sections, checked against the
+that measured the fleet: the file's ``catalog``, ``rightsizing`` and ``patches`` sections, checked against the
 engine's own schemas exactly as the exporter checks them. The file's other sections belong to the
 exporter (which checks them when it starts) and are not read here, so the command does not depend
 on the exporter's code.
@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from rightsizer_core.settings import ConfigError, build, read_yaml, setting
 
 from ..catalog import CatalogSettings
+from ..patches.settings import PatchSettings
 from ..settings import RightsizingSettings
 
-SECTIONS = ("catalog", "rightsizing")
+SECTIONS = ("catalog", "rightsizing", "patches")
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,9 @@ class EngineSettings:
     )
     rightsizing: RightsizingSettings = setting(
         RightsizingSettings(), "Right-sizing: windows, verdict and bottleneck thresholds, queue links."
+    )
+    patches: PatchSettings = setting(
+        PatchSettings(), "Patches for recommendations: MIG strategy, prices and history they need."
     )
 
 

@@ -19,6 +19,7 @@ from .promapi import PrometheusClient, ReportError, add_auth_arguments, auth_hea
 from .report import as_rows, collect
 from .report_assumptions import assumptions
 from .report_common import HOURS_PER_MONTH, history_line
+from .report_patches import add_patch_arguments, patches, prepare_patches, write_patches
 from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
 
 MAX_TIMEOUT_SECONDS = 86400
@@ -52,19 +53,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--format",
-        choices=["table", "json", "csv", "html", "markdown"],
+        choices=["table", "json", "csv", "html", "markdown", "patches"],
         default="table",
         help="table (default), json, csv, html (one self-contained file with charts, to attach to a "
-        "ticket) or markdown (tables for a pull request)",
+        "ticket), markdown (tables for a pull request) or patches (a folder of kustomize patches, one "
+        "per workload to move, with a README: needs --output DIR)",
     )
     p.add_argument(
         "--output",
         metavar="FILE",
         help="write the report to FILE (a new file or a regular one, replaced whole) instead of "
-        "standard output; - is standard output",
+        "standard output; - is standard output (--format patches: the folder DIR, made if missing)",
     )
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per query in seconds (default 120)")
     add_auth_arguments(p, "Prometheus")
+    add_patch_arguments(p)
     p.add_argument(
         "--max-series-per-query",
         type=int,
@@ -121,7 +124,9 @@ class Progress:
 
 def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
     try:
-        check_output(args.output)
+        manifests = prepare_patches(args) if args.format == "patches" else None
+        if args.format != "patches":
+            check_output(args.output)
         window = parse_duration(args.window, "--window")
         idle_after = (
             parse_duration(args.idle_after, "--idle-after")
@@ -145,6 +150,9 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             )  # fmt: skip
         finally:
             progress(0, 0, "")
+        if args.format == "patches":
+            write_patches(patches(args, fleet, client, catalog, cfg.patches, manifests), args.output)
+            return 0
         gpus = as_rows(fleet)
         costs = [{"instance": c.instance or None, **cost_json(c)} for c in fleet.costs]
         workloads = by_workload(gpus)

@@ -1,0 +1,171 @@
+"""The body of one patch: a strategic-merge patch of the owning object's pod template that selects
+the recommended GPU's nodes and, where the resource name changes, renames it in the container.
+
+Node selection: ``nodeSelector`` on ``nvidia.com/gpu.product``; when the manifest's template
+already requires node affinity, its ``nodeSelectorTerms`` instead, each term with the product
+expression replaced or added (kustomize replaces that list whole, so every term is written again as
+the manifest has it, changed only there). The resource: ``old: null`` (kustomize deletes the key)
+and ``new: count`` in limits, and in requests where the manifest's requests name it (without a
+manifest, in requests too: an extended resource's requests must equal its limits, and the API
+server fills them from the limits when left out).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from .manifests import Manifests, pod_spec
+from .names import PRODUCT_LABEL, TEMPLATES
+from .owners import Owner
+
+AFFINITY = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+
+
+@dataclass(frozen=True)
+class Rename:
+    """A GPU container's resource today and after the move (the same name when it stays)."""
+
+    container: str
+    count: int  # what one pod's container holds (pod attribution)
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Body:
+    patch: dict[str, Any]
+    source: str  # the manifest file read, or "" without one
+    notes: tuple[str, ...]  # what the reviewer must know about it
+
+
+def _nest(path: tuple[str, ...], leaf: dict[str, Any]) -> dict[str, Any]:
+    for step in reversed(path):
+        leaf = {step: leaf}
+    return leaf
+
+
+def _terms(spec: dict[str, Any]) -> list[Any] | None:
+    node: Any = spec
+    for step in AFFINITY:
+        node = node.get(step) if isinstance(node, dict) else None
+    terms = node.get("nodeSelectorTerms") if isinstance(node, dict) else None
+    return terms if isinstance(terms, list) and terms else None
+
+
+def _with_product(term: Any, product: str) -> dict[str, Any]:
+    term = copy.deepcopy(term) if isinstance(term, dict) else {}
+    wanted = {"key": PRODUCT_LABEL, "operator": "In", "values": [product]}
+    exprs, placed = [], False
+    for e in term.get("matchExpressions") or []:
+        if isinstance(e, dict) and e.get("key") == PRODUCT_LABEL:
+            if not placed:
+                exprs.append(wanted)
+                placed = True
+            continue
+        exprs.append(e)
+    if not placed:
+        exprs.append(wanted)
+    term["matchExpressions"] = exprs
+    return term
+
+
+def _document(owner: Owner, meta: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    api_version, path, _ = TEMPLATES[owner.kind]
+    return {"apiVersion": api_version, "kind": owner.kind, "metadata": meta, **_nest(path, spec)}
+
+
+def _containers(template: dict[str, Any], field: str) -> list[dict[str, Any]]:
+    listed = template.get(field)
+    return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+
+
+def _unread(owner: Owner, product: str, held: list[Rename]) -> Body:
+    """Without a manifest: what the measurements alone say."""
+    renames = [r for r in held if r.old != r.new]
+    spec: dict[str, Any] = {"nodeSelector": {PRODUCT_LABEL: product}}
+    notes = ["no manifest was read (--manifests): nodes are selected by nodeSelector, which is only right "
+             "when the object does not already require node affinity on the GPU product"]  # fmt: skip
+    if renames:
+        spec["containers"] = [
+            {
+                "name": r.container,
+                "resources": {k: {r.old: None, r.new: r.count} for k in ("limits", "requests")},
+            }
+            for r in renames
+        ]
+        notes.append(
+            "requests are written with the limits (an extended resource's requests equal its "
+            "limits), and kustomize lists the containers named here before the others"
+        )
+    meta = {"name": owner.name, "namespace": owner.namespace}
+    return Body(_document(owner, meta, spec), "", tuple(notes))
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _renamed(c: dict[str, Any], r: Rename, owner: Owner, where: str) -> dict[str, Any] | str | None:
+    """The container's new resources; None when its resource stays; why not when it asks for
+    another resource than the one measured."""
+    resources = _mapping(c.get("resources"))
+    limits = _mapping(resources.get("limits"))
+    if r.old not in limits:
+        asks = ", ".join(sorted(str(k) for k in limits)) or "nothing"
+        if "mig-" in asks or "mig-" in r.old:
+            asks += "; is patches.mig_strategy the cluster's?"
+        return (f"{where}: container {r.container} of {owner.kind} {owner.name} does not ask for {r.old} in "
+                f"its limits (it asks for {asks}): the manifest and the measured pod differ")  # fmt: skip
+    if r.old == r.new:
+        return None
+    new: dict[str, Any] = {"limits": {r.old: None, r.new: limits[r.old]}}
+    requests = resources.get("requests")
+    if isinstance(requests, dict) and r.old in requests:
+        new["requests"] = {r.old: None, r.new: requests[r.old]}
+    return new
+
+
+def build(owner: Owner, product: str, held: list[Rename], manifests: Manifests | None) -> Body | str:
+    """The patch for the GPU containers ``held``, or why none can be written against the manifest."""
+    if manifests is None:
+        return _unread(owner, product, held)
+    found = manifests.find(owner.kind, owner.namespace, owner.name)
+    if isinstance(found, str):
+        return found
+    obj, where = found
+    template = pod_spec(obj, owner.kind)
+    if template is None:
+        return f"{where}: the {owner.kind} has no pod template at {'.'.join(TEMPLATES[owner.kind][1])}"
+    spec: dict[str, Any] = {}
+    terms = _terms(template)
+    selector = template.get("nodeSelector")
+    if terms is not None:
+        spec["affinity"] = _nest(
+            AFFINITY[1:], {"nodeSelectorTerms": [_with_product(t, product) for t in terms]}
+        )
+    if terms is None or (isinstance(selector, dict) and PRODUCT_LABEL in selector):
+        spec["nodeSelector"] = {PRODUCT_LABEL: product}
+    placed: set[str] = set()
+    for field in ("initContainers", "containers"):
+        names = [c.get("name") for c in _containers(template, field)]
+        changed: dict[str, dict[str, Any]] = {}
+        for r in held:
+            if r.container in names:
+                new = _renamed(_containers(template, field)[names.index(r.container)], r, owner, where)
+                if isinstance(new, str):
+                    return new
+                if new is not None:
+                    changed[r.container] = new
+                placed.add(r.container)
+        if changed:  # every container named, in the manifest's order: kustomize keeps that order
+            spec[field] = [{"name": n, **({"resources": changed[n]} if n in changed else {})} for n in names]
+    missing = [r.container for r in held if r.container not in placed]
+    if missing:
+        return f"{where}: {owner.kind} {owner.name} has no container {missing[0]} in its pod template"
+    meta = {
+        "name": owner.name,
+        **({"namespace": owner.namespace} if (obj["metadata"].get("namespace")) else {}),
+    }
+    return Body(_document(owner, meta, spec), where, ())
