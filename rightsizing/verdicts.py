@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from .bottlenecks import BOTTLENECKS, describe, find_bottlenecks
 from .catalog import Candidate, Catalog
-from .deciding import Decider, deciding
+from .deciding import Decider, deciding, nothing_carries
 from .evidence import Evidence
 from .history import history_note
 from .pressure import backlog, growing, memory_pressure, server_queue, starvation_demand
@@ -233,11 +233,21 @@ def _underprovisioned(
         bandwidth_floor=1.0 if "memory bandwidth" in needs else 0.0,
     )
     group, fit = _fit(ev, catalog, d, current, s, upgrade=True)
-    if fit is None:
+    if fit is None:  # what no option has decides (a group's: on as many GPUs as today), and what to do
+        many = ev.workload_gpus > 1
+        nowhere = nothing_carries(
+            dataclasses.replace(d, whole_gpus=True) if many else d, current, catalog, s, needs[0]
+        )
+        on = f" (on each of {ev.workload_gpus} GPUs)" if many else ""
+        more = "more " if many else ""
+        instead = (
+            f"split the model across {more}GPUs (tensor parallel)"
+            if nowhere.resource == "memory"
+            else "add replicas"
+        )
         return Assessment(
             "underprovisioned",
-            f"{unmet.cause}; no catalog option holds {gib(d.memory_bytes)} and carries the work at "
-            f"<= {_pct(s.target_activity_ratio)}: split it across GPUs (tensor parallel).{why}",
+            f"{unmet.cause}; {nowhere.words}{on}; {instead}.{why}",
             bottlenecks,
             "none",
             current.key,
@@ -246,7 +256,7 @@ def _underprovisioned(
             None,
             d.memory_bytes,
             summary=f"{unmet.kind}: no single GPU is enough",
-            deciding=needs[0],
+            deciding=nowhere.resource,
         )
     up = fit.candidate
     delta = _delta(current, up, group)
