@@ -137,18 +137,40 @@ def test_adapter_evicts_connections_parked_after_a_401_for_a_probe() -> None:
         assert "Traceback" not in log
 
 
+def answering(sock: socket.socket, seconds: float = 5) -> bool:
+    """Whether the server writes an answer on ``sock`` within ``seconds`` (peeked: nothing is read)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))  # b"": closed by the server
+        except BlockingIOError:
+            time.sleep(0.05)
+        except OSError:
+            return False
+    return False
+
+
 def test_slow_readers_are_evicted_for_a_probe_and_closed_at_the_response_deadline() -> None:
     # The response deadline is long enough that on a loaded machine the probe still gets in by
     # eviction, before any stalled answer reaches it.
     env = {"RIGHTSIZER_HTTP_MAX_CONNECTIONS": str(CAP), "RIGHTSIZER_HTTP_RESPONSE_TIMEOUT_SECONDS": "10"}
     with exporter(["--simulate"], env=env) as p:
-        readers = [connect(p.url, receive_buffer=4096) for _ in range(CAP)]
+        readers: list[socket.socket] = []
         try:
-            for sock in readers:
+            for _ in range(CAP):
                 # 40 scrapes of ~150 KB each, pipelined, never read: more than the kernel buffers, so
                 # every connection is stalled writing an answer when the probe comes.
-                sock.sendall(SCRAPE * 40)
-            time.sleep(1.5)
+                readers.append(connect(p.url, receive_buffer=4096))
+                readers[-1].sendall(SCRAPE * 40)
+            # The cap is full of stalled answers (a reader refused because a connection of the
+            # readiness check was still open is replaced).
+            for i, sock in enumerate(readers):
+                if not answering(sock):
+                    sock.close()
+                    readers[i] = connect(p.url, receive_buffer=4096)
+                    readers[i].sendall(SCRAPE * 40)
+            assert all(answering(sock) for sock in readers)
+            time.sleep(1.5)  # stalled for over a second (SETTLED_SECONDS)
             assert probe(p.url) == 200  # the oldest stalled connection made room
             # The others are closed at the response deadline: a stalled answer holds no slot for good.
             wait_for(lambda: dropped(p.url, "rightsizer_http", "response_timeout") >= CAP - 2, 30)
