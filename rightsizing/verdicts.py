@@ -121,7 +121,7 @@ def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] 
         binding_burst(ev.activity_p95, ev.activity_p99, s),
         binding_burst(None if ev.bandwidth is None else ev.bandwidth[1], ev.bandwidth_p99, s),
         tuple(
-            (q.name, q.server, q.kv_cache_high, q.preemptions, backlog(q),
+            (q.name, q.server, q.kv_cache_high, q.preemptions, backlog(q), q.depth_last >= 1.0,
              (round(q.rise), round(100 * q.growth_per_hour)) if growing(q, s) else None)
             for q in ev.queues
         ),
@@ -163,6 +163,23 @@ def _assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessmen
         and idle_kernels(ev, s)
         and ev.history_seconds >= s.idle_after_seconds
     )
+    waiting = [q for q in ev.queues if q.depth_last >= 1.0] if idle else []
+    if waiting:  # quiet, yet requests wait for it: the server is not serving, which is no idleness
+        q = waiting[0]
+        return Assessment(
+            "insufficient_data",
+            f"{ev.activity_source.replace('_', ' ')} below {_pct(s.idle_activity_ratio)} for the last "
+            f"{duration(s.idle_after_seconds)} while requests wait in its queue '{q.name}': "
+            "the server is not serving them (stuck, or waiting on something other than the GPU); nothing "
+            "to release or resize until it serves",
+            (),
+            "none",
+            current_key,
+            None,
+            None,
+            summary="requests wait, nothing runs",
+            deciding="activity",
+        )
     if idle or empty_without_signal(ev, s):
         price = current.hourly_price_dollars if current else None
         saves = f"; releasing it saves ${price:.2f}/h" if price else ""
