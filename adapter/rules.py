@@ -82,6 +82,7 @@ class RuleConfig:
         "otherwise 503 naming it. Not with up_family.",
         env=False,
     )
+
     namespace: NamespaceMode = setting(
         "match",
         "How the request's namespace selects series: the namespace label must equal it (match), "
@@ -190,6 +191,26 @@ def _queue_rule(name: str, family: str) -> RuleConfig:
     )
 
 
+def _slo_rule(name: str, family: str, aggregation: Aggregation) -> RuleConfig:
+    """An SLO scaling rule: one series per workload (namespace, workload), over the exporters'
+    scaling window; answered only while ``rightsizer_workload_slo_scaling_up`` says it can be judged
+    (a source down or too few requests: 503; no SLO declared: 404)."""
+    keys = ["namespace", "workload"]
+    return build(
+        RuleConfig,
+        {
+            "name": name,
+            "apis": ["external", "custom"],
+            "query": f"{aggregation} by ({', '.join(keys)}) ({family}{{<<.LabelMatchers>>}})",
+            "direct": {"family": family, "aggregation": aggregation, "by": keys},
+            "up_family": "rightsizer_workload_slo_scaling_up",
+            "aggregation": aggregation,
+            "objects": {"deployments": "workload", "statefulsets": "workload"},
+        },
+        f"built-in rule {name}",
+    )
+
+
 BUILTIN_RULES: tuple[RuleConfig, ...] = (
     _queue_rule("rightsizer_queue_depth", "rightsizer_queue_depth"),
     _queue_rule("rightsizer_queue_in_flight", "rightsizer_queue_in_flight"),
@@ -198,4 +219,12 @@ BUILTIN_RULES: tuple[RuleConfig, ...] = (
     _gpu_rule("rightsizer_gpu_idle", "rightsizer_gpu_verdict", "max", match=['verdict="idle"']),
     _gpu_rule("rightsizer_gpu_busy", "rightsizer_gpu_verdict", "max", match=['verdict!="idle"']),
     _gpu_rule("rightsizer_gpu_fit_score", "rightsizer_gpu_fit_score", "avg"),
+    # The worst target's latency at its objective over the target (0.8: 20 % under it), and the
+    # lowest attainment of the workload's targets, both over the short scaling window.
+    _slo_rule(
+        "rightsizer_workload_slo_latency_ratio", "rightsizer_workload_slo_scaling_latency_ratio", "max"
+    ),
+    _slo_rule(
+        "rightsizer_workload_slo_attainment_ratio", "rightsizer_workload_slo_scaling_attainment_ratio", "min"
+    ),
 )

@@ -35,6 +35,7 @@ from adapter_support import ANONYMOUS, adapter, get  # noqa: E402
 
 GOLDEN = (BENCH.parent / "tests" / "golden" / "simulated.prom").read_text()
 DEPTH = re.compile(r"^(rightsizer_queue_depth\{[^}]*\}) \S+$", re.M)
+STAMP = re.compile(r"^(rightsizer_last_sample_timestamp_seconds) \S+$", re.M)
 
 
 def serve(nodes: int) -> tuple[list[str], asyncio.AbstractEventLoop]:
@@ -45,8 +46,9 @@ def serve(nodes: int) -> tuple[list[str], asyncio.AbstractEventLoop]:
 
     def handler(i: int):  # type: ignore[no-untyped-def]
         async def metrics(request: web.Request) -> web.Response:
-            depth = int(time.time()) % 50  # a new body every second, as a sampling exporter gives
-            return web.Response(text=DEPTH.sub(rf"\g<1> {depth}", bodies[i]), content_type="text/plain")
+            now = int(time.time())  # a new body every second, as a sampling exporter gives
+            text = STAMP.sub(rf"\g<1> {now}", DEPTH.sub(rf"\g<1> {now % 50}", bodies[i]))
+            return web.Response(text=text, content_type="text/plain")
 
         return metrics
 

@@ -279,15 +279,34 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
+def print_parse_costs() -> None:
+    from latency_parse import costs
+
+    rows = costs()
+    print("latency histograms read on the same poll (in-process CPU per poll, parsed as the page arrives):")
+    for kind, full, bare, kept in rows:
+        print(f"  {kind:>7}: {full:7.0f} us per poll, {bare:7.0f} us without them: +{full - bare:.0f} us "
+              f"({kept} latency lines kept)")  # fmt: skip
+    by = {kind: full - bare for kind, full, bare, _ in rows}
+    mix = dict(MIX)
+    added = sum(by[k] * mix[k] for k in by) / 1000
+    print(f"  for this benchmark's 200 sources at 1 s ({', '.join(f'{mix[k]} {k}' for k in by)}): "
+          f"+{added:.1f} ms of CPU per second = +{added / 10:.2f} % of one core")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, default=60, help="CPU measuring window per configuration")
     ap.add_argument("--wrk-seconds", type=int, default=10)
     ap.add_argument("--changes", type=int, default=300, help="source changes timed to publication")
     ap.add_argument("--serve-sources", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--parse-only", action="store_true", help="only what latency histograms add per poll")
     args = ap.parse_args()
     if args.serve_sources:
         serve_sources()
+        return
+    print_parse_costs()
+    if args.parse_only:
         return
 
     base = ["--simulate", "--interval", "1"]

@@ -31,6 +31,7 @@ import yaml
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from exporter.rightsizing_live.extension import RightsizingExtension  # noqa: E402
+from exporter.rightsizing_live.slo_rows import slo_rows  # noqa: E402
 from exporter.sources.simulated.scenario import scenario_path  # noqa: E402
 from exporter.sources.simulated.source import SimulatedSource, load_scenario  # noqa: E402
 from rightsizer_core.snapshot import GpuReading  # noqa: E402
@@ -39,6 +40,7 @@ from rightsizing.catalog import load_catalog  # noqa: E402
 from rightsizing.cost import cost_json, cost_rows, workload_costs  # noqa: E402
 from rightsizing.hostpsi import PsiReader  # noqa: E402
 from rightsizing.settings import RightsizingSettings  # noqa: E402
+from rightsizing.slo_verdict import judge  # noqa: E402
 from rightsizing.tracker import GpuTracker  # noqa: E402
 
 WINDOW = 3600
@@ -81,6 +83,7 @@ class Replayed:
         self.queues = [src.queue_samples(r.timestamp) for r in pool]
         self.pressure = src.host_pressure()
         self.numa = src.numa_placements()
+        self.slos = src.slos
 
     def _k(self, t: float | None) -> int:
         return int((t or 0.0) - self.t0) % DISTINCT
@@ -182,6 +185,24 @@ def main() -> None:
         max(stalls) if stalls else None
         ext.row_maker.rows((), {}, {}, None, pressure)
     psi_cycle = (time.thread_time() - c0) / args.cycles * 1000
+    # Latency SLOs: feeding each queue's histograms to its windows (every cycle), and the workloads'
+    # evidence, scaling state, rows and SLO verdicts (cycles that are read).
+    queues = [(q.name, q.labels, q.server, q.latency) for q in ext._sim_queues(t0) if q.latency]
+    c0 = time.thread_time()
+    for k in range(args.cycles):
+        t = t0 + WINDOW + 2 * args.cycles + k
+        ext.slo.begin_cycle()
+        for q in ext._sim_queues(t):
+            ext.slo.add(t, q.name, q.labels, q.server, q.latency)
+    slo_fed = (time.thread_time() - c0) / args.cycles * 1000
+    with_slo = [(k, ev) for k, ev in ext.evidence.items() if any(q.slo and q.slo.targets for q in ev.queues)]
+    c0 = time.thread_time()
+    for _ in range(args.cycles):
+        found, scaling = ext.slo.evidence(), ext.slo.scaling()
+        slo_rows(found, scaling, ext.slo.counted)
+        for key, ev in with_slo:
+            judge(ev, ext.settings, ext.catalog, ext.assessments[key])
+    slo_scored = (time.thread_time() - c0) / args.cycles * 1000
     psi = PsiReader("/proc")
     c0 = time.thread_time()
     for k in range(args.cycles):
@@ -198,6 +219,10 @@ def main() -> None:
     print(f"of which system balance (PCIe link, NUMA): {balance:.3f} ms CPU per cycle for {gpus} GPUs "
           f"({flagged} flagged numa_mismatch)")  # fmt: skip
     print(f"of which host pressure (PSI stall and rows): {psi_cycle:.3f} ms CPU per cycle")
+    workloads = len(ext.slo.workloads())
+    print(f"of which latency SLOs: {slo_fed:.3f} ms CPU per cycle fed ({len(queues)} queues' histograms into "
+          f"their windows), {slo_scored:.3f} ms per cycle read ({workloads} workloads' evidence, scaling "
+          f"state and rows; SLO verdicts of {len(with_slo)} GPUs)")  # fmt: skip
     print(
         f"PSI read by the host CPU poller (not in the cycle): {psi_read:.3f} ms CPU per poll "
         f"({'available' if psi.available else 'not available'} on this kernel)"

@@ -170,6 +170,7 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
                 getattr(pods, "numa_placements", None),
                 patches=cfg.patches,
                 node=cfg.effective_hostname,
+                slos=cfg.slos,
             )
         )
     return extensions

@@ -13,6 +13,7 @@ from rightsizer_core.settings import ConfigError, build, env_overrides, merge, r
 from rightsizing.catalog import CatalogSettings
 from rightsizing.patches.settings import PatchSettings
 from rightsizing.settings import RightsizingSettings
+from rightsizing.slo import SloDeclaration
 
 from .sources.pods.settings import PodSettings
 from .sources.queues.settings import QueueSettings, check_queue_names
@@ -105,6 +106,11 @@ class ExporterConfig:
     )
     rightsizing: RightsizingSettings = setting(
         RightsizingSettings(), "Right-sizing: windows, verdict and bottleneck thresholds, queue links."
+    )
+    slos: list[SloDeclaration] = setting(
+        [],
+        "Latency SLOs of inference workloads, matched to queues by namespace and workload labels "
+        "(or queue name); see docs/slos.md.",
     )
     patches: PatchSettings = setting(
         PatchSettings(),

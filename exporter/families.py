@@ -21,11 +21,18 @@ HEADLESS: frozenset[str] = frozenset({
     "rightsizer_gpu_pcie_link_generation", "rightsizer_gpu_pcie_link_generation_max",
     "rightsizer_gpu_pcie_link_width", "rightsizer_gpu_pcie_link_width_max", "rightsizer_gpu_up",
     "rightsizer_gpu_verdict", "rightsizer_host_cpu_busy_ratio", "rightsizer_pod_gpu_memory_used_bytes",
+    "rightsizer_last_sample_timestamp_seconds",
     "rightsizer_queue_depth", "rightsizer_queue_in_flight", "rightsizer_queue_kv_cache_usage_ratio",
     "rightsizer_queue_preemptions_total", "rightsizer_queue_source_up", "rightsizer_xid_errors_total",
     "rightsizer_queue_generated_tokens_total", "rightsizer_queue_prompt_tokens_total",
     "rightsizer_queue_requests_total", "rightsizer_host_pressure_stalled_ratio",
     "rightsizer_gpu_balance_finding",
+    "rightsizer_workload_latency_mean_seconds", "rightsizer_workload_latency_requests",
+    "rightsizer_workload_latency_seconds", "rightsizer_workload_slo_attainment_ratio",
+    "rightsizer_workload_slo_good_requests_total", "rightsizer_workload_slo_objective_ratio",
+    "rightsizer_workload_slo_requests_total", "rightsizer_workload_slo_scaling_attainment_ratio",
+    "rightsizer_workload_slo_scaling_latency_ratio", "rightsizer_workload_slo_scaling_up",
+    "rightsizer_workload_slo_target_seconds",
 })
 
 SHIPPED: frozenset[str] = HEADLESS | frozenset({

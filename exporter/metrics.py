@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-MetricType = Literal["gauge", "counter", "info"]
+MetricType = Literal["gauge", "counter", "info", "summary"]
 Scope = Literal[
     "gpu",  # one row per GPU that is up and reports ``field``
     "gpu_up",  # one row per known GPU, up or down
@@ -573,6 +573,118 @@ FAMILIES: tuple[Family, ...] = (
         "(option=current) and projected on the recommended options (option=recommended).",
         "extension",
         extra_labels=("queue", "kind", "per", "option"),
+    ),
+    Family(
+        "rightsizer_workload_latency_requests",
+        "gauge",
+        "requests",
+        "Requests an inference workload's servers observed over the right-sizing window, per latency "
+        "histogram (slo=ttft|itl|e2e|queue; itl counts tokens where the server observes per token).",
+        "extension",
+        extra_labels=("namespace", "workload", "slo"),
+    ),
+    Family(
+        "rightsizer_workload_latency_seconds",
+        "summary",
+        "seconds",
+        "Latency of an inference workload: quantile=0.5, 0.95, 0.99 and its SLO's objective over the "
+        "right-sizing window, from the servers' histogram buckets (PromQL's histogram_quantile "
+        "convention), absent with fewer than slo_min_requests requests or without a distribution "
+        "(Triton's means); _sum and _count: every observation since the exporter started.",
+        "extension",
+        extra_labels=("namespace", "workload", "slo", "quantile"),
+    ),
+    Family(
+        "rightsizer_workload_latency_mean_seconds",
+        "gauge",
+        "seconds",
+        "Mean latency of an inference workload over the right-sizing window (the histogram's sum over"
+        " its count; Triton without histograms: its cumulative duration counters over its successful "
+        "requests). A mean, not a percentile.",
+        "extension",
+        extra_labels=("namespace", "workload", "slo"),
+    ),
+    Family(
+        "rightsizer_workload_slo_target_seconds",
+        "gauge",
+        "seconds",
+        "A declared SLO target (slos: in the configuration).",
+        "extension",
+        extra_labels=("namespace", "workload", "slo"),
+    ),
+    Family(
+        "rightsizer_workload_slo_objective_ratio",
+        "gauge",
+        "ratio",
+        "A declared SLO's objective: the share of requests that must meet the target.",
+        "extension",
+        extra_labels=("namespace", "workload", "slo"),
+    ),
+    Family(
+        "rightsizer_workload_slo_attainment_ratio",
+        "gauge",
+        "ratio",
+        "Share of the right-sizing window's requests at or under the SLO target, from bucket counts "
+        "(exact when the target is a bucket bound, else interpolated in its bucket); absent with "
+        "fewer than slo_min_requests requests or without a distribution.",
+        "extension",
+        extra_labels=("namespace", "workload", "slo"),
+    ),
+    Family(
+        "rightsizer_workload_slo_latency_ratio",
+        "gauge",
+        "ratio",
+        "The worst declared target's latency at the objective over the target, over the right-sizing "
+        "window (1.0 = on the edge; above 1: missed); absent when no target can be judged.",
+        "extension",
+        extra_labels=("namespace", "workload"),
+    ),
+    Family(
+        "rightsizer_workload_slo_requests_total",
+        "counter",
+        "requests",
+        "Requests observed for a declared SLO target since the exporter started (the histogram's "
+        "count increases, restarts of the server counted on).",
+        "extension",
+        extra_labels=("namespace", "workload", "slo"),
+    ),
+    Family(
+        "rightsizer_workload_slo_good_requests_total",
+        "counter",
+        "requests",
+        "Requests at or under a declared SLO target since the exporter started (from bucket counts, "
+        "interpolated in a bucket when the target is not a bound): good / requests over any window is"
+        " the attainment.",
+        "extension",
+        extra_labels=("namespace", "workload", "slo"),
+    ),
+    Family(
+        "rightsizer_workload_slo_scaling_latency_ratio",
+        "gauge",
+        "ratio",
+        "The SLO latency ratio over the short scaling window (slo_scaling_window_seconds): what the "
+        "adapter serves as rightsizer_workload_slo_latency_ratio; absent when "
+        "rightsizer_workload_slo_scaling_up is 0.",
+        "extension",
+        extra_labels=("namespace", "workload"),
+    ),
+    Family(
+        "rightsizer_workload_slo_scaling_attainment_ratio",
+        "gauge",
+        "ratio",
+        "A declared target's attainment over the short scaling window: what the adapter serves as "
+        "rightsizer_workload_slo_attainment_ratio; absent when it cannot be judged.",
+        "extension",
+        extra_labels=("namespace", "workload", "slo"),
+    ),
+    Family(
+        "rightsizer_workload_slo_scaling_up",
+        "gauge",
+        "bool",
+        "1 when a workload's SLO can be judged over the scaling window now, 0 when it cannot (a "
+        "source down, too few requests): the adapter answers 503 then, never a value.",
+        "extension",
+        extra_labels=("namespace", "workload"),
     ),
 )
 

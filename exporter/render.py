@@ -238,6 +238,12 @@ class Renderer:
                 f"{name}{{{lab}}} {fmt(value)}\n" if lab else f"{name} {fmt(value)}\n"
                 for lab, value in self._rows(fam, snap, labels)
             ]
+            if fam.type == "summary":  # its _sum and _count rows are kept under those names
+                for part in (f"{name}_sum", f"{name}_count"):
+                    for row in snap.rows.get(part, ()):
+                        own = self._own_labels(row.labels)
+                        text = f"{part}{{{own}}}" if own else part
+                        lines.append(f"{text} {fmt(row.value)}\n")
             if lines:
                 parts.append(self._headers(fam)[which])
                 parts.append("".join(lines).encode())

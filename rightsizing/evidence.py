@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .numa import NumaPlacement
+    from .slo import SloEvidence
 
 # Activity is SM active when the GPU reports it, else GR engine active, else GPU utilization.
 ACTIVITY_SOURCES = ("sm_active", "gr_engine_active", "gpu_utilization")
@@ -31,6 +32,7 @@ class QueueEvidence:
     generated_tokens_rate: float | None = None
     prompt_tokens_rate: float | None = None
     requests_rate: float | None = None
+    slo: SloEvidence | None = None  # the served workload's latencies over the window, and its SLO
 
     @property
     def growth_per_hour(self) -> float:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from rightsizer_core.snapshot import GpuSample
 from rightsizer_core.workloads import workload_of
 
+from .latency import Histogram
 from .settings import QueueLink
 
 
@@ -37,6 +38,8 @@ class QueueReading:
     generated_tokens_total: float | None = None
     prompt_tokens_total: float | None = None
     requests_total: float | None = None
+    # Latency histograms read on the same poll (``latency.KINDS`` -> cumulative histogram, seconds).
+    latency: Mapping[str, Histogram] | None = None
 
 
 def _matches_pod(sample: GpuSample, namespace: str | None, workload: str | None) -> bool:

@@ -197,6 +197,33 @@ class RightsizingSettings:
         maximum=0.9,
     )
     recommend_mig: bool = setting(True, "Consider MIG profiles as well as whole GPUs.")
+    slo_min_requests: int = setting(
+        100,
+        "A latency SLO is judged only over a window with at least this many requests (else: not "
+        "enough data).",
+        minimum=1,
+        maximum=1_000_000_000,
+    )
+    slo_margin_ratio: float = setting(
+        0.10,
+        "With an SLO declared, an option is offered only when its projected latency at the objective "
+        "is at most (1 - this) x every target; an SLO is met with room at that latency or less.",
+        minimum=0.0,
+        maximum=0.9,
+    )
+    slo_scaling_window_seconds: float = setting(
+        120.0,
+        "The short window of the SLO scaling series (rightsizer_workload_slo_scaling_*) that the "
+        "adapter serves to HPA and KEDA, distinct from window_seconds.",
+        minimum=10,
+        maximum=3600,
+    )
+    slo_scaling_min_requests: int = setting(
+        10,
+        "The scaling series are published only over a scaling window with at least this many requests.",
+        minimum=1,
+        maximum=1_000_000_000,
+    )
     procfs_root: str = setting("/proc", "Where /proc/stat is read for host CPU busy.")
     queue_links: list[QueueLink] = setting(
         [], "Queues feeding GPUs (queues with namespace and workload labels also link by themselves)."

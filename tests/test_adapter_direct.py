@@ -223,3 +223,15 @@ def test_pace_scrapes_just_after_each_publication() -> None:
     for _ in range(1, 8):  # a stalled exporter: chases, then the fixed cadence
         pace.scraped(102.0, now=30.0, wall=200.0)
     assert pace.due == pytest.approx(30.5)
+
+
+async def test_a_sample_time_that_is_not_a_time_makes_the_exporter_down() -> None:
+    """NaN differs from itself: read as a time it would look like an exporter that always moves."""
+    cache, source, a, b = await two_nodes(stale_after=0)
+    b.stamp = float("nan")
+    await cache.refresh_once()
+    code, body = answer(cache, "rightsizer_gpu_utilization_ratio", "pod=p-1")
+    assert code == 503 and "rightsizer_last_sample_timestamp_seconds is nan, not a time" in body["message"]
+    await source.close()
+    for srv in (a, b):
+        await srv.__aexit__()

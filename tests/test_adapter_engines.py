@@ -44,9 +44,10 @@ def readme_rules() -> list[dict[str, Any]]:
 
 
 def extra_series(end: float) -> dict[str, list[str]]:
-    """The queue the documented rule reads (``queue="chat"``, 7 items), and a pod on an idle GPU with
-    the per-pod families the history does not render (pod memory, fit score)."""
+    """The queue the documented rule reads (``queue="chat"``, 7 items), a pod on an idle GPU with
+    the per-pod families the history does not render (pod memory, fit score), and chat's SLO."""
     queue = 'queue="chat",kind="vllm",namespace="llm",workload="chat",instance="node-a:9400"'
+    slo = 'namespace="llm",workload="chat",instance="node-a:9400"'
     gpu = ('gpu="0",UUID="GPU-extra",Hostname="node-a",model_name="NVIDIA L4",namespace="batch",'
            'pod="nightly-7f9c8d6b5-x2x4z",container="main",instance="node-a:9400"')  # fmt: skip
     samples = {
@@ -55,6 +56,10 @@ def extra_series(end: float) -> dict[str, list[str]]:
         "rightsizer_pod_gpu_memory_used_bytes": (gpu, 3221225472),
         "rightsizer_gpu_fit_score": (gpu, 0.25),
         "rightsizer_gpu_verdict": (gpu + ',verdict="idle"', 1),
+        # a workload's SLO over the scaling window (the history's fleet declares none)
+        "rightsizer_workload_slo_scaling_up": (slo, 1),
+        "rightsizer_workload_slo_scaling_latency_ratio": (slo, 0.8),
+        "rightsizer_workload_slo_scaling_attainment_ratio": (slo + ',slo="ttft"', 0.97),
     }
     times = [end - k * 15 for k in range(40, -1, -1)]
     return {n: [f"{n}{{{labels}}} {value} {t:.3f}" for t in times] for n, (labels, value) in samples.items()}
@@ -63,7 +68,8 @@ def extra_series(end: float) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def adapters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, Process], list[str]]]:
     config = tmp_path_factory.mktemp("adapter") / "adapter.yaml"
-    config.write_text(yaml.safe_dump({"rules": readme_rules()}))
+    # the history ends when it is written: its last samples count as current for the whole test
+    config.write_text(yaml.safe_dump({"rules": readme_rules(), "prometheus": {"stale_after_seconds": 3600}}))
     with engines_with_history(SCENARIOS, 600, 15, extra=extra_series(time.time())) as (urls, _):
         series = prom_query(urls["prometheus"], 'group by (namespace) ({__name__=~"rightsizer_.+"})')
         namespaces = [*sorted({s["metric"].get("namespace", "") for s in series} - {""}), "default"]

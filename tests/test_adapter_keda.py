@@ -23,11 +23,16 @@ from adapter.sources.scrape import ScrapeSource
 
 
 def queues(jobs: float) -> str:
+    """Queue ``jobs`` (prod) at ``jobs`` items, queue ``x`` (dev) at 50, and the SLO latency ratio of
+    workload ``llama3-8b`` (prod) at ``jobs`` too (docs/slos.md's trigger reads it)."""
     jobs_queue, x_queue = {"queue": "jobs", "namespace": "prod"}, {"queue": "x", "namespace": "dev"}
+    chat = {"namespace": "prod", "workload": "llama3-8b"}
     return exposition(
         {
             "rightsizer_queue_depth": [(jobs_queue, jobs), (x_queue, 50)],
             "rightsizer_queue_source_up": [(jobs_queue, 1), (x_queue, 1)],
+            "rightsizer_workload_slo_scaling_latency_ratio": [(chat, jobs)],
+            "rightsizer_workload_slo_scaling_up": [(chat, 1)],
         }
     )
 

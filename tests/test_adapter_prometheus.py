@@ -19,6 +19,7 @@ from adapter.cache import Cache
 from adapter.config import AdapterConfig, load_config
 from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
+from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.evidence import target_parts
@@ -85,8 +86,8 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
     )
     cache, source, cfg = await cache_for(prom)
     await cache.refresh_once()
-    assert len(cache.rules) == 7  # the source-state parts ride in the rules' own queries
-    assert len(prom.queries) == 7
+    assert len(cache.rules) == len(BUILTIN_RULES)  # the source-state parts ride in the rules' own queries
+    assert len(prom.queries) == len(BUILTIN_RULES)
     up = target_parts(source.horizon)["up"]
     assert sum(up in q for q in prom.queries) == 1  # the targets' parts: carried once for all
     auth = Gate.off()
@@ -94,9 +95,9 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
     for i in range(1000):
         code, body = await client_get(client, f"{EXT}/prod/rightsizer_queue_depth?labelSelector=queue%3Dq{i}")
         assert code == 200 and body["items"][0]["value"] == str(i)
-    assert len(prom.queries) == 7  # a thousand selectors, no extra query
+    assert len(prom.queries) == len(BUILTIN_RULES)  # a thousand selectors, no extra query
     await cache.refresh_once()
-    assert len(prom.queries) == 14
+    assert len(prom.queries) == 2 * len(BUILTIN_RULES)
     await source.close()
 
 

@@ -1,6 +1,6 @@
 """Source states on both engines: one upstream query per rule per refresh, and every fault told apart.
 
-A real Prometheus and a real VictoriaMetrics hold the same half hour of four exporters (``up``,
+A real Prometheus and a real VictoriaMetrics hold the same half hour of six exporter pods (``up``,
 ``rightsizer_last_sample_timestamp_seconds``, queues and GPU utilisation; 15 s apart). What each
 request must get, written from the history before running (``stale_after_seconds`` 600, so the
 import's own age does not count; the engines' lookback is 5 minutes):
@@ -13,7 +13,9 @@ import's own age does not count; the engines' lookback is 5 minutes):
 - node-c, gone 20 minutes ago (no ``up`` since), held queue ``embed`` at its last good scrape ->
   503 "no current sample"; its pod ``drained-..`` had left it 5 minutes before it went -> 404.
 - node-d, up but frozen (its sample time has not moved for 15 minutes) -> its pod is 503 "frozen".
-- A custom-metrics ``pods/*`` answer in ``prod`` serves node-a's pod alone.
+- node-e, gone 10 minutes ago in a DaemonSet rollout, held pod ``serving-..`` to the end; node-f, its
+  replacement, publishes the same pod's GPU since -> 200 "400m": the new exporter answers for it.
+- A custom-metrics ``pods/*`` answer in ``prod`` serves node-a's pod and the rolled one alone.
 
 Each rule's values and states must equal what its query and its parts give when asked alone.
 """
@@ -35,6 +37,7 @@ from adapter.config import load_config
 from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
 from adapter.promql import render
+from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.evidence import classify, rule_parts, target_parts, targets
@@ -45,8 +48,12 @@ EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod"
 STEP, SPAN = 15.0, 1800.0
 A, B, OLD = "worker-5d8f7c9b6d-q9q9q", "worker-5d8f7c9b6d-bbbbb", "worker-5d8f7c9b6d-zzzzz"
 DRAINED, FROZEN = "drained-7c9b6d5d8f-ccccc", "frozen-6d5d8f7c9b-ddddd"
-# node -> (gone this many seconds before now (None: still scraped), its stamp frozen since)
-NODES = {"node-a": (None, None), "node-b": (None, None), "node-c": (1200.0, None), "node-d": (None, 900.0)}
+ROLLED = "serving-6d5d8f7c9b-rrrrr"
+# node -> (gone this many seconds before now (None: still scraped), its stamp frozen since, scraped
+# only for this many seconds (None: all along)); node-e and node-f are one node's exporter pod
+# before and after a DaemonSet rollout (a new pod: a new instance), 10 minutes ago.
+NODES = {"node-a": (None, None, None), "node-b": (None, None, None), "node-c": (1200.0, None, None),
+         "node-d": (None, 900.0, None), "node-e": (600.0, None, None), "node-f": (None, None, 600.0)}
 UP_SINCE = {"node-b": 600.0}  # up 0 for the last 10 minutes
 
 
@@ -59,9 +66,9 @@ def history(end: float) -> dict[str, list[str]]:
     for k in range(int(SPAN / STEP) + 1):
         t = end - SPAN + k * STEP
         ago = end - t
-        for node, (gone, frozen) in NODES.items():
-            if gone is not None and ago < gone:
-                continue  # removed from service discovery: no more samples at all
+        for node, (gone, frozen, since) in NODES.items():
+            if (gone is not None and ago < gone) or (since is not None and ago > since):
+                continue  # not in service discovery then: no samples at all
             target = f'instance="{node}:9400",job="rightsizer"'
             failing = node in UP_SINCE and ago < UP_SINCE[node]
             add("up", target, 0 if failing else 1, t)
@@ -88,6 +95,8 @@ GPUS = {  # node -> (labels, utilisation %, published until this many seconds be
     "node-b": [(gpu(B, "GPU-b"), 80, 0.0)],
     "node-c": [(gpu(DRAINED, "GPU-c"), 90, 1500.0)],
     "node-d": [(gpu(FROZEN, "GPU-d"), 50, 0.0)],
+    "node-e": [(gpu(ROLLED, "GPU-e"), 40, 0.0)],
+    "node-f": [(gpu(ROLLED, "GPU-e"), 40, 0.0)],
 }
 QUEUES = {  # node -> (labels, source up, depth)
     "node-a": [
@@ -135,7 +144,8 @@ async def test_one_query_per_rule_per_refresh_with_source_states(served: Any) ->
     sent = counter(cache, r'rightsizer_adapter_upstream_queries_total\{outcome="success"')
     failed = counter(cache, r'rightsizer_adapter_upstream_queries_total\{outcome="error"')
     refreshes = counter(cache, "rightsizer_adapter_refreshes_total")
-    assert (sent, failed, refreshes) == (3 * 7, 0, 3) and len(cache.rules) == 7
+    rules = len(BUILTIN_RULES)
+    assert (sent, failed, refreshes) == (3 * rules, 0, 3) and len(cache.rules) == rules
     shared = {name: await source.query(q) for name, q in target_parts(source.horizon).items()}
     for rule in cache.rules.values():  # the split answer is exactly what each query gives alone
         state = cache.states[rule.name]
@@ -175,6 +185,8 @@ async def test_every_fault_is_told_apart(served: Any) -> None:
     assert "node-b:9400" in worker[1]["message"] and "up 0" in worker[1]["message"]
     assert "node-a" not in worker[1]["message"]  # the pod that left node-a is not a source
     assert_status(await client_get(client, f"{util}?labelSelector=workload%3Ddrained"), 404, "NotFound")
+    rolled = await client_get(client, f"{util}?labelSelector=workload%3Dserving")
+    assert rolled[0] == 200 and [i["value"] for i in rolled[1]["items"]] == ["400m"], rolled  # from node-f
     frozen = await client_get(client, f"{util}?labelSelector=workload%3Dfrozen")
     assert_status(frozen, 503, "ServiceUnavailable")
     assert "frozen" in frozen[1]["message"] and "node-d:9400" in frozen[1]["message"]
@@ -183,7 +195,8 @@ async def test_every_fault_is_told_apart(served: Any) -> None:
     pods = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/prod/pods/*/rightsizer_gpu_utilization_ratio"
     code, body = await client_get(client, pods)
     assert code == 200 and [(i["describedObject"]["name"], i["value"]) for i in body["items"]] == [
-        (A, "200m")
+        (ROLLED, "400m"),
+        (A, "200m"),
     ], body
     one = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/prod/pods/{B}/rightsizer_gpu_utilization_ratio"
     assert_status(await client_get(client, one), 503, "ServiceUnavailable")

@@ -23,12 +23,14 @@ from test_dashboards import targets, variable_selectors
 from test_rules import all_rules
 
 from adapter.rules import BUILTIN_RULES
+from adapter.sources.pace import STAMP_FAMILY
 from exporter.families import HEADLESS, PRESETS, SHIPPED, resolve
 from exporter.metrics import FAMILIES_BY_NAME
 
 OURS = re.compile(r"(?<![\w:])(rightsizer_[a-z0-9_]+|DCGM_FI_[A-Z0-9_]+)(?![\w:])")
 REPORT_SOURCES = [
-    ROOT / "rightsizing" / "command" / name for name in ("report.py", "report_queues.py", "report_charts.py")
+    ROOT / "rightsizing" / "command" / name
+    for name in ("report.py", "report_queues.py", "report_charts.py", "report_slo.py")
 ]
 SERVICE_MONITOR = ROOT / "deploy" / "examples" / "servicemonitor-headless.yaml"
 
@@ -48,7 +50,8 @@ def families_named(texts: Iterable[str]) -> set[str]:
 def headless_readers() -> list[str]:
     rules = [r["expr"] for r in all_rules()]
     adapter = [r.query or "" for r in BUILTIN_RULES] + [r.direct.family for r in BUILTIN_RULES if r.direct]
-    adapter += [r.up_family for r in BUILTIN_RULES if r.up_family]
+    adapter += [r.states_family for r in BUILTIN_RULES if r.states_family]
+    adapter += [STAMP_FAMILY]  # whether each exporter is current (both modes; direct mode needs it)
     report = [path.read_text() for path in REPORT_SOURCES]
     return rules + adapter + report
 
@@ -76,8 +79,11 @@ def test_resolve_names_presets_and_families_and_refuses_anything_else() -> None:
 
 
 def sample_names(exposition: str) -> set[str]:
+    """The families of the exposition's samples (a summary's _sum and _count are its own)."""
     lines = [line for line in exposition.splitlines() if line and line[0] != "#"]
-    return {line.split("{", 1)[0].split(" ", 1)[0] for line in lines}
+    names = {line.split("{", 1)[0].split(" ", 1)[0] for line in lines}
+    summaries = {f.name for f in FAMILIES_BY_NAME.values() if f.type == "summary"}
+    return {n.rsplit("_", 1)[0] if n.rsplit("_", 1)[0] in summaries else n for n in names}
 
 
 def scrape(config: Path | None) -> str:

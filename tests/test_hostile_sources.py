@@ -81,7 +81,7 @@ def test_a_15_mib_label_value_is_refused_and_one_in_a_family_not_read_is_skipped
     with FakeHttpServer() as srv:
         srv.route("/read", body=long_label(WAITING, 15 * MIB))
         # The long line is a histogram no preset reads: skipped unread, the depth beside it is served.
-        srv.route("/unread", body=long_label("vllm:e2e_request_latency_seconds_bucket", 15 * MIB, WAITING))
+        srv.route("/unread", body=long_label("vllm:request_prompt_tokens_bucket", 15 * MIB, WAITING))
         config = {
             "queues": [
                 {"name": "read", "kind": "vllm", "url": srv.url("/read")},

@@ -27,7 +27,7 @@ from adapter_support import ANONYMOUS, adapter
 from fake_thanos import FakeThanosQuery
 from gpu_rig import POD_A, POD_B, Grpc, Reads, two_nodes, unavailable
 from queue_servers import FakeHttpServer
-from servers import Process, free_port, http_get, prometheus, wait_for
+from servers import Process, free_port, http_get, prom_query, prometheus, wait_for
 from victoria_metrics import victoria_metrics
 
 from adapter.kubernetes.quantities import parse_quantity
@@ -153,3 +153,40 @@ def test_a_thanos_store_down_is_never_half_the_series(honours: bool, tmp_path: P
             unavailable(busy.everywhere(worker), "receive series from Addr: 127.0.0.1:10902")
             unavailable(busy.everywhere(f"pod={POD_A}"))  # the answer is partial: nothing of it is used
             assert all(f.get("partial_response") == "false" for f in thanos.forms)
+
+
+PROMADAPTER_FILE = """\
+rules:
+- seriesQuery: '{__name__="DCGM_FI_DEV_GPU_UTIL",namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  metricsQuery: 'avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+externalRules:
+- seriesQuery: '{__name__="DCGM_FI_DEV_GPU_UTIL",namespace!="",pod!=""}'
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (namespace)'
+  name: {as: gpu_utilization_percent_total}
+  resources: {overrides: {namespace: {resource: namespace}}}
+"""
+
+
+def test_a_prometheus_adapter_file_with_source_checks_is_never_a_smaller_number(tmp_path: Path) -> None:
+    """prometheus_adapter.source_checks: the file's metrics know their scrape targets too."""
+    (tmp_path / "rules.yaml").write_text(PROMADAPTER_FILE)
+    (tmp_path / "adapter.yaml").write_text("prometheus_adapter:\n  source_checks: true\n")
+    with (
+        two_nodes(tmp_path) as (a, b),
+        prometheus({"rightsizer-exporter": [n.url.removeprefix("http://") for n in (a, b)]}) as prom,
+    ):
+        # discovery lists the series once at start (then every relist interval): scraped first
+        wait_for(lambda: len(prom_query(prom.url, "DCGM_FI_DEV_GPU_UTIL")) == 2, 30, what="a scrape of both")
+        args = ["--prometheus-url", prom.url, "--refresh-interval", "0.5", "--grpc-listen", "127.0.0.1:0",
+                "--prometheus-adapter-config", str(tmp_path / "rules.yaml"),
+                "--config", str(tmp_path / "adapter.yaml")]  # fmt: skip
+        with adapter(args, env=ANONYMOUS) as p, grpc.insecure_channel(p.extra["grpc"]) as channel:
+            total = Reads(p, channel, "gpu_utilization_percent_total")
+            per_pod = Reads(p, channel, "DCGM_FI_DEV_GPU_UTIL")
+            wait_for(lambda: total.external("")[0] == 200 and len(per_pod.pods()[1]) == 2, 60, what="values")
+            assert 50 <= parse_quantity(total.external("")[1][0]) <= 90  # pod a 0 % + pod b about 70 %
+            b.stop(signal.SIGKILL)
+            wait_for(lambda: total.external("")[0] == 503, 30, what="node b's target to be missed")
+            unavailable(total.everywhere(""), b.url.removeprefix("http://"))
+            assert per_pod.pods() == (200, {POD_A: "0"})  # its own target is up

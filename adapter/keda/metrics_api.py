@@ -2,12 +2,13 @@
 
 Answers ``{"value": <number>, "timestamp": "<RFC3339>"}`` with the value HPA would compute from the
 external answer (the sum of the selected series); point the trigger's ``valueLocation`` at
-``value``. No value is never 0: a selection matching nothing is a 404 Status, one with a queue
-down or stale (or the backend down) a 503, both errors to KEDA. Authentication as KEDA's
-``authModes`` send it: a configured API key (``X-API-KEY``), basic user and password, or static
-bearer token admits the request; any other bearer token, or a client certificate (``tls``), is
-authenticated and authorized as on the metrics APIs (TokenReview, then a SubjectAccessReview to
-``list`` the metric in ``external.metrics.k8s.io`` in the ``namespace`` parameter's namespace).
+``value``. No value is never 0: a selection matching nothing is a 404 Status, one whose source is
+down, stale, frozen or answered partially (or the backend down) a 503, both errors to KEDA.
+Authentication as KEDA's ``authModes`` send it: a configured API key (``X-API-KEY``), basic user and
+password, or static bearer token admits the request; any other bearer token, or a client certificate
+(``tls``), is authenticated and authorized as on the metrics APIs (TokenReview, then a
+SubjectAccessReview to ``list`` the metric in ``external.metrics.k8s.io`` in the ``namespace``
+parameter's namespace).
 """
 
 from __future__ import annotations

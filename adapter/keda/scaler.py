@@ -7,9 +7,10 @@ compute from the external answer: the sum of the selected series. Active means v
 activationThreshold. StreamIsActive sends ``true`` whenever the trigger goes from inactive to
 active, checked after every cache refresh (every exporter scrape in direct mode).
 
-Unknown is never 0: a selector matching nothing is NOT_FOUND, a queue source down or stale (or the
-backend down) UNAVAILABLE, so KEDA counts a failure and applies its ``fallback`` instead of scaling
-to zero; StreamIsActive pushes nothing while there is no value.
+Unknown is never 0 and partial is never smaller: a selector matching nothing is NOT_FOUND; a
+selection whose source is down, stale, frozen or answered partially (or the backend down) is
+UNAVAILABLE, so KEDA counts a failure and applies its ``fallback`` instead of scaling to zero;
+StreamIsActive pushes nothing while there is no value.
 
 Metrics of a prometheus-adapter file that are queried per request (the source's ``keda_series``)
 are asked of Prometheus for each call, with the same semantics.

@@ -34,7 +34,10 @@ def note_resource_rules(path: str) -> None:
 def promadapter_source(cfg: AdapterConfig, metrics: AdapterMetrics) -> PromAdapterSource:
     assert cfg.prometheus_adapter.config_file is not None
     file = schema.load(cfg.prometheus_adapter.config_file)
-    return PromAdapterSource(cfg.prometheus, file, cfg.prometheus_adapter.relist_interval_seconds, metrics)
+    settings = cfg.prometheus_adapter
+    return PromAdapterSource(
+        cfg.prometheus, file, settings.relist_interval_seconds, metrics, settings.source_checks
+    )
 
 
 async def check_promadapter(cfg: AdapterConfig, file: PromAdapterConfig) -> int:

@@ -7,6 +7,7 @@ whatever the file calls them. A metric whose template cannot be batched is left 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,8 @@ from .batching import REAGGREGATE, NotBatchable, plan
 from .naming import listed_resources, metric_name, namespace_label, resource_labels
 from .per_request import PerRequest
 from .schema import PromAdapterRule
+
+_PLAIN_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")  # a series name PromQL selects as written
 
 
 @dataclass
@@ -125,7 +128,9 @@ def _plan(rule: PromAdapterRule, series_name: str, labels: set[str]) -> PerReque
 
 
 def discover(
-    rules: Iterable[PromAdapterRule], series: Mapping[str, Sequence[Mapping[str, str]]]
+    rules: Iterable[PromAdapterRule],
+    series: Mapping[str, Sequence[Mapping[str, str]]],
+    source_checks: bool = False,
 ) -> Discovered:
     """Rules for every metric ``series`` (seriesQuery -> label sets) exposes; the first rule wins a name."""
     out = Discovered()
@@ -143,6 +148,10 @@ def discover(
             except NotBatchable as exc:
                 out.unbatchable[f"{rule.where}/{exposed}"] = str(exc)
                 data, renames = _per_request(rule, exposed, series_name, labels, out)
+            if source_checks and exposed not in out.per_request and _PLAIN_NAME.fullmatch(series_name):
+                # which target publishes what (see Outages); each series keyed by all its labels but
+                # instance and job, so one target standing in for another is one series for another
+                data["source_family"] = series_name
             try:
                 config = build(RuleConfig, data, f"{rule.where} metric {exposed}")
             except ConfigError as exc:

@@ -29,6 +29,7 @@ from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..sources import RuleResult
 from ..sources.prometheus import PrometheusSource, QueryError
+from ..sources.source_states import SharedParts
 from ..vectors import Series
 from . import per_request
 from .combined import combine, split
@@ -67,9 +68,15 @@ class PromAdapterSource(PrometheusSource):
     name = "prometheus"
 
     def __init__(
-        self, cfg: PrometheusSettings, file: PromAdapterConfig, relist_seconds: float, metrics: AdapterMetrics
+        self,
+        cfg: PrometheusSettings,
+        file: PromAdapterConfig,
+        relist_seconds: float,
+        metrics: AdapterMetrics,
+        source_checks: bool = False,
     ) -> None:
         super().__init__(cfg, metrics)
+        self.source_checks = source_checks
         self.file = file
         self.relist_seconds = relist_seconds
         self.found = Discovered()
@@ -129,7 +136,7 @@ class PromAdapterSource(PrometheusSource):
             )
             return self.found
         self._listed_at = time.monotonic()
-        found = discover(self.file.rules, series)
+        found = discover(self.file.rules, series, self.source_checks)
         for key, reason in found.not_served.items():
             if key not in self._logged:
                 self._logged.add(key)
@@ -218,19 +225,20 @@ class PromAdapterSource(PrometheusSource):
             raise Failure(503, f"no current values for {metric}: {exc}") from None
 
     async def _collect_group(
-        self, where: str, rules: Sequence[RuleConfig], at: float | None
+        self, where: str, rules: Sequence[RuleConfig], shared: SharedParts
     ) -> dict[str, RuleResult]:
-        """The metrics one prometheus-adapter rule exposes, from one query."""
+        """The metrics one prometheus-adapter rule exposes, from one query (their source-state
+        parts riding in it)."""
         query = combine({r.name: render(r.query or "", r.matchers) for r in rules})
         try:
-            series, stamp, dropped = await self._timed(query, at)
+            series, stamp, dropped, states = await self.ask(query, rules, shared)
         except QueryError as exc:
             return {r.name: RuleResult(error=str(exc)) for r in rules}
         if dropped and where not in self._dropped_logged:
             self._dropped_logged.add(where)
             event(log, logging.WARNING, "NaN or infinite samples left out", rule=where, count=dropped)
         found = split(series, [r.name for r in rules])
-        return {name: RuleResult(tuple(found[name]), stamp) for name in found}
+        return {name: RuleResult(tuple(found[name]), stamp, sources=states[name]) for name in found}
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
         """One query per prometheus-adapter rule (all its batched metrics), one per other rule."""
@@ -243,11 +251,10 @@ class PromAdapterSource(PrometheusSource):
             members = [wanted.pop(n) for n in names if n in wanted and wanted[n] == discovered.get(n)]
             if members:
                 groups[where] = members
-        at = None  # the engine's clock
         shared = self.shared_parts()
         singles = list(wanted.values())  # the adapter's own rules, next to the file's
         grouped, alone = await asyncio.gather(
-            asyncio.gather(*(self._collect_group(where, members, at) for where, members in groups.items())),
+            asyncio.gather(*(self._collect_group(where, group, shared) for where, group in groups.items())),
             asyncio.gather(*(self._collect_rule(r, shared) for r in singles)),
         )
         results: dict[str, RuleResult] = {}
@@ -259,9 +266,13 @@ class PromAdapterSource(PrometheusSource):
         for name, renames in found.renames.items():
             result = results.get(name)
             if result is not None and result.error is None:
+                sources = result.sources
                 results[name] = RuleResult(
                     tuple(Series(_renamed(s.labels, renames), s.value) for s in result.series),
                     result.timestamp,
+                    sources=None if sources is None else tuple(
+                        Series(_renamed(s.labels, renames), s.value) for s in sources
+                    ),
                 )
         return results
 

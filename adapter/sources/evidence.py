@@ -53,7 +53,7 @@ class Horizon:
 
 def _group(rule: RuleConfig, expr: str) -> str:
     by, _ = rule.key_labels
-    return f"max by ({', '.join([*by, 'instance', 'job'])}) ({expr})" if by else expr
+    return f"max by ({', '.join(dict.fromkeys([*by, 'instance', 'job']))}) ({expr})" if by else expr
 
 
 def rule_parts(rule: RuleConfig, selector: str, horizon: Horizon) -> dict[str, str]:
@@ -93,7 +93,10 @@ class Target:
         if self.up is None or self.up_at is None:
             return "its target is no longer scraped (gone from service discovery, or not yet scraped)"
         if now - self.up_at > horizon.stale_after:
-            return f"its target was last scraped {now - self.up_at:.0f}s ago (the engine restarted?)"
+            return (
+                f"its target was last scraped more than {horizon.stale_after:g}s ago "
+                "(the engine restarted, or its scrapes stopped)"
+            )
         if self.up != 1:
             return "its last scrape failed (up 0)"
         if self.frozen:
@@ -146,7 +149,7 @@ def classify(
         problem = target.problem(now, horizon) if target is not None else ""
         value, at = cur.get(labels), ts.get(labels)
         if value is not None and at is not None and now - at > horizon.stale_after:
-            problem = problem or f"its last sample is {now - at:.0f}s old"
+            problem = problem or f"its last sample is older than {horizon.stale_after:g}s"
         if value is not None:
             if problem:  # its last value is still selected by the values' query
                 out.append(state(key, source, TAINTED, f"{source}: {problem}"))

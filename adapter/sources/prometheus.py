@@ -221,35 +221,53 @@ class PrometheusSource:
 
         return SharedParts(ask_alone)
 
-    async def _collect_rule(self, rule: RuleConfig, shared: SharedParts) -> RuleResult:
-        assert rule.query is not None
-        query = render(rule.query, rule.matchers)
+    def _parts_of(self, rule: RuleConfig) -> dict[str, str]:
+        """The source-state parts ``rule`` needs (name -> query), none without a source family."""
         family = rule.states_family
-        named: dict[str, str] = {}
-        if family is not None:  # the evidence of its sources (evidence.py)
-            selector = render(f"{family}{{<<.LabelMatchers>>}}", rule.matchers)
-            named = {**rule_parts(rule, selector, self.horizon), **target_parts(self.horizon)}
-        mine = [p for p in named.values() if shared.claim(p)]
+        if family is None:
+            return {}
+        selector = render(f"{family}{{<<.LabelMatchers>>}}", rule.matchers)
+        return {**rule_parts(rule, selector, self.horizon), **target_parts(self.horizon)}
+
+    async def ask(
+        self, query: str, rules: Sequence[RuleConfig], shared: SharedParts
+    ) -> tuple[list[Series], float, int, dict[str, tuple[Series, ...] | None]]:
+        """``query``'s series, evaluation time and NaN/Inf dropped, with the source states of each of
+        ``rules`` (None for a rule without a source family); the parts ride in ``query`` when not
+        carried by another rule's. Raises QueryError."""
+        named = {rule.name: self._parts_of(rule) for rule in rules}
+        needed = list(dict.fromkeys(p for parts in named.values() for p in parts.values()))
+        mine = [p for p in needed if shared.claim(p)]
         try:
             series, stamp, dropped = await self._timed(with_parts(query, mine), states=bool(mine))
             series, found = split_parts(series, mine)
             for part in mine:
                 shared.carried(part, (found[part], stamp))
-            answers = {name: await shared.get(part) for name, part in named.items()}
-        except QueryError as exc:
-            return RuleResult(error=str(exc))
+            answers = {part: await shared.get(part) for part in needed}
         finally:
             for part in mine:  # failed or cancelled: the others ask the part alone
                 shared.carried(part, QueryError("the query carrying this part gave no answer"))
+        states: dict[str, tuple[Series, ...] | None] = {}
+        for rule in rules:
+            if not named[rule.name]:
+                states[rule.name] = None
+                continue
+            mine_now = {name: answers[part] for name, part in named[rule.name].items()}
+            now = max((at for found_series, at in mine_now.values() if found_series), default=stamp)
+            parts = {name: found_series for name, (found_series, _) in mine_now.items()}
+            states[rule.name] = tuple(classify(rule, parts, targets(parts), now, self.horizon))
+        return series, stamp, dropped, states
+
+    async def _collect_rule(self, rule: RuleConfig, shared: SharedParts) -> RuleResult:
+        assert rule.query is not None
+        try:
+            series, stamp, dropped, states = await self.ask(render(rule.query, rule.matchers), [rule], shared)
+        except QueryError as exc:
+            return RuleResult(error=str(exc))
         if dropped and rule.name not in self._dropped_logged:
             self._dropped_logged.add(rule.name)
             event(log, logging.WARNING, "NaN or infinite samples left out", rule=rule.name, count=dropped)
-        if family is None:
-            return RuleResult(tuple(series), stamp)
-        now = max((at for found_series, at in answers.values() if found_series), default=stamp)
-        parts = {name: found_series for name, (found_series, _) in answers.items()}
-        states = classify(rule, parts, targets(parts), now, self.horizon)
-        return RuleResult(tuple(series), stamp, sources=tuple(states))
+        return RuleResult(tuple(series), stamp, sources=states[rule.name])
 
     def next_delay(self, elapsed: float) -> float:
         return max(0.0, self.interval - elapsed)

@@ -71,11 +71,11 @@ class Exporter:
             )
         if self.error is not None and now - self.last_success > cfg.stale_after_seconds:
             return f"exporter {self.url} is not answering: {self.error}"
-        still = now - self.stamp_moved
-        if still > cfg.stale_after_seconds + max(self.pace.period or 0.0, self.pace.fallback):
+        allowed = cfg.stale_after_seconds + max(self.pace.period or 0.0, self.pace.fallback)
+        if now - self.stamp_moved > allowed:
             return (
-                f"exporter {self.url} is frozen: its sample time has not moved for {still:.0f}s "
-                f"(rightsizer_last_sample_timestamp_seconds, interval {self.pace.period or 'unknown'}s)"
+                f"exporter {self.url} is frozen: its sample time "
+                f"(rightsizer_last_sample_timestamp_seconds) has not moved for over {allowed:g}s"
             )
         return ""
 
@@ -180,6 +180,8 @@ class ScrapeSource:
                 f"its answer holds no {STAMP_FAMILY}: not a Rightsizer exporter's /metrics "
                 f"({len(body)} bytes, starting {body[:40]!r})"
             )
+        if not math.isfinite(stamps[0].value):  # NaN would differ from itself: always "moving"
+            raise ScrapeError(f"its {STAMP_FAMILY} is {stamps[0].value}, not a time")
         exporter.samples, exporter.digest, exporter.read_families = samples, digest, families
         exporter.version += 1
 

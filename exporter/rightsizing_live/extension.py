@@ -40,9 +40,12 @@ from rightsizing.numa import NumaPlacement
 from rightsizing.patches.settings import PatchSettings
 from rightsizing.pressure import INFERENCE_SERVERS
 from rightsizing.settings import RightsizingSettings
+from rightsizing.slo import SloDeclaration, SloEvidence
+from rightsizing.slo_verdict import assess_with_slo
+from rightsizing.slo_windows import Scaling, SloTracker
 from rightsizing.tracker import GpuTracker
 from rightsizing.trend import QueueTrend, ServerCounters
-from rightsizing.verdicts import Assessment, assess, decision_inputs
+from rightsizing.verdicts import Assessment, decision_inputs
 
 from ..lazy import Deferred, LazyRows, LazySections
 from ..sampler import Contribution
@@ -74,6 +77,7 @@ class RightsizingExtension:
         placements: PlacementFeed | None = None,
         patches: PatchSettings | None = None,
         node: str = "",
+        slos: Sequence[SloDeclaration] = (),
     ) -> None:
         self.settings = settings
         self.patch_settings = patches or PatchSettings()
@@ -105,6 +109,10 @@ class RightsizingExtension:
         self.scorings = 0  # score() runs (a cycle nobody reads costs none)
         self.row_maker = RowMaker()
         self.queue_meta: dict[str, QueueReading] = {}  # latest reading of each queue (for links)
+        # Latency histograms per workload, and their SLOs (the exporter's and the scenario's).
+        self.slo = SloTracker(settings, (*slos, *getattr(source, "slos", ())))
+        self._slo_evidence: dict[tuple[str, str], SloEvidence] = {}
+        self._slo_scaling: dict[tuple[str, str], Scaling] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -172,6 +180,7 @@ class RightsizingExtension:
                     q.generated_tokens_total,
                     q.prompt_tokens_total,
                     q.requests_total,
+                    q.latency,
                 )
                 for q in self._sim_queues(t)
             ]
@@ -202,7 +211,9 @@ class RightsizingExtension:
             if pod is not None:
                 self.pods[key] = pod
             tracker.add(t, sample, cpu, stall)
+        self.slo.begin_cycle()
         for q in self._queue_readings(t, live):
+            self.slo.add(t, q.name, q.labels, q.server, q.latency)
             trend = self.queues.get(q.name)
             if trend is None:
                 trend = self.queues[q.name] = QueueTrend(
@@ -251,6 +262,8 @@ class RightsizingExtension:
         self.scorings += 1
         s = self.settings
         queues = {}
+        self._slo_evidence = slo = self.slo.evidence()
+        self._slo_scaling = self.slo.scaling()
         for name, trend in self.queues.items():
             n, last, top, rise = trend.summary()
             if n:
@@ -263,7 +276,7 @@ class RightsizingExtension:
                     meta.server if meta is not None else None,
                     counters.kv_cache_p95() if counters is not None else None,
                     counters.preemptions() if counters is not None else None,
-                    *rates,
+                    *rates, slo.get(self.slo.queue_key(name) or ("", name)),
                 )  # fmt: skip
         metas = tuple(self.queue_meta.values())
         # A GPU in MIG mode is judged through its instances, each of which is a workload's device.
@@ -293,12 +306,17 @@ class RightsizingExtension:
                 judged[k] = merged
         assessments: dict[str, Assessment] = {}
         for key, ev in judged.items():
-            inputs = decision_inputs(ev, s)
+            # Latencies move every cycle: an assessment that reads an SLO is made afresh.
+            inputs = (
+                None
+                if any(q.slo is not None and q.slo.targets for q in ev.queues)
+                else decision_inputs(ev, s)
+            )
             previous = self._decided.get(key)
             if inputs is not None and previous is not None and previous[0] == inputs:
                 assessments[key] = previous[1]
             else:
-                assessments[key] = assess(ev, s, self.catalog)
+                assessments[key] = assess_with_slo(ev, s, self.catalog)
                 self._decided[key] = (inputs, assessments[key])
         self._assessments, self._evidence = assessments, evidence
         units = ((k, "", judged[k], a) for k, a in assessments.items())
@@ -356,6 +374,7 @@ class RightsizingExtension:
             del self.queues[name]
             self.queue_meta.pop(name, None)
             self.servers.pop(name, None)
+        self.slo.forget(horizon)
 
 
 class QueueExtensionFeed:
@@ -382,6 +401,7 @@ class QueueExtensionFeed:
                     generated_tokens_total=value.generated_tokens_total,
                     prompt_tokens_total=value.prompt_tokens_total,
                     requests_total=value.requests_total,
+                    latency=value.latency,
                 )
             )
         return out

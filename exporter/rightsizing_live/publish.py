@@ -15,8 +15,13 @@ from rightsizing.patches.build import build_patches
 from rightsizing.patches.plan import Context, Held
 from rightsizing.patches.settings import PatchSettings
 from rightsizing.settings import RightsizingSettings
+from rightsizing.slo import SloEvidence
+from rightsizing.slo_json import slo_json, slo_state
+from rightsizing.slo_windows import Scaling, SloTracker
 from rightsizing.tracker import GpuTracker
 from rightsizing.verdicts import VERDICTS, Assessment
+
+from .slo_rows import slo_rows
 
 VERDICT = "rightsizer_gpu_verdict"
 FIT_SCORE = "rightsizer_gpu_fit_score"
@@ -113,11 +118,13 @@ class LazyApiEntries(dict[str, Any]):
     Holds (assessment, evidence, tracker) triples; item access (what ``exporter.api`` uses) builds
     the object, adding the informational percentiles scoring leaves out from the tracker's window."""
 
+    margin = 0.1  # slo_margin_ratio: an SLO met with room
+
     def __getitem__(self, uuid: str) -> dict[str, Any]:
         a, ev, tracker = super().__getitem__(uuid)
         if tracker is not None and ev.memory_p95_bytes is None:
             ev = tracker.with_details(ev)
-        return api_entry(a, ev)
+        return api_entry(a, ev, getattr(self, "margin", 0.1))
 
     def parts(self, uuid: str) -> tuple[Assessment, Evidence, Any] | None:
         """The (assessment, evidence, tracker) a GPU's entry is built from, or None (read-only use:
@@ -152,6 +159,9 @@ class ScoredExtension(Protocol):
     _evidence: dict[str, Evidence]
     _cost_rows: dict[str, tuple[Row, ...]]
     _cost_json: list[dict[str, object]]
+    slo: SloTracker
+    _slo_evidence: dict[tuple[str, str], SloEvidence]
+    _slo_scaling: dict[tuple[str, str], Scaling]
 
     @property
     def assessments(self) -> dict[str, Assessment]: ...
@@ -177,12 +187,14 @@ class CycleView:
         assessments = ext.assessments
         rows = ext.row_maker.rows(self.gpus, assessments, ext._evidence, self.cpu, self.pressure)
         rows.update(ext._cost_rows)
+        rows.update(slo_rows(ext._slo_evidence, ext._slo_scaling, ext.slo.counted))
         return rows
 
     def entries(self) -> LazyApiEntries:
         ext = self.ext
         assessments = ext.assessments
         entries = LazyApiEntries()
+        entries.margin = ext.settings.slo_margin_ratio
         for g in self.gpus:
             key = g.identity.key
             if key in assessments:
@@ -208,6 +220,10 @@ class CycleView:
         ext = self.ext
         overview = summary(ext.assessments.values(), ext.settings)
         overview["workloads"] = ext._cost_json
+        margin = ext.settings.slo_margin_ratio
+        overview["slos"] = [
+            slo_json(ev, ext._slo_scaling.get(key), margin) for key, ev in sorted(ext._slo_evidence.items())
+        ]
         return overview
 
 
@@ -215,7 +231,7 @@ def _r(x: float | None, digits: int = 4) -> float | None:
     return None if x is None else round(x, digits)
 
 
-def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
+def api_entry(a: Assessment, ev: Evidence, margin: float = 0.1) -> dict[str, Any]:
     """The ``rightsizing`` object merged into this GPU's ``/api/v1/gpus`` entry."""
     return {
         "rightsizing": {
@@ -264,6 +280,8 @@ def api_entry(a: Assessment, ev: Evidence) -> dict[str, Any]:
                     "generated_tokens_per_second": _r(q.generated_tokens_rate, 3),
                     "prompt_tokens_per_second": _r(q.prompt_tokens_rate, 3),
                     "requests_per_second": _r(q.requests_rate, 4),
+                    "slo": None if q.slo is None else slo_state(q.slo, margin),
+                    "slo_latency_ratio": None if q.slo is None or q.slo.ratio is None else _r(q.slo.ratio),
                 }
                 for q in ev.queues
             ],

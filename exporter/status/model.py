@@ -51,6 +51,7 @@ class PageModel:
     savings: float | None = None  # None: right-sizing off
     window_seconds: float | None = None
     queues: Sequence[Mapping[str, Any]] = ()
+    slos: Sequence[Mapping[str, Any]] = ()  # /api/v1/rightsizing's workloads with latency SLOs
     collectors: Sequence[Any] = ()
     drivers: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
@@ -135,7 +136,10 @@ def build(snapshot: Snapshot, source: str, interval: float, memo: ChartMemo | No
     summary = api.get("rightsizing")
     counts: dict[str, int] = {}
     savings = window = None
+    slos: tuple[Mapping[str, Any], ...] = ()
     if isinstance(summary, Mapping):
+        found = summary.get("slos")
+        slos = tuple(x for x in found if isinstance(x, Mapping)) if isinstance(found, list) else ()
         counts = dict(summary.get("verdicts", {}))
         savings = summary.get("hourly_savings_dollars")
         window = summary.get("window_seconds")
@@ -150,6 +154,7 @@ def build(snapshot: Snapshot, source: str, interval: float, memo: ChartMemo | No
         savings=savings,
         window_seconds=window,
         queues=tuple(q for q in queues if isinstance(q, Mapping)) if isinstance(queues, list) else (),
+        slos=slos,
         collectors=snapshot.collectors,
         drivers=tuple(sorted({g.identity.driver_version for g in snapshot.gpus} - {""})),
         sections=tuple(sorted(api)),

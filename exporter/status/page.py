@@ -8,6 +8,8 @@ nothing but itself (see ``assets``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from rightsizing.html_parts.cells import HOURS_PER_MONTH, NONE
 from rightsizing.html_parts.cells import VERDICT_ORDER as _VERDICT_ORDER
@@ -161,6 +163,53 @@ def _queues(m: PageModel) -> str:
     )
 
 
+def _slo_state(s: Mapping[str, Any]) -> str:
+    """'missed by 64 %', 'met, 12 % under', 'not judged'."""
+    ratio, state = s.get("latency_ratio"), s.get("state")
+    if state == "missed" and isinstance(ratio, (int, float)):
+        return f'<span class="bad">missed by {ratio - 1:.0%}</span>'
+    if state in ("met", "met_with_room") and isinstance(ratio, (int, float)):
+        room = " with room" if state == "met_with_room" else ""
+        return f'<span class="ok">met{room}, {1 - ratio:.0%} under</span>'
+    return '<span class="muted">not judged</span>'
+
+
+def _slo_targets(s: Mapping[str, Any]) -> str:
+    """Each declared target: its latency at the objective against it."""
+    out = []
+    for x in s.get("latencies") or ():
+        target = x.get("target_seconds")
+        if not isinstance(target, (int, float)):
+            continue
+        at = x.get("latency_at_objective_seconds")
+        got = f"{at * 1000:.0f} ms" if isinstance(at, (int, float)) else "unknown"
+        q = (x.get("quantiles") or {}).keys()
+        p = next((k for k in q if k not in ("p50", "p95", "p99")), "p95" if "p95" in q else "")
+        out.append(f'<span class="tag">{_e(x.get("slo"))} {_e(p)} {_e(got)} / {target * 1000:.0f} ms</span>')
+    return "".join(out)
+
+
+def _slos(m: PageModel) -> str:
+    shown = [s for s in m.slos if s.get("state") != "no_slo"]
+    if not shown:
+        return ""
+    rows = []
+    for s in shown:
+        why = "; ".join(str(w) for w in s.get("not_judged") or ())
+        note = f'<div class="reason">{_e(why)}</div>' if why else ""
+        rows.append(
+            f'<tr class="slo"><td data-label="Workload"><b>{_e(s.get("workload"))}</b>'
+            f'<br><span class="muted">{_e(s.get("namespace") or "")}</span></td>'
+            f'<td data-label="Server">{_e(s.get("server") or "")}</td>'
+            f'<td data-label="SLO">{_slo_state(s)}{note}</td>'
+            f'<td data-label="Targets">{_slo_targets(s)}</td></tr>'
+        )
+    return (
+        "<h2>Latency SLOs</h2><table><thead><tr><th>Workload</th><th>Server</th><th>SLO</th>"
+        f'<th>Latency at the objective / target</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    )
+
+
 def _number(v: object) -> str:
     if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
         return f"{v:g}"
@@ -205,7 +254,7 @@ def render(m: PageModel) -> str:
         '<h2>GPUs</h2><table class="gpus"><thead><tr><th>GPU</th><th>Pod · namespace · workload</th>'
         '<th>Verdict</th><th>Bottlenecks</th><th>Recommended</th><th class="num">Saved</th><th>History</th>'
         f"</tr></thead><tbody>{gpus}</tbody></table>"
-        f"{_queues(m)}{_collectors(m)}"
+        f"{_slos(m)}{_queues(m)}{_collectors(m)}"
         f'<footer>Sampled at <span id="sampled-at">{_utc(m.timestamp)}</span> from {_e(m.source)} · '
         f"NVIDIA driver {_e(drivers)} · rightsizer-exporter {_e(__version__)} · "
         f"charts: window buckets (mean per bucket) · refreshes every {refresh} s</footer></main>"

@@ -200,6 +200,11 @@ def option_rows(r: Plan, raw: bool, measured: Measured | None = None) -> tuple[l
         for o, row in zip(r.options, rows, strict=True):
             rate, dollars = projected(measured, o)
             row += [None if rate is None else round(rate, 2), None if dollars is None else round(dollars, 4)]
+        if measured.slo is not None and measured.slo.judged:
+            headers.append("measured_projected_slo_latency_ratio")
+            for o, row in zip(r.options, rows, strict=True):
+                latency = measured.latency(o.candidate, o.gpus)
+                row.append(None if latency is None else round(latency, 4))
     return headers, rows
 
 

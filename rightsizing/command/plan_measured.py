@@ -10,6 +10,11 @@ From a Prometheus holding the exporter's series (instant queries at now):
 - the GPUs it runs on: ``rightsizer_gpu_info`` whose pod belongs to the workload (its model and
   count), and whether any is ``underprovisioned`` (``rightsizer_gpu_verdict``).
 
+With a latency SLO declared for the workload (``rightsizer_workload_slo_*`` over the last hour, read
+as ``rightsizer report`` reads them), its state and latency ratio today, and each option's latency
+at the objective projected by the model the engine uses (``rightsizing.slo_projection``) over the
+target, with the margin the SLO must keep.
+
 Each plan option gets the measured rate projected by the one rule the live exporter and ``rightsizer
 report`` use (``rightsizing.projection``): the resource that binds the work is read from the GPUs'
 p95 SM active and bandwidth signal (DRAM active, else memory-copy utilization) over the last hour,
@@ -34,10 +39,16 @@ from ..cost import PER, TOKENS
 from ..models import PlanError
 from ..planner import Option, Plan
 from ..recommend import current_candidate
+from ..settings import RightsizingSettings
+from ..slo import SloEvidence
+from ..slo_json import slo_json, slo_words
+from ..slo_projection import Binding, project
+from . import report_slo
 from .output import money, rate, table
 from .promapi import PrometheusClient, ReportError, Sample
 
 WINDOW = "1h"  # the live engine's default window: the signals that say what binds the work
+MARGIN = RightsizingSettings().slo_margin_ratio  # an option keeps the SLO at (1 - this) x the target
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +66,16 @@ class Measured:
     busy: float | None = None  # that resource's p95 today (None: not measured)
     bandwidth_seen: bool = False  # a bandwidth signal was measured
     option: Candidate | None = None  # the catalog option of the GPUs it runs on
+    slo: SloEvidence | None = None  # its latencies over the last hour, with its declared SLO
+
+    def latency(self, option: Candidate, gpus: int) -> float | None:
+        """The worst declared target's projected latency at the objective over the target on
+        ``gpus`` x ``option`` (None: no SLO judged, or the GPUs unknown)."""
+        if self.slo is None or not self.slo.judged or self.option is None or self.gpus <= 0:
+            return None
+        binding = Binding(self.resource, self.busy, self.bandwidth_seen)
+        worst = project(binding, self.slo, self.option, option, gpus / self.gpus).worst
+        return None if worst is None else worst[1] / worst[2]
 
     def projected(
         self, option: Candidate, gpus: int, hourly_dollars: float
@@ -123,7 +144,26 @@ def measure(
     )
     dollars = hourly / (rate * 3600.0) * PER[unit] if rate > 0 and hourly > 0 else None
     measured = Measured(workload, url, tuple(queues), unit, rate, dollars, None, 0, False)
+    who = (namespace, name) if slash else ("", workload)
+    measured = replace(measured, slo=_slo(client, *who, at))
     return _gpus(client, namespace, name, catalog, at, measured) if slash else measured
+
+
+class _Instant:
+    """What ``report_slo.collect`` asks of a collector, answered by instant queries at ``at``."""
+
+    w = WINDOW
+
+    def __init__(self, client: PrometheusClient, at: float) -> None:
+        self.client, self.at = client, at
+
+    def run(self, what: str, expr: str) -> list[Sample]:
+        return _query(self.client, expr, self.at)
+
+
+def _slo(client: PrometheusClient, namespace: str, workload: str, at: float) -> SloEvidence | None:
+    found = report_slo.collect(_Instant(client, at), RightsizingSettings(), latest=True)
+    return found.get((namespace, workload))
 
 
 def _gpus(
@@ -181,6 +221,7 @@ def measured_dict(m: Measured) -> dict[str, Any]:
         "gpus_are_the_limit": m.limited,
         "projected_by": m.resource if m.option is not None else None,
         "binding_p95": _round(m.busy, 4) if m.option is not None else None,
+        "slo": None if m.slo is None else slo_json(m.slo, None, MARGIN),
     }
 
 
@@ -197,14 +238,14 @@ def render_measured(r: Plan, m: Measured | None) -> str:
     ]
     if m.current and r.options:
         rows = []
+        slo = m.slo is not None and bool(m.slo.judged)
         for o in r.options:
             value, dollars = projected(m, o)
-            rows.append(
-                [(f"{o.gpus} x " if o.gpus > 1 else "") + o.candidate.key, rate(value), money(dollars, 3)]
-            )
-        out.append(
-            table(["option", f"measured {unit}, projected", f"$/{per}, projected"], rows, [False, True, True])
-        )
+            row = [(f"{o.gpus} x " if o.gpus > 1 else "") + o.candidate.key, rate(value), money(dollars, 3)]
+            rows.append(row + ([_latency(m.latency(o.candidate, o.gpus))] if slo else []))
+        heads = ["option", f"measured {unit}, projected", f"$/{per}, projected"]
+        heads += ["latency/target, projected"] if slo else []
+        out.append(table(heads, rows, [False, True, True, True][: len(heads)]))
         if m.limited:
             why = "the GPUs are the limit: the rate scales with it"
         else:
@@ -218,4 +259,15 @@ def render_measured(r: Plan, m: Measured | None) -> str:
             f"Projected by {m.resource}, the resource that binds the work ({signal}); {why}. The exporter "
             "and rightsizer report project by the same rule."
         )
+    if m.slo is not None and m.slo.targets:
+        out.append(
+            f"Latency SLO over the last hour: {slo_words(m.slo, MARGIN)}. An option keeps it at a projected "
+            f"latency/target of at most {1 - MARGIN:.2f} (docs/slos.md, the latency model)."
+        )
     return "\n".join(out) + "\n"
+
+
+def _latency(ratio: float | None) -> str:
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f}" + (" (keeps it)" if ratio <= 1 - MARGIN else "")

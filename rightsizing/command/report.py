@@ -22,8 +22,10 @@ from ..evidence import Evidence
 from ..group import merge, multi_gpu_groups
 from ..links import linked
 from ..settings import RightsizingSettings
-from ..verdicts import Assessment, assess
-from . import report_queues
+from ..slo import SloEvidence
+from ..slo_verdict import assess_with_slo
+from ..verdicts import Assessment
+from . import report_queues, report_slo
 from .promapi import PrometheusClient, ReportError, Sample, promql_duration, sample_span
 from .report_shards import (
     DEFAULT_CONCURRENCY,
@@ -59,13 +61,14 @@ class Fleet:
     units: tuple[Unit, ...]
     costs: tuple[WorkloadCost, ...] = ()  # cost per inference of each inference server's GPUs
     shards: tuple[tuple[str, ...], ...] = ()  # the exporters (instance) of each shard queried
+    slos: tuple[SloEvidence, ...] = ()  # each workload's latencies over the window, with its SLO
 
 
 def key_of(labels: dict[str, str]) -> Key:
     return tuple(labels.get(k, "") for k in KEY)
 
 
-QUERIES = 50  # the report's queries (each sent once per shard)
+QUERIES = 50 + report_slo.QUERIES  # the report's queries (each sent once per shard)
 
 
 class Collector:
@@ -224,7 +227,8 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
             f'(rightsizer_host_pressure_stalled_ratio{{kind="full"}})[{w}:{step}]))',
         )
     }
-    queues = report_queues.queues(c, step)
+    slos = report_slo.collect(c, s)
+    queues = report_slo.attach(report_queues.queues(c, step), slos)
     # A full window's samples span a little less than its length (as in Evidence.confidence).
     idle_after = min(idle_after, 0.98 * window)
     settings = dataclasses.replace(s, window_seconds=window, idle_after_seconds=idle_after)
@@ -300,13 +304,14 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
     units = []
     judged = []
     for k, ev in _judged(evidence, unit_labels, settings).items():
-        assessment = assess(ev, settings, catalog)
+        assessment = assess_with_slo(ev, settings, catalog)
         current = catalog.candidate(assessment.current) if assessment.current else None
         price = current.hourly_price_dollars if current else None
         units.append(Unit(k, unit_labels[k], evidence[k], assessment, price))
         judged.append(("\x00".join(k), unit_labels[k].get("instance", ""), ev, assessment))
     progress(c.total, c.total, "")
-    return Fleet(window, at, tuple(units), tuple(workload_costs(judged, catalog, settings)))
+    costs = tuple(workload_costs(judged, catalog, settings))
+    return Fleet(window, at, tuple(units), costs, slos=tuple(slos.values()))
 
 
 def starved_expr(s: RightsizingSettings, w: str, step: str) -> str:

@@ -13,6 +13,7 @@ from rightsizer_core.workloads import workload_of
 
 from ..catalog import Catalog
 from ..cost import cost_json
+from . import report_slo
 from .output import money, table, to_csv, to_json
 from .output_file import OutputError, check_output, write_output
 from .promapi import PrometheusClient, ReportError, add_auth_arguments, auth_headers, parse_duration
@@ -167,6 +168,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             "gpus": gpus,
             "workloads": workloads,
             "inference_costs": costs,
+            "slos": report_slo.as_json(fleet.slos, cfg.rightsizing.slo_margin_ratio),
             "assumptions": assumptions(
                 window_seconds=window, at=at, idle_after_seconds=idle_after, resolution_seconds=resolution,
                 settings=cfg.rightsizing, catalog=catalog, rows=gpus,
@@ -190,7 +192,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             finally:
                 charts_client.close()
         else:
-            text = render(args.window, at, totals, gpus, workloads, window, costs)
+            text = render(args.window, at, totals, gpus, workloads, window, costs, document["slos"])
         write_output(text, args.output)
     except (ReportError, OutputError) as exc:
         print(f"rightsizer: {exc}", file=sys.stderr)
@@ -251,6 +253,7 @@ def render(
     workloads: list[dict[str, Any]],
     window_seconds: float = 0.0,
     costs: list[dict[str, Any]] | None = None,
+    slos: list[dict[str, Any]] | None = None,
 ) -> str:
     when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
     head = (
@@ -303,6 +306,7 @@ def render(
     if costs:
         out += ["", "Cost per inference (measured throughput; most expensive per hour first):"]
         out.append(cost_table(costs))
+    out += report_slo.text_lines(slos or [])
     out += ["", "Reasons:"]
     out += [f"  {g['gpu']} {g['uuid']}: {g['verdict']}: {g['reason']}" for g in gpus]
     return "\n".join(out) + "\n"

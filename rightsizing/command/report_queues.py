@@ -66,7 +66,7 @@ def queues(c: Collector, step: str) -> dict[tuple[str, str], tuple[QueueReading,
         rates = [c[key] / span if key in c and span > 0 else None for c in served]
         evidence = QueueEvidence(
             name, x.value, maxv.get(key, x.value), slope.get(key, 0.0) * span, mean.get(key), span,
-            server, kv.get(key), preempted.get(key), *rates,
+            server, kv.get(key), preempted.get(key), rates[0], rates[1], rates[2],
         )  # fmt: skip
         out[key] = (QueueReading(name, x.value, labels, (), server), evidence)
     return out

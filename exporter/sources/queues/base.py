@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from rightsizer_core.files import read_secret, read_token
+from rightsizing.latency import Histogram
 
 REASON_LIMIT = 200
 
@@ -27,6 +29,9 @@ class QueueValue:
     generated_tokens_total: float | None = None
     prompt_tokens_total: float | None = None
     requests_total: float | None = None
+    # Latency histograms read on the same poll (scrape kinds): kind (ttft, itl, e2e, queue) ->
+    # cumulative histogram in seconds; None when the server publishes none.
+    latency: Mapping[str, Histogram] | None = None
 
 
 class QueueSourceError(Exception):

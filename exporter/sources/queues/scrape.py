@@ -22,6 +22,7 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
 from .base import QueueSourceError, QueueValue, how_many, shorten
+from .histograms import HistogramSums
 from .http_client import HttpGetter
 from .lines import SampleLines
 from .settings import DEFAULT_MAX_SERIES, DEFAULT_MAX_SERIES_BYTES, QueueSettings
@@ -48,6 +49,24 @@ class Preset:
     generated_tokens: tuple[str, ...] = ()
     prompt_tokens: tuple[str, ...] = ()
     requests: tuple[str, ...] = ()
+    # Latency histograms (seconds unless ``histograms.SCALES`` says otherwise; of several names, the
+    # first found wins), and cumulative duration counters giving a mean over ``mean_count``.
+    ttft: tuple[str, ...] = dataclasses.field(default=(), metadata={"histogram": True})
+    itl: tuple[str, ...] = dataclasses.field(default=(), metadata={"histogram": True})
+    e2e: tuple[str, ...] = dataclasses.field(default=(), metadata={"histogram": True})
+    queue_time: tuple[str, ...] = dataclasses.field(default=(), metadata={"histogram": True})
+    mean_e2e: tuple[str, ...] = ()
+    mean_queue: tuple[str, ...] = ()
+    mean_count: tuple[str, ...] = ()
+
+    @property
+    def latency(self) -> dict[str, tuple[str, ...]]:
+        """Latency kind -> histogram names."""
+        return {"ttft": self.ttft, "itl": self.itl, "e2e": self.e2e, "queue": self.queue_time}
+
+    @property
+    def means(self) -> dict[str, tuple[str, ...]]:
+        return {"e2e": self.mean_e2e, "queue": self.mean_queue}
 
     @property
     def counters(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
@@ -77,6 +96,10 @@ PRESETS: Mapping[str, Preset] = {
         ("vllm:generation_tokens_total",),
         ("vllm:prompt_tokens_total",),
         ("vllm:request_success_total",),
+        ttft=("vllm:time_to_first_token_seconds",),
+        itl=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        e2e=("vllm:e2e_request_latency_seconds",),
+        queue_time=("vllm:request_queue_time_seconds",),
     ),
     "tgi": Preset(
         "tgi_queue_size",
@@ -84,11 +107,18 @@ PRESETS: Mapping[str, Preset] = {
         generated_tokens=("tgi_request_generated_tokens_sum",),
         prompt_tokens=("tgi_request_input_length_sum",),
         requests=("tgi_request_success", "tgi_request_success_total", "tgi_request_generated_tokens_count"),
+        itl=("tgi_request_mean_time_per_token_duration",),
+        e2e=("tgi_request_duration",),
+        queue_time=("tgi_request_queue_duration",),
     ),
     "triton": Preset(
         "nv_inference_pending_request_count",
         None,
         requests=("nv_inference_count", "nv_inference_request_success"),
+        ttft=("nv_inference_first_response_histogram_ms",),
+        mean_e2e=("nv_inference_request_duration_us", "nv_inference_request_duration_us_total"),
+        mean_queue=("nv_inference_queue_duration_us", "nv_inference_queue_duration_us_total"),
+        mean_count=("nv_inference_request_success", "nv_inference_request_success_total"),
     ),
     "sglang": Preset(
         "sglang:num_queue_reqs",
@@ -98,6 +128,10 @@ PRESETS: Mapping[str, Preset] = {
         ("sglang:generation_tokens_total",),
         ("sglang:prompt_tokens_total",),
         ("sglang:num_requests_total",),
+        ttft=("sglang:time_to_first_token_seconds",),
+        itl=("sglang:inter_token_latency_seconds",),
+        e2e=("sglang:e2e_request_latency_seconds",),
+        queue_time=("sglang:queue_time_seconds",),
     ),
 }
 
@@ -129,6 +163,11 @@ class ExpositionReader:
         self._summed = {p.depth, *(n for n in (p.in_flight, p.preemptions) if n)}
         self._summed.update(n for names in p.counters for n in names)
         self._last: tuple[bytes, bool, QueueValue] | None = None
+        self._label_cache: dict[bytes, tuple[dict[str, str], bool] | None] = {}
+
+    def histograms(self) -> HistogramSums:
+        p = self.preset
+        return HistogramSums(p.latency, p.means, p.mean_count, self._label_cache)
 
     def scan(self, openmetrics: bool) -> ExpositionScan:
         return ExpositionScan(self, openmetrics)
@@ -139,6 +178,7 @@ class ExpositionReader:
         return scan.finish()
 
     def _add(self, lines: list[bytes], openmetrics: bool, sums: _Sums) -> None:
+        lines = sums.latency.take(lines, self._matches)  # histogram lines: read by their own parser
         if not lines:
             return
         try:
@@ -150,6 +190,8 @@ class ExpositionReader:
             for family in families:
                 for sample in family.samples:
                     if not self._matches(sample.labels):
+                        continue
+                    if sums.latency.add(sample.name, sample.labels, sample.value):
                         continue
                     if sample.name in self.preset.kv_cache:
                         highest = sums.highest
@@ -172,7 +214,8 @@ class ExpositionReader:
         kv = kv if kv is not None and 0.0 <= kv <= 1.0 else None
         preempted = _count(totals, (p.preemptions,) if p.preemptions else ())
         generated, prompt, requests = (_count(totals, names) for names in p.counters)
-        return QueueValue(depth, in_flight, kv, preempted, generated, prompt, requests)
+        latency = sums.latency.result()
+        return QueueValue(depth, in_flight, kv, preempted, generated, prompt, requests, latency or None)
 
     def _matches(self, labels: Mapping[str, str]) -> bool:
         return all(labels.get(k) == v for k, v in self.match.items())
@@ -186,6 +229,7 @@ class ExpositionReader:
 
 @dataclass
 class _Sums:
+    latency: HistogramSums
     totals: dict[str, float] = dataclasses.field(default_factory=dict)
     highest: dict[str, float] = dataclasses.field(default_factory=dict)
 
@@ -197,7 +241,7 @@ class ExpositionScan:
         self.reader = reader
         self.openmetrics = openmetrics
         self.lines = SampleLines(reader._names, reader.max_series, reader.max_series_bytes)
-        self.sums = _Sums()
+        self.sums = _Sums(reader.histograms())
         self.batched = False  # some lines were parsed already: the previous result cannot be reused
         self._utf8 = codecs.getincrementaldecoder("utf-8")()  # checks the text, keeps nothing
 

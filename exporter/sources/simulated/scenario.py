@@ -117,7 +117,7 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
         top.driver_version, top.host_cpu_busy_ratio, tuple(gpus), tuple(top.numa_nodes),
         None if top.host_pressure is None else {
             (r, k): getattr(top.host_pressure, f"{r}_{k}") for r in ("memory", "io") for k in ("some", "full")
-        },
+        }, tuple(top.slos),
     )  # fmt: skip
 
 
@@ -205,6 +205,8 @@ def _check_links(e: GpuEntry | MigEntry, where: str) -> None:
         raise ConfigError(f"{where}.pod.pod: the pod name is required")
     if e.queue is not None and not e.queue.name:
         raise ConfigError(f"{where}.queue.name: the queue name is required")
+    if e.queue is not None and e.queue.slo is not None and e.queue.server is None:
+        raise ConfigError(f"{where}.queue.slo: needs the queue's server (its latency histograms)")
 
 
 def _check_queue_link(pod: PodEntry | None, queue: QueueEntry | None, where: str) -> None:

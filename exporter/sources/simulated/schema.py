@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from rightsizer_core.settings import setting
 from rightsizing.catalog import GpuSpec, MigProfile
+from rightsizing.slo import SloDeclaration
 
 from . import workloads as wl
 
@@ -71,6 +72,9 @@ class WorkloadEntry:
     generated_tokens_per_second: float | None = _p("Tokens/s offered (counted as its GPU serves them).")
     prompt_tokens_per_second: float | None = _p("Prompt tokens/s offered (counted as its GPU serves them).")
     requests_per_second: float | None = _p("Requests/s offered (counted as its GPU serves them).")
+    latency_spread: float | None = _p(
+        "Serving kinds: sigma of the logarithm of each service time (the server's latency shape)."
+    )
     model: str | None = setting(
         None, "Serving kinds: the model served, a `rightsizer plan` built-in such as llama-3-8b."
     )
@@ -90,6 +94,23 @@ class PodEntry:
 
 
 @dataclass(frozen=True)
+class SloEntry:
+    ttft_seconds: float | None = setting(None, "Target time to first token, seconds.", minimum=1e-6)
+    itl_seconds: float | None = setting(None, "Target inter-token latency, seconds.", minimum=1e-6)
+    e2e_seconds: float | None = setting(None, "Target end-to-end latency, seconds.", minimum=1e-6)
+    queue_seconds: float | None = setting(None, "Target queue time, seconds.", minimum=1e-6)
+    objective: float = setting(
+        0.95, "Share of requests that must meet each target.", minimum=0.5, maximum=0.9999
+    )
+
+    def validate(self) -> None:
+        if all(
+            x is None for x in (self.ttft_seconds, self.itl_seconds, self.e2e_seconds, self.queue_seconds)
+        ):
+            raise ValueError("an SLO needs a target: ttft_seconds, itl_seconds, e2e_seconds or queue_seconds")
+
+
+@dataclass(frozen=True)
 class QueueEntry:
     name: str = setting("", "Queue name (required).")
     labels: dict[str, str] = setting({}, "Labels, e.g. namespace and workload to link it to pods.")
@@ -98,6 +119,9 @@ class QueueEntry:
         "Inference server behind the queue; vllm and sglang report KV-cache usage and preemptions "
         "(the workload's kv_cache_usage, preemptions_per_hour), tgi and triton none; vllm, sglang "
         "and tgi count tokens and requests, triton requests only.",
+    )
+    slo: SloEntry | None = setting(
+        None, "The latency SLO of the workload behind the queue (needs server): targets and objective."
     )
 
 
@@ -189,6 +213,9 @@ class ScenarioEntry:
         [], "The host's NUMA nodes, each one's CPU list in order, e.g. ['0-31', '32-63'] (NUMA check)."
     )
     gpus: list[dict[str, Any]] = setting([], "The GPUs (at least one).")
+    slos: list[SloDeclaration] = setting(
+        [], "Latency SLOs, as the exporter's slos: (by namespace and workload labels, or queue name)."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,3 +273,4 @@ class Scenario:
     gpus: tuple[SimGpu, ...]
     numa_nodes: tuple[str, ...] = ()  # CPU list of each NUMA node
     host_pressure: dict[tuple[str, str], float] | None = None  # (resource, kind) -> stalled share
+    slos: tuple[SloDeclaration, ...] = ()  # the scenario's top-level slos: (queues declare their own)

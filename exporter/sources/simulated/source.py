@@ -19,8 +19,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
+from rightsizing.latency import Histogram
 from rightsizing.numa import NumaPlacement
 
+from .latency import LatencyModel, slo_of
 from .mig import INSTANCE_FIELDS, PARENT_UNSUPPORTED, Instance, combined
 from .numa import placements
 from .physics import Board, fields_of, nvlink_bytes_per_second, power_watts
@@ -59,6 +61,7 @@ class QueueSample:
     generated_tokens_total: float | None = None
     prompt_tokens_total: float | None = None
     requests_total: float | None = None
+    latency: Mapping[str, Histogram] | None = None  # the server's cumulative latency histograms
 
     @property
     def queue(self) -> str:
@@ -156,6 +159,19 @@ class SimulatedSource:
         self.devices = [_Device(g, scenario, self.start_time) for g in scenario.gpus]
         self._numa = placements(scenario.numa_nodes, scenario.gpus)
         self._host_noise = Noise(scenario.seed, -1)
+        # Latency histograms of each serving workload whose queue names its inference server.
+        self._latency: dict[str, LatencyModel] = {}
+        for d in self.devices:
+            units = [(d.gpu.queue, d.gpu.uuid, d.gpu.workload)] if d.gpu.workload is not None else []
+            units += [(i.mig.queue, i.mig.uuid, i.mig.workload) for i in d.instances]
+            for q, uuid, w in units:
+                if q is not None and q.server is not None and w.serving is not None:
+                    self._latency[uuid] = LatencyModel(w, q.server, d.noise)
+        # Latency SLOs the scenario's queues declare.
+        self.slos = scenario.slos + tuple(
+            slo_of(q) for d in self.devices for q in (d.gpu.queue, *(i.mig.queue for i in d.instances))
+            if q is not None and q.slo is not None
+        )  # fmt: skip
 
     def host_pressure(self, t: float | None = None) -> dict[tuple[str, str], float] | None:
         """The host's PSI stall shares, (resource, kind) -> ratio; None: a host without PSI."""
@@ -239,13 +255,16 @@ class SimulatedSource:
         for d in self.devices:
             if not self._present(d, t):
                 continue
-            feeds: list[tuple[QueueEntry | None, str, Activity]] = []
+            feeds: list[tuple[QueueEntry | None, str, Activity, float]] = []
             if d.gpu.queue is not None:
-                feeds.append((d.gpu.queue, d.gpu.uuid, self._activity(d, t)))
+                feeds.append((d.gpu.queue, d.gpu.uuid, self._activity(d, t), d.began[0]))
             if d.instances:
                 acts = self._instance_activities(d, t)
-                feeds += [(i.mig.queue, i.mig.uuid, a) for i, a in zip(d.instances, acts, strict=True)]
-            for q, uuid, a in feeds:
+                feeds += [
+                    (i.mig.queue, i.mig.uuid, a, b)
+                    for i, a, b in zip(d.instances, acts, d.began, strict=True)
+                ]
+            for q, uuid, a, start in feeds:
                 if q is not None and (q.name, tuple(sorted(q.labels.items()))) in seen:
                     # One queue feeding several GPUs (a tensor-parallel server): published once,
                     # as that server's /metrics would be, and linked to every GPU it feeds.
@@ -257,6 +276,7 @@ class SimulatedSource:
                     reports = q.server in ("vllm", "sglang")
                     tokens = reports or q.server == "tgi"
                     served = q.server is not None
+                    model = self._latency.get(uuid)
                     out.append(
                         QueueSample(
                             q.name, dict(q.labels), depth, in_flight, (uuid,), q.server,
@@ -264,6 +284,7 @@ class SimulatedSource:
                             a.generated_tokens if tokens and served else None,
                             a.prompt_tokens if tokens and served else None,
                             a.requests if served else None,
+                            None if model is None else model.at(t - start),
                         )
                     )  # fmt: skip
         return out

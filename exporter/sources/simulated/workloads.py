@@ -84,6 +84,7 @@ _QUEUE = {
     "generated_tokens_per_second": 500.0,
     "prompt_tokens_per_second": 1500.0,
     "requests_per_second": 2.0,
+    "latency_spread": 0.25,
 }
 _SLOW = {"swing": 0.15, "period_seconds": 1800.0}
 

@@ -1,0 +1,182 @@
+"""Latency histograms of a simulated inference server, from its workload's own physics.
+
+Service times come from the resource that binds the work (``serving.Serving``), queueing from load:
+
+- a decode step with ``b`` sequences in flight takes ``step_seconds(b)`` (weights and KV cache read
+  at the device's bandwidth, or the FLOPs at its dense rate, whichever is longer); prefill shares
+  the GPU with decode, so inter-token latency is the step over the share of time left to decode:
+  ITL = step / (1 - u_prefill), u_prefill = prompt tokens/s x prefill seconds per token;
+- prefill of a request's prompt takes its tokens x 2 x active parameters / dense FLOP/s;
+- the queue wait follows Little's law: mean wait = mean queue depth / requests per second (the
+  depth the workload's queue shows at that time, the same the queue publishes);
+- TTFT = wait + prefill + one decode step; end to end = TTFT + (tokens per request - 1) x ITL.
+
+Each service time is lognormal around its mean with the workload's ``latency_spread`` (sigma of
+its logarithm); the wait is exponential; a sum (TTFT, end to end) is the lognormal with the mean
+and variance of its parts. The cumulative histograms at time t integrate the requests served so
+far (the workload's served request rate, ``requests_total``) over those distributions in 10-second
+slices, on each server's own bucket layout: vLLM's and SGLang's defaults, TGI's exponential
+duration buckets (no TTFT histogram; its inter-token latency is a mean per request), Triton's
+cumulative duration counters (means only).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rightsizing.latency import Histogram
+from rightsizing.slo import SloDeclaration
+
+from .schema import QueueEntry
+from .workloads import Noise, Workload
+
+SLICE_SECONDS = 10.0
+_VLLM_E2E = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+             240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
+_SGLANG_TTFT = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+                200.0, 400.0)  # fmt: skip
+_TGI = tuple(0.0001 * 1.5**k for k in range(1, 36))  # 35 buckets from 0.00015 s, x1.5 each
+LAYOUTS: Mapping[str, Mapping[str, tuple[float, ...]]] = {
+    "vllm": {
+        "ttft": (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0),
+        "itl": (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                20.0, 40.0, 80.0),
+        "e2e": _VLLM_E2E,
+        "queue": _VLLM_E2E,
+    },
+    "sglang": {
+        "ttft": _SGLANG_TTFT,
+        "itl": (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1,
+                0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0),
+        "e2e": (*_SGLANG_TTFT, 800.0),
+        "queue": (*_SGLANG_TTFT, 800.0),
+    },
+    "tgi": {"itl": _TGI, "e2e": _TGI, "queue": _TGI},
+    "triton": {"e2e": (), "queue": ()},  # cumulative duration counters: means only
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Moments:
+    """Mean and variance of each kind at one time; ``per_token``: itl observations per request."""
+
+    means: dict[str, float]
+    variances: dict[str, float]
+
+
+def _lognormal_cdf(x: float, mean: float, variance: float) -> float:
+    if x <= 0:
+        return 0.0
+    if mean <= 0:
+        return 1.0
+    s2 = math.log1p(variance / (mean * mean))
+    if s2 <= 1e-12:
+        return 1.0 if x >= mean else 0.0
+    mu = math.log(mean) - s2 / 2.0
+    return 0.5 * (1.0 + math.erf((math.log(x) - mu) / math.sqrt(2.0 * s2)))
+
+
+def _exponential_cdf(x: float, mean: float) -> float:
+    if x <= 0:
+        return 0.0
+    return 1.0 if mean <= 1e-12 else 1.0 - math.exp(-x / mean)
+
+
+class LatencyModel:
+    """The cumulative histograms one simulated server publishes; ``at(elapsed)`` is a pure function
+    of the time since its workload started (computed slice by slice, the latest slices cached)."""
+
+    def __init__(self, workload: Workload, server: str, noise: Noise) -> None:
+        self.w = workload
+        self.server = server
+        self.noise = noise
+        self.layout = LAYOUTS.get(server, {})
+        serving = workload.serving
+        assert serving is not None
+        generated, prompt, self.rate = serving.served
+        self.tokens_out = max(1.0, generated / self.rate) if self.rate > 0 else 1.0
+        self.tokens_in = prompt / self.rate if self.rate > 0 else 0.0
+        self.prefill_share = min(0.9, prompt * serving.prefill_seconds_per_token)
+        self.spread = workload.params.get("latency_spread", 0.25)
+        # itl observations per request: vLLM and SGLang one per token after the first, TGI one mean.
+        self.itl_per_request = 1.0 if server == "tgi" else max(0.0, self.tokens_out - 1.0)
+        self._cache: tuple[int, dict[str, list[float]]] | None = None  # (slices done, sums)
+
+    def moments(self, elapsed: float) -> Moments:
+        p, serving = self.w.params, self.w.serving
+        assert serving is not None
+        depth, batch = self._depth_batch(elapsed)
+        wait = depth / self.rate if self.rate > 0 else 0.0
+        step = serving.step_seconds(batch)
+        itl = step / (1.0 - self.prefill_share)
+        prefill = self.tokens_in * serving.prefill_seconds_per_token + step
+        decode = (self.tokens_out - 1.0) * itl
+        k = math.expm1(self.spread * self.spread)  # lognormal variance / mean^2
+        means = {"queue": wait, "ttft": wait + prefill, "itl": itl, "e2e": wait + prefill + decode}
+        variances = {
+            "queue": wait * wait,
+            "ttft": wait * wait + k * prefill * prefill,
+            "itl": k * itl * itl,
+            "e2e": wait * wait + k * (prefill * prefill + decode * decode),
+        }
+        del p
+        return Moments(means, variances)
+
+    def _depth_batch(self, elapsed: float) -> tuple[float, float]:
+        """The queue's mean depth and the sequences in flight at ``elapsed`` (the workload's own
+        profile without its per-second noise)."""
+        p = self.w.params
+        level = 1.0
+        if "swing" in p:
+            phase = 2 * math.pi * self.noise.fixed("phase", 0)
+            level += p["swing"] * math.sin(2 * math.pi * elapsed / p["period_seconds"] + phase)
+        depth = p.get("queue_depth", 0.0) + p.get("queue_growth_per_hour", 0.0) * elapsed / 3600.0
+        return max(0.0, depth), p["batch"] * min(1.0, max(0.0, level))
+
+    def _slice(self, elapsed: float, seconds: float, sums: dict[str, list[float]]) -> None:
+        """Add ``seconds`` of requests at the state of ``elapsed`` into ``sums``."""
+        m = self.moments(elapsed)
+        for kind, bounds in self.layout.items():
+            n = self.rate * seconds * (self.itl_per_request if kind == "itl" else 1.0)
+            mean, var = m.means[kind], m.variances[kind]
+            acc = sums[kind]
+            for i, b in enumerate(bounds):
+                acc[i] += n * (_exponential_cdf(b, mean) if kind == "queue" else _lognormal_cdf(b, mean, var))
+            acc[-2] += n
+            acc[-1] += n * mean
+
+    def at(self, elapsed: float) -> dict[str, Histogram] | None:
+        """The server's cumulative histograms ``elapsed`` seconds after its workload started."""
+        if elapsed < 0 or self.rate <= 0 or not self.layout:
+            return None
+        whole = math.floor(elapsed / SLICE_SECONDS)
+        cache = self._cache
+        if cache is None or cache[0] > whole:
+            cache = (0, {k: [0.0] * (len(b) + 2) for k, b in self.layout.items()})
+        done, sums = cache[0], {k: list(v) for k, v in cache[1].items()}
+        while done < whole:
+            self._slice((done + 0.5) * SLICE_SECONDS, SLICE_SECONDS, sums)
+            done += 1
+        self._cache = (done, {k: list(v) for k, v in sums.items()})
+        part = elapsed - whole * SLICE_SECONDS
+        if part > 0:
+            self._slice(elapsed - part / 2.0, part, sums)
+        out = {}
+        for kind, bounds in self.layout.items():
+            acc = sums[kind]
+            count = float(math.floor(acc[-2] + 1e-9))
+            counts = tuple(min(count, float(math.floor(c + 1e-9))) for c in acc[: len(bounds)])
+            out[kind] = Histogram(bounds, (*counts, count), acc[-1])
+        return out
+
+
+def slo_of(q: QueueEntry) -> SloDeclaration:
+    """The SLO a scenario's queue declares, for the workload its labels name (else the queue)."""
+    assert q.slo is not None
+    return SloDeclaration(
+        q.labels.get("namespace"), q.labels.get("workload"), q.name, q.slo.ttft_seconds,
+        q.slo.itl_seconds, q.slo.e2e_seconds, q.slo.queue_seconds, q.slo.objective,
+    )  # fmt: skip

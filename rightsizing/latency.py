@@ -1,0 +1,148 @@
+"""Latency histograms: the counts an inference server publishes, and what a window of them says.
+
+A ``Histogram`` is one Prometheus histogram in seconds: finite upper bounds (``le``) in ascending
+order, the cumulative count at each and then at ``+Inf`` (the number of observations), and the sum
+of the observations. Servers publish them cumulative since they started, so everything judged is a
+difference between two of them (``minus``) or a sum of such differences (``plus``).
+
+A histogram with no finite bound is a mean and nothing more (Triton's cumulative duration counters
+over its request count): it has a count and a sum, no quantile and no share under a target, so a
+mean is never passed off as a percentile.
+
+Quantiles follow PromQL's ``histogram_quantile``: linear interpolation inside the bucket holding the
+rank, the first bucket starting at 0, and a rank in the ``+Inf`` bucket answered by the highest finite
+bound. The share of observations at or under a target is exact when the target is a bucket bound and
+interpolated linearly inside its bucket otherwise (``share_at_or_under`` says which); past the highest
+finite bound only the observations under that bound are known to be under the target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+KINDS = ("ttft", "itl", "e2e", "queue")
+WORDS = {"ttft": "TTFT", "itl": "inter-token latency", "e2e": "end-to-end latency", "queue": "queue time"}
+_SAME = 1e-9  # relative tolerance of two bounds being the same bound (ms and us read as seconds)
+
+
+def same_bound(a: float, b: float) -> bool:
+    return abs(a - b) <= _SAME * max(abs(a), abs(b), 1e-12)
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    bounds: tuple[float, ...]  # finite upper bounds, ascending
+    counts: tuple[float, ...]  # cumulative count at each bound, then at +Inf (len(bounds) + 1)
+    total: float  # sum of the observations, seconds
+
+    @property
+    def count(self) -> float:
+        return self.counts[-1] if self.counts else 0.0
+
+    @property
+    def mean_only(self) -> bool:
+        """No finite bucket: a mean (sum over count), never a quantile."""
+        return not self.bounds
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.count if self.count > 0 else None
+
+    def same_layout(self, other: Histogram) -> bool:
+        if self.bounds is other.bounds or self.bounds == other.bounds:
+            return True
+        return len(self.bounds) == len(other.bounds) and all(
+            same_bound(a, b) for a, b in zip(self.bounds, other.bounds, strict=True)
+        )
+
+    def minus(self, older: Histogram) -> Histogram | None:
+        """The observations since ``older`` (same layout); None when a count went down (the server
+        restarted) or the layouts differ."""
+        if not self.same_layout(older):
+            return None
+        counts = tuple(a - b for a, b in zip(self.counts, older.counts, strict=True))
+        if any(c < 0 for c in counts) or self.total < older.total - 1e-9 * max(1.0, abs(older.total)):
+            return None
+        return Histogram(self.bounds, counts, max(0.0, self.total - older.total))
+
+    def project(self, bounds: Sequence[float]) -> Histogram:
+        """The same observations on ``bounds`` (a subset of this layout's bounds)."""
+        mine = {b: c for b, c in zip(self.bounds, self.counts, strict=False)}
+        counts = []
+        for b in bounds:
+            found = mine.get(b)
+            if found is None:
+                found = next(c for x, c in mine.items() if same_bound(x, b))
+            counts.append(found)
+        return Histogram(tuple(bounds), (*counts, self.count), self.total)
+
+    def plus(self, other: Histogram) -> Histogram:
+        """Both histograms' observations, on the bounds they share (always at least +Inf)."""
+        if self.same_layout(other):
+            counts = tuple(a + b for a, b in zip(self.counts, other.counts, strict=True))
+            return Histogram(self.bounds, counts, self.total + other.total)
+        common = common_bounds(self.bounds, other.bounds)
+        a, b = self.project(common), other.project(common)
+        return Histogram(
+            common, tuple(x + y for x, y in zip(a.counts, b.counts, strict=True)), a.total + b.total
+        )
+
+
+def common_bounds(a: Sequence[float], b: Sequence[float]) -> tuple[float, ...]:
+    return tuple(x for x in a if any(same_bound(x, y) for y in b))
+
+
+def empty(bounds: tuple[float, ...] = ()) -> Histogram:
+    return Histogram(bounds, (0.0,) * (len(bounds) + 1), 0.0)
+
+
+def quantile(h: Histogram, q: float) -> float | None:
+    """The ``q`` quantile (0-1) as PromQL's histogram_quantile gives it; None without observations
+    or without a finite bucket (a mean)."""
+    n = h.count
+    if n <= 0 or h.mean_only or not 0.0 <= q <= 1.0:
+        return None
+    rank = q * n
+    lower, below = 0.0, 0.0
+    for bound, cumulative in zip(h.bounds, h.counts, strict=False):
+        if cumulative >= rank and cumulative > below:
+            if bound <= 0:
+                return bound
+            return lower + (bound - lower) * (rank - below) / (cumulative - below)
+        lower, below = bound, cumulative
+    return h.bounds[-1]  # in the +Inf bucket: the highest finite bound
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    value: float  # share of observations at or under the target, 0-1
+    exact: bool  # the target is a bucket bound (else interpolated, or a lower bound past the last)
+
+
+def share_at_or_under(h: Histogram, target: float) -> Share | None:
+    """The share of observations at or under ``target`` seconds; None without observations or
+    without a finite bucket."""
+    n = h.count
+    if n <= 0 or h.mean_only:
+        return None
+    lower, below = 0.0, 0.0
+    for bound, cumulative in zip(h.bounds, h.counts, strict=False):
+        if same_bound(bound, target):
+            return Share(min(1.0, cumulative / n), True)
+        if target < bound:
+            inside = (target - lower) / (bound - lower) if bound > lower else 1.0
+            return Share(min(1.0, (below + (cumulative - below) * max(0.0, inside)) / n), False)
+        lower, below = bound, cumulative
+    return Share(min(1.0, below / n), False)  # past the highest finite bound: at least this many
+
+
+def at_or_under(h: Histogram, target: float) -> float | None:
+    """Observations at or under ``target`` (``share_at_or_under`` x count)."""
+    share = share_at_or_under(h, target)
+    return None if share is None else share.value * h.count
+
+
+def finite(values: Sequence[float]) -> bool:
+    return all(math.isfinite(v) for v in values)
