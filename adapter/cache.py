@@ -62,6 +62,7 @@ class Cache:
         self.deadline = max(30.0, source.interval * 4)
         self._previous: dict[str, RuleResult] | None = None
         self._crashed: str | None = None
+        self._waiting = False  # said "waiting for the first sample", not yet what fails
         self.stopping = False
         metrics.attach_cache(self._rows, lambda: len(self.answers))
 
@@ -148,6 +149,7 @@ class Cache:
                 n: RuleState(s.rule, s.vector, None, now, s.sources, s.unknown) if s.error is None else s
                 for n, s in self.states.items()
             }
+            self._say(self.states, {})
             self.metrics.refreshed()
             return
         self._previous = results
@@ -172,8 +174,7 @@ class Cache:
             )
             if old.error is not None and old.updated is not None:
                 recovered.append(rule.name)
-        for reason, names in failing.items():  # one line per cause, not one per rule
-            event(log, logging.WARNING, "rules have no values", rules=",".join(names), reason=reason)
+        self._say(states, failing)
         if recovered:
             event(log, logging.INFO, "rules have values again", rules=",".join(recovered))
         self.states = states
@@ -186,6 +187,22 @@ class Cache:
         self.metrics.refreshed()
         done, self.refreshed = self.refreshed, asyncio.Event()
         done.set()
+
+    def _say(self, states: dict[str, RuleState], failing: dict[str, list[str]]) -> None:
+        """Warns about ``failing`` (new reason -> rules), one line per cause; while the source waits
+        for the exporters' first sample (still starting), one info line instead, and what still
+        fails once the wait is over."""
+        if not self.ready and getattr(self.source, "waiting", False):
+            if not self._waiting:
+                event(log, logging.INFO, "waiting for the first sample", source=self.source.name)
+            self._waiting, failing = True, {}
+        elif self._waiting:
+            self._waiting, failing = False, {}
+            for name, st in states.items():
+                if st.error is not None:
+                    failing.setdefault(st.error, []).append(name)
+        for reason, names in failing.items():
+            event(log, logging.WARNING, "rules have no values", rules=",".join(names), reason=reason)
 
     async def run(self) -> None:
         """Refresh forever when the source says (a slow refresh delays the next, never overlaps)."""

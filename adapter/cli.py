@@ -18,7 +18,7 @@ from rightsizer_core.argparsing import Parser, epilog
 from rightsizer_core.listen import parse_listen
 from rightsizer_core.listener import ListenerStats, start_listener
 from rightsizer_core.logs import configure, event
-from rightsizer_core.settings import ConfigError
+from rightsizer_core.settings import ConfigError, unknown_env, unknown_env_line
 from rightsizer_core.stopping import (
     SHUTDOWN_DEADLINE,
     SHUTDOWN_REQUEST_GRACE,
@@ -27,7 +27,7 @@ from rightsizer_core.stopping import (
 )
 
 from .cache import Cache
-from .config import DEFAULT_PORT, AdapterConfig, load_config
+from .config import DEFAULT_PORT, ENV_PREFIX, AdapterConfig, load_config
 from .keda.metrics_api import MetricsApiAuth
 from .kubernetes.pods import PodLister, wanted
 from .promadapter.cli import check_promadapter, load_promadapter, note_resource_rules, promadapter_source
@@ -342,10 +342,16 @@ def run(argv: Sequence[str] | None) -> int:
             return fail(str(exc))
         if args.check_config:
             return asyncio.run(check_promadapter(cfg, file))
+    ignored = unknown_env(AdapterConfig, ENV_PREFIX)
     if args.check_config:
+        for name, closest in ignored:
+            print(f"rightsizer-adapter: warning: {unknown_env_line(name, closest)}", file=sys.stderr)
         print(f"{args.config or 'configuration'}: OK ({cfg.mode} mode, {len(cfg.effective_rules)} rules)")
         return 0
     configure(cfg.log_level)
+    for name, closest in ignored:
+        ignored_line = "environment variable ignored: not a setting"
+        event(log, logging.WARNING, ignored_line, variable=name, closest=closest)
     if cfg.prometheus_adapter.config_file:
         note_resource_rules(cfg.prometheus_adapter.config_file)
     try:

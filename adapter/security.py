@@ -105,7 +105,18 @@ class Security:
                 + (["anonymous"] if gate.anonymous else [])
             ),
             "authz": "off" if not gate.enabled else gate.authorizer,
+            **self.certificate(),
         }
+
+    def certificate(self) -> dict[str, str]:
+        """What the HTTPS listener serves, for the start line: a certificate made at start (no
+        --tls-cert-file/--tls-private-key-file: clients verify nothing unless told to skip or
+        trust it) or the files'."""
+        if self.tls is None:
+            return {}
+        if self.tls.files is None:
+            return {"certificate": "self-signed", "certificate_names": ",".join(self.tls.names)}
+        return {"certificate": str(self.cfg.tls.cert_file)}
 
     async def start(self) -> None:
         if self.trust is not None and self.api is not None and self.follows_configmap:

@@ -45,6 +45,7 @@ class ServingTls:
     def __init__(self, tls: TlsSettings, trust: ClientTrust) -> None:
         self.trust = trust
         self.files: WatchedFiles[tuple[bytes, bytes]] | None = None
+        self.names: list[str] = []  # the self-signed certificate's names (none: the files')
         if tls.cert_file and tls.private_key_file:
             try:
                 self.files = _pair(tls.cert_file, tls.private_key_file)
@@ -55,8 +56,8 @@ class ServingTls:
                 raise ValueError(reason) from None
             self._self_signed: tuple[bytes, bytes] | None = None
         else:
-            names = ["localhost", socket.gethostname(), "127.0.0.1", "::1", *tls.self_signed_names]
-            self._self_signed = self_signed_certificate(names)
+            self.names = ["localhost", socket.gethostname(), "127.0.0.1", "::1", *tls.self_signed_names]
+            self._self_signed = self_signed_certificate(self.names)
         self.current = self._build()
         self.builds = 1
         self.context = self._build()

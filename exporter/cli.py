@@ -18,7 +18,7 @@ from rightsizer_core.heap import one_malloc_arena, release_free_heap
 from rightsizer_core.listen import parse_listen
 from rightsizer_core.listener import ListenerStats, start_listener
 from rightsizer_core.logs import configure, event
-from rightsizer_core.settings import ConfigError
+from rightsizer_core.settings import ConfigError, unknown_env, unknown_env_line
 from rightsizer_core.stopping import (
     SHUTDOWN_DEADLINE,
     SHUTDOWN_REQUEST_GRACE,
@@ -272,11 +272,17 @@ def run(argv: Sequence[str] | None) -> int:
         source = make_source(cfg) if not args.check_config or cfg.simulate else None
     except ConfigError as exc:
         return fail(str(exc))
+    ignored = unknown_env(ExporterConfig, others=("RIGHTSIZER_ADAPTER_",))  # the adapter's own
     if args.check_config:
+        for name, closest in ignored:
+            print(f"rightsizer-exporter: warning: {unknown_env_line(name, closest)}", file=sys.stderr)
         print(f"{args.config or 'configuration'}: OK")
         return 0
     assert source is not None
     configure(cfg.log_level)
+    for name, closest in ignored:
+        ignored_line = "environment variable ignored: not a setting"
+        event(log, logging.WARNING, ignored_line, variable=name, closest=closest)
     try:
         return asyncio.run(serve(cfg, source))
     except KeyboardInterrupt:

@@ -26,7 +26,7 @@ HEADLESS: frozenset[str] = frozenset({
     "rightsizer_queue_preemptions_total", "rightsizer_queue_source_up", "rightsizer_xid_errors_total",
     "rightsizer_queue_generated_tokens_total", "rightsizer_queue_prompt_tokens_total",
     "rightsizer_queue_requests_total", "rightsizer_host_pressure_stalled_ratio",
-    "rightsizer_gpu_balance_finding",
+    "rightsizer_gpu_balance_finding", "rightsizer_queue_last_success_timestamp_seconds",
     "rightsizer_workload_latency_mean_seconds", "rightsizer_workload_latency_requests",
     "rightsizer_workload_latency_seconds", "rightsizer_workload_slo_attainment_ratio",
     "rightsizer_workload_slo_good_requests_total", "rightsizer_workload_slo_objective_ratio",
@@ -43,8 +43,7 @@ SHIPPED: frozenset[str] = HEADLESS | frozenset({
     "rightsizer_gpu_power_limit_watts", "rightsizer_gpu_recommendation_info",
     "rightsizer_workload_cost_dollars",
     "rightsizer_workload_throughput_per_second",
-    "rightsizer_gpu_sm_clock_max_hertz", "rightsizer_last_sample_timestamp_seconds",
-    "rightsizer_queue_last_success_timestamp_seconds",
+    "rightsizer_gpu_sm_clock_max_hertz",
 })
 
 PRESETS: dict[str, frozenset[str]] = {"headless": HEADLESS, "shipped": SHIPPED}

@@ -1,5 +1,7 @@
 """Command-line parsing shared by every Rightsizer command: ``--help`` with examples, environment
-variables and exit codes, and a close flag suggested for a mistyped one.
+variables and exit codes, and a close flag suggested for a mistyped one. Abbreviated flags are
+refused (``allow_abbrev=False``): ``--simulat`` would otherwise mean ``--simulate`` today and
+something else, or nothing, once a flag beginning the same way is added.
 
 argparse checks required options before it reports unknown ones, so ``rightsizer plan --parms 7B``
 would only say that one of --params, --model, --config is required; here unknown flags are looked
@@ -37,10 +39,12 @@ def epilog(
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose epilog keeps its line breaks (it may be built lazily, only for
-    ``--help``) and which suggests the close flag for an unknown one."""
+    ``--help``), which takes no abbreviated flag (its commands' parsers neither) and which
+    suggests the close flag for an unknown one."""
 
     def __init__(self, *args: Any, epilog_factory: Callable[[], str] | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
         self.epilog_factory = epilog_factory
 
@@ -70,8 +74,11 @@ class Parser(argparse.ArgumentParser):
             if not token.startswith("--") or len(token) < 3:
                 continue
             name = token.split("=", 1)[0]
-            if name in self._option_string_actions or [k for k in known if k.startswith(name)]:
-                continue  # known, or an abbreviation argparse resolves (or reports as ambiguous)
-            close = difflib.get_close_matches(name, [k for k in known if k.startswith("--")], n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]}?" if close else ""
+            if name in self._option_string_actions:
+                continue
+            flags = [k for k in known if k.startswith("--")]
+            # An abbreviation names every flag it begins (up to three), a typo the closest one.
+            close = [k for k in flags if k.startswith(name)][:3]
+            close = close or difflib.get_close_matches(name, flags, n=1, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
             self.error(f"unrecognized argument {name}{hint}")

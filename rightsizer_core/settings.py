@@ -8,6 +8,7 @@ path and the value. Precedence: command-line flags > ``RIGHTSIZER_*`` environmen
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import types
 import typing
@@ -201,6 +202,46 @@ def env_overrides(
         elif get_origin(tp) not in (list, dict) and key in environ:
             out[f.name] = environ[key]
     return out
+
+
+def env_names(cls: type, prefix: str = "RIGHTSIZER_") -> set[str]:
+    """Every environment variable ``env_overrides`` reads for ``cls``."""
+    out: set[str] = set()
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        key = prefix + f.name.upper()
+        if not f.metadata.get("env", True):
+            continue
+        if dataclasses.is_dataclass(tp):
+            out |= env_names(tp, key + "_")  # type: ignore[arg-type]
+        elif get_origin(tp) not in (list, dict):
+            out.add(key)
+    return out
+
+
+def unknown_env(
+    cls: type,
+    prefix: str = "RIGHTSIZER_",
+    environ: Mapping[str, str] | None = None,
+    others: tuple[str, ...] = (),
+) -> list[tuple[str, str]]:
+    """(name, the closest name read or "") of each variable named with ``prefix`` that no setting
+    of ``cls`` reads (a misspelt one would otherwise be ignored without a word); names with a
+    prefix in ``others`` belong to another program."""
+    environ = os.environ if environ is None else environ
+    known = sorted(env_names(cls, prefix))
+    out = []
+    for name in sorted(environ):
+        if name.startswith(prefix) and name not in known and not name.startswith(others):
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+            out.append((name, close[0] if close else ""))
+    return out
+
+
+def unknown_env_line(name: str, closest: str) -> str:
+    hint = f"; did you mean {closest}?" if closest else ""
+    return f"environment variable {name} is not a setting and is ignored{hint}"
 
 
 def merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,10 @@ and most activations):
 - gradients (training): fp32, 4 B/param. AdamW mixed precision totals 18 B/param before
   activations (Hugging Face's "model memory anatomy");
 - KV cache (inference): 2 x layers x KV heads x head_dim x context x batch x bytes (grouped-query
-  attention counts KV heads, not attention heads; KV is kept at 16 bits for int8/int4 weights);
+  attention counts KV heads, not attention heads) at ``kv_cache_dtype``; ``auto``, the default, is
+  what the servers default to, the model's own dtype (vLLM's ``--kv-cache-dtype auto``): fp32 for
+  fp32, 16 bits otherwise, fp8, int8 and int4 weights included (quantized checkpoints compute
+  and cache in 16 bits); ``fp8`` halves it, as ``--kv-cache-dtype fp8`` does on the server;
 - activations: training, per layer s x b x h x (10 + 24 / t) bytes with flash attention
   (Korthikanti et al. 2022), or 2 x s x b x h with activation checkpointing plus one layer
   recomputed, plus fp32 logits s x b x vocab x 4 / t; inference, one prefill chunk of up to 8192
@@ -48,6 +51,12 @@ from .models import Architecture, PlanError
 GIB = 2**30
 MIB = 2**20
 PRECISION_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+# The KV cache's dtype (vLLM's --kv-cache-dtype names) and, for ``auto``, the model dtype a server
+# runs weights of each precision in (bf16 for fp8 checkpoints, fp16 for AWQ/GPTQ and int8 ones).
+KV_CACHE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0}
+KV_CACHE_AUTO = {
+    "fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "bf16", "int8": "fp16", "int4": "fp16",
+}  # fmt: skip
 OPTIMIZER_BYTES = {"adamw": 8.0, "adamw-8bit": 2.0, "sgd": 4.0}
 GRADIENT_BYTES = 4.0
 MASTER_WEIGHT_BYTES = 4.0  # fp32 master copy of mixed-precision training
@@ -74,6 +83,14 @@ class Workload:
     batch: int = 1
     gpus: int = 1
     checkpointing: bool = False
+    kv_cache_dtype: str = "auto"  # auto (the model's dtype, the servers' default) or a KV_CACHE_BYTES key
+
+    @property
+    def kv_dtype(self) -> str:
+        """The KV cache's dtype, ``auto`` resolved to the one a server uses by default."""
+        if self.kv_cache_dtype == "auto":
+            return KV_CACHE_AUTO.get(self.precision, "bf16")
+        return self.kv_cache_dtype
 
 
 @dataclass(frozen=True)
@@ -139,6 +156,11 @@ def check(arch: Architecture, w: Workload) -> list[str]:
         raise PlanError(f"--mode {w.mode!r}: choose inference or training")
     if w.optimizer not in OPTIMIZER_BYTES:
         raise PlanError(f"--optimizer {w.optimizer!r}: choose one of {', '.join(OPTIMIZER_BYTES)}")
+    if w.kv_cache_dtype != "auto" and w.kv_cache_dtype not in KV_CACHE_BYTES:
+        choices = ", ".join(["auto", *KV_CACHE_BYTES])
+        raise PlanError(f"--kv-cache-dtype {w.kv_cache_dtype!r}: choose one of {choices}")
+    if w.mode == "training" and w.kv_cache_dtype != "auto":
+        raise PlanError("--kv-cache-dtype applies to --mode inference (training keeps no KV cache)")
     if w.mode == "training" and w.precision not in ("fp32", "bf16", "fp16"):
         raise PlanError(
             f"--mode training with --precision {w.precision}: training needs fp32, or bf16/fp16 "
@@ -197,7 +219,7 @@ def memory(arch: Architecture, w: Workload) -> Memory:
             optimizer=arch.params * OPTIMIZER_BYTES[w.optimizer] / t,
             gradients=arch.params * GRADIENT_BYTES / t,
         ))  # fmt: skip
-    kv_bytes = {"fp32": 4.0, "fp8": 1.0}.get(w.precision, 2.0)
+    kv_bytes = KV_CACHE_BYTES[w.kv_dtype]
     kv_heads = math.ceil(arch.kv_heads / t)  # fewer KV heads than GPUs: heads are replicated
     tokens = min(s * b, PREFILL_CHUNK_TOKENS)
     return _with_runtime(Memory(

@@ -140,6 +140,17 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
     return dataclasses.replace(a, reason=f"{a.reason} {note}") if note else a
 
 
+def missing(ev: Evidence, s: RightsizingSettings) -> str:
+    """What a GPU without enough data still lacks: "9 min more history", "20 more samples"."""
+    parts = []
+    if ev.history_seconds < s.min_history_seconds:
+        parts.append(f"{duration(s.min_history_seconds - ev.history_seconds)} more history")
+    if ev.samples < s.min_samples:
+        more = s.min_samples - ev.samples
+        parts.append(f"{more} more sample{'s' if more != 1 else ''}")
+    return " and ".join(parts)
+
+
 def _assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment:
     current = current_candidate(catalog, ev.model, ev.mig_profile)
     current_key = current.key if current else None
@@ -148,7 +159,7 @@ def _assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessmen
             "insufficient_data",
             f"{ev.samples} sample{'s' if ev.samples != 1 else ''} over {duration(ev.history_seconds)}; "
             f"needs {s.min_samples} samples "
-            f"over {duration(s.min_history_seconds)} before judging",
+            f"over {duration(s.min_history_seconds)} before judging: {missing(ev, s)}",
             (),
             "none",
             current_key,

@@ -19,6 +19,17 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
+def exact_duration(seconds: float) -> str:
+    """To the second, each unit said once, none that is zero: 45 s, 2 min, 12 min 15 s, 1 h 5 s, 7 d."""
+    left = max(0, round(seconds))
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if left >= size:
+            parts.append(f"{left // size} {unit}")
+            left %= size
+    return " ".join(parts) or "0 s"
+
+
 def pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.0%}"
 

@@ -131,6 +131,10 @@ def test_self_signed_serving_certificate_names_loopback(secured: Process) -> Non
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "localhost" in names.get_values_for_type(x509.DNSName)
     assert "127.0.0.1" in [str(ip) for ip in names.get_values_for_type(x509.IPAddress)]
+    # Its start line says so: clients verify nothing unless told to skip verification or trust it.
+    (line,) = [line for line in secured.log().splitlines() if "msg=listening" in line]
+    assert " scheme=https " in line and " certificate=self-signed " in line, line
+    assert "certificate_names=localhost," in line and ",127.0.0.1,::1" in line, line
 
 
 def test_given_serving_certificate_verifies_with_its_ca(pki: Pki, sim: Process) -> None:
@@ -143,6 +147,8 @@ def test_given_serving_certificate_verifies_with_its_ca(pki: Pki, sim: Process) 
         str(pki.tmp / "tls.key"),
     ]
     with adapter(args) as p:
+        (line,) = [line for line in p.log().splitlines() if "msg=listening" in line]
+        assert line.endswith(f" certificate={pki.tmp / 'tls.crt'}") and "self-signed" not in line, line
         ctx = pki.client(verify=pki.serving_ca)
         code, _, body = get(p.url + EXT, context=ctx)  # verified; no CA, no API: anonymous is refused
         assert code == 401 and "authentication required" in status_of(body)["message"]

@@ -4,6 +4,7 @@ with the close one, and the exporter's start line names the status page's URL.""
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 import subprocess
@@ -106,9 +107,28 @@ def test_a_typo_names_the_close_flag(name: str, args: list[str], meant: str) -> 
     assert "is required" not in out.stderr
 
 
-def test_abbreviations_still_work() -> None:
-    out = run([*COMMANDS["rightsizer plan"][0], "--param", "7B", "--format", "json"])
-    assert out.returncode == 0, out.stderr
+@pytest.mark.parametrize(
+    ("name", "args", "meant"),
+    [
+        ("rightsizer plan", ["--param", "7B"], "--params"),
+        ("rightsizer report", ["--prometheus", "http://127.0.0.1:1"], "--prometheus-url"),
+        ("rightsizer-adapter", ["--check-conf"], "--check-config"),
+        ("rightsizer-exporter", ["--simulat", "--check-config"], "--simulate"),
+        ("rightsizer-exporter", ["--check-conf"], "--check-config"),
+    ],
+)
+def test_abbreviations_are_refused_and_the_flag_named(name: str, args: list[str], meant: str) -> None:
+    """A flag is written whole: an abbreviation accepted today could mean another flag tomorrow."""
+    out = run([*COMMANDS[name][0], *args])
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines()[-1].endswith(
+        f"unrecognized argument {args[0].split('=')[0]}; did you mean {meant}?"
+    )
+    for make_parser in (adapter_parser, exporter_parser, rightsizer_parser):
+        parser = make_parser()
+        assert not parser.allow_abbrev
+        subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        assert all(not p.allow_abbrev for a in subcommands for p in a.choices.values())
 
 
 def test_page_url() -> None:

@@ -105,7 +105,8 @@ def test_exporter_configuration_loads(block: Block, tmp_path: Path) -> None:
     path = tmp_path / "exporter.yaml"
     path.write_text(block.body)
     out = check_config("rightsizer-exporter", "--simulate", "--config", str(path))
-    assert (out.returncode, out.stderr) == (0, ""), f"{block.where}:\n{out.stderr}"
+    said = (out.returncode, out.stderr, out.stdout)
+    assert said == (0, "", f"{path}: OK\n"), f"{block.where}:\n{out.stderr}"  # as docs/development.md says
 
 
 @params("scenario", "scenario-gpus")

@@ -89,6 +89,7 @@ def check_flags(program: list[str], flags: list[str], where: str) -> list[str]:
 
 def check_synopsis(line: str, where: str) -> list[str]:
     words = line.split()
+    words[0] = words[0].removeprefix(".venv/bin/")
     program = [words[0], *([words[1]] if words[0] in SUBCOMMANDS else [])]
     flags = re.findall(r"(?<![\w-])--[a-z][\w-]*", line)
     problems = check_flags(program, flags, where)

@@ -30,7 +30,7 @@ from exporter.metrics import FAMILIES_BY_NAME
 OURS = re.compile(r"(?<![\w:])(rightsizer_[a-z0-9_]+|DCGM_FI_[A-Z0-9_]+)(?![\w:])")
 REPORT_SOURCES = [
     ROOT / "rightsizing" / "command" / name
-    for name in ("report.py", "report_queues.py", "report_charts.py", "report_slo.py")
+    for name in ("report.py", "report_queues.py", "report_span.py", "report_charts.py", "report_slo.py")
 ]
 SERVICE_MONITOR = ROOT / "deploy" / "examples" / "servicemonitor-headless.yaml"
 

@@ -223,3 +223,17 @@ def test_the_command_refuses_impossible_input_in_one_line(args: list[str], messa
     assert out.returncode == 2
     assert message in out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_the_kv_cache_is_kept_in_the_models_dtype_unless_asked() -> None:
+    """Servers cache K and V in the model's dtype by default (vLLM's --kv-cache-dtype auto), whatever
+    the weights are quantized to. Llama 3 8B at 4,096 tokens: 2 (K, V) x 32 layers x 8 KV heads x
+    128 x 4,096 x 2 B = 512 MiB in 16 bits, twice that in fp32, half in fp8."""
+    arch = builtin("llama-3-8b")
+    sixteen = 2 * 32 * 8 * 128 * 4096 * 2
+    for precision in ("bf16", "fp16", "fp8", "int8", "int4"):
+        assert memory(arch, Workload(precision=precision)).kv_cache == sixteen, precision
+    assert memory(arch, Workload(precision="fp32")).kv_cache == 2 * sixteen
+    for kv in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+        assert memory(arch, Workload(precision="fp8", kv_cache_dtype=kv)).kv_cache == sixteen / 2
+    assert Workload(precision="fp8").kv_dtype == "bf16" and Workload(precision="int4").kv_dtype == "fp16"

@@ -105,8 +105,44 @@ def test_estimated_prices_and_the_headroom_rule_are_printed() -> None:
 def test_the_documented_plan_sample_is_what_the_program_prints() -> None:
     text = (ROOT / "docs" / "rightsizing.md").read_text()
     section = text.split("## `rightsizer plan`", 1)[1].split("\n## ", 1)[0]
-    block = next(b for b in section.split("```")[1::2] if b.lstrip("\n").startswith("$ rightsizer plan"))
+    shown = "$ .venv/bin/rightsizer plan"
+    block = next(b for b in section.split("```")[1::2] if b.lstrip("\n").startswith(shown))
     command, expected = block.lstrip("\n").split("\n", 1)
-    out = run(*shlex.split(command.removeprefix("$ rightsizer ")))
+    out = run(*shlex.split(command.removeprefix("$ .venv/bin/rightsizer ")))
     assert out.returncode == 0, out.stderr
     assert out.stdout == expected
+
+
+def test_the_kv_cache_dtype_is_its_own_option_and_is_printed() -> None:
+    """vLLM caches K and V in the model's dtype unless --kv-cache-dtype says otherwise: fp8 weights
+    keep a 16-bit cache. Llama 3 8B at 4,096 tokens: 2 (K, V) x 32 layers x 8 KV heads x 128 x 4,096
+    x 2 B = 0.50 GiB; in fp8, 0.25 GiB."""
+    auto = run("plan", "--model", "llama-3-8b", "--precision", "fp8")
+    assert auto.returncode == 0, auto.stderr
+    lines = auto.stdout.splitlines()
+    assert lines[1].startswith(
+        "Workload  inference, fp8 weights, KV cache bf16 (--kv-cache-dtype auto: the model's dtype, "
+        "the servers' default)"
+    ), lines[1]
+    assert "kv cache      0.50 GiB" in lines
+    fp8 = run("plan", "--model", "llama-3-8b", "--precision", "fp8", "--kv-cache-dtype", "fp8")
+    assert "Workload  inference, fp8 weights, KV cache fp8, context 4,096" in fp8.stdout
+    assert "kv cache      0.25 GiB" in fp8.stdout.splitlines()
+    data = json.loads(run("plan", "--model", "llama-3-8b", "--precision", "fp8", "--format", "json").stdout)
+    assert (data["workload"]["kv_cache_dtype"], data["workload"]["kv_cache_dtype_asked"]) == ("bf16", "auto")
+    assert data["memory_per_gpu_bytes"]["kv_cache"] == 2 * 32 * 8 * 128 * 4096 * 2
+    for args, said in (
+        (["--kv-cache-dtype", "int4"], "--kv-cache-dtype 'int4': choose one of auto, fp32, bf16, fp16, fp8"),
+        (["--mode", "training", "--kv-cache-dtype", "fp8"], "--kv-cache-dtype applies to --mode inference"),
+    ):
+        bad = run("plan", "--model", "llama-3-8b", *args)
+        assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr
+
+
+def test_the_cost_per_token_column_says_it_is_a_ceiling() -> None:
+    """The plan's $/M tokens is the price over the decode ceiling at --batch, not what serving costs."""
+    out = run("plan", "--model", "llama-3-8b", "--batch", "8").stdout
+    header = next(line for line in out.splitlines() if line.startswith("viable GPU"))
+    assert header.rstrip().endswith("$/hour  $/M tokens at ceiling"), header
+    assert ("$/M tokens at ceiling: the price over the decode ceiling at batch 8 (--batch), a floor on what "
+            "the tokens cost\n") in out  # fmt: skip

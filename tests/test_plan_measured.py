@@ -83,6 +83,10 @@ def test_demand_met_is_projected_at_most_at_its_rate_and_slower_by_bandwidth(sou
     text = plan(source, "llm/chat", "table").stdout
     assert "Measured  llm/chat on 1 x A100-SXM-80GB:" in text and "demand is met today" in text
     assert "Projected by memory bandwidth" in text
+    # The plan's own $/M tokens, printed above the measured one, says it is a ceiling's.
+    ceiling = text.index("$/M tokens at ceiling: the price over the decode ceiling at batch 1 (--batch)")
+    assert ceiling < text.index("Measured  llm/chat")
+    assert "a floor on what the tokens cost; not a measurement: the measured cost is below" in text
 
 
 def test_gpus_that_are_the_limit_scale_with_bandwidth_both_ways(source: str) -> None:

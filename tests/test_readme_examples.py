@@ -65,22 +65,32 @@ def test_output_example_prints_what_the_readme_shows(example: Example) -> None:
     assert first.startswith("$ "), f"{example.where}: an output example starts with '$ COMMAND'"
     words = shlex.split(first[2:])
     out = subprocess.run(
-        [*COMMANDS[words[0]], *words[1:]], capture_output=True, text=True, timeout=60, cwd=ROOT
-    )
+        [*COMMANDS[words[0].removeprefix(".venv/bin/")], *words[1:]],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout == expected, f"{example.where} differs from what `{first[2:]}` prints"
 
 
 @pytest.mark.parametrize("example", [e for e in examples() if e.kind == "runs"], ids=lambda e: e.where)
 def test_script_example_runs(example: Example) -> None:
+    stdout, stderr, code = run_script(example.body.replace(".venv/bin/", f"{BIN}/"), ROOT)
+    assert code == 0, f"{example.where} failed:\n{stderr[-2000:]}"
+    if example.prints:
+        assert example.prints in stdout, f"{example.where} did not print {example.prints}:\n{stdout[-2000:]}"
+
+
+def run_script(script: str, cwd: Path, env: dict[str, str] | None = None) -> tuple[str, str, int]:
+    """Runs ``script`` (bash, -euo pipefail) in ``cwd`` with the fixed ports it names (9430, 6443,
+    9443) replaced by free loopback ports and the exporter pointed at its port; kills what it left
+    running. Returns its standard output and error and its exit code."""
     ports = {p: str(free_port()) for p in ("9430", "6443", "9443")}
-    script = example.body.replace(".venv/bin/", f"{BIN}/")
     for fixed, port in ports.items():
         script = script.replace(f":{fixed}", f":{port}")
-    env = {**os.environ, "RIGHTSIZER_LISTEN": f"127.0.0.1:{ports['9430']}"}
+    env = {**(os.environ if env is None else env), "RIGHTSIZER_LISTEN": f"127.0.0.1:{ports['9430']}"}
     proc = subprocess.Popen(
         ["bash", "-euo", "pipefail", "-c", script],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -93,6 +103,4 @@ def test_script_example_runs(example: Example) -> None:
         with contextlib.suppress(ProcessLookupError):  # whatever the script left running
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(10)
-    assert proc.returncode == 0, f"{example.where} failed:\n{stderr[-2000:]}"
-    if example.prints:
-        assert example.prints in stdout, f"{example.where} did not print {example.prints}:\n{stdout[-2000:]}"
+    return stdout, stderr, proc.returncode

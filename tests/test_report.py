@@ -146,6 +146,8 @@ def test_unreachable_prometheus_is_one_clear_line() -> None:
     ("args", "message"),
     [
         (["--window", "a week"], "--window 'a week' is not a duration"),
+        (["--window", "0s"], "--window '0s' must be longer than 0 (examples: 7d, 24h, 90m, 1h30m)"),
+        (["--idle-after", "0m"], "--idle-after '0m' must be longer than 0"),
         (["--at", "yesterday"], "--at 'yesterday' is neither Unix seconds nor an RFC 3339 time"),
         (["--header", "no-colon"], "--header 'no-colon' must be NAME:VALUE"),
     ],
@@ -158,8 +160,15 @@ def test_bad_arguments_are_one_clear_line(args: list[str], message: str) -> None
 
 def test_not_a_prometheus_and_no_gpu_data(history) -> None:
     url, at, _ = history
-    empty = report(url, at - 10 * HOUR)  # before the history: no series
+    # Before the history, and years after it: no series, said in words (not "the last 604800s").
+    empty = report(url, at - 10 * HOUR)
     assert empty.returncode == 2 and "no GPU series (DCGM_FI_DEV_FB_USED)" in empty.stderr
+    cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url]
+    later = subprocess.run([*cmd, "--at", "2030-01-01T00:00:00Z"], capture_output=True, text=True, timeout=60)
+    assert later.returncode == 2 and later.stderr == (
+        "rightsizer: no GPU series (DCGM_FI_DEV_FB_USED) in Prometheus over the 7 d to 2030-01-01 "
+        "00:00:00 UTC: is it scraping rightsizer-exporter?\n"
+    )
     wrong = report(url + "/not-prometheus", at)
     # Prometheus answers an unknown path 404, VictoriaMetrics 400: either way one line naming it.
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
@@ -175,11 +184,10 @@ def test_idle_from_the_first_hour_and_the_history_found_is_said(history) -> None
     url, at, _ = history
     table = report(url, at, "--window", "7d")
     assert table.returncode == 0, table.stderr
-    # Over a week the history's span is read at the week's subquery step (60 s): within 2 minutes.
-    said = r"History found: (5[89] min|1 h) of the 7 d window \(less than the window"
-    found = re.search(said, table.stdout)
-    assert found, table.stdout[:600]
+    # An exposition every 15 s over the past hour: 3,585 s from the first to the last, to the second.
+    said = "History found: 59 min 45 s of the 7 d window (less than the window"
+    assert said in table.stdout, table.stdout[:600]
     data = json.loads(report(url, at, "--window", "7d", "--format", "json").stdout)
     idle = [g for g in data["gpus"] if g["model"] == "NVIDIA A10G"]
     assert [g["verdict"] for g in idle] == ["idle"], idle
-    assert HOUR - 120 <= data["totals"]["history_found_seconds"] <= HOUR
+    assert data["totals"]["history_found_seconds"] == HOUR - STEP

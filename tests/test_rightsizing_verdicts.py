@@ -79,7 +79,18 @@ def test_insufficient_data_until_enough_samples_and_history(
     assert (a.verdict != "insufficient_data") == judged
     if not judged:
         assert a.recommended == "none" and a.hourly_savings_dollars is None and a.fit_score is None
-        assert "needs 60 samples over 10 min" in a.reason
+        assert "needs 60 samples over 10 min before judging: " in a.reason
+        # What is missing, said: the samples, the history or both.
+        lacking = {(59, 3000.0): "1 more sample", (60, 599.0): "1 s more history"}[(samples, history)]
+        assert a.reason.endswith(f"before judging: {lacking}"), a.reason
+
+
+def test_insufficient_data_says_what_is_missing() -> None:
+    a = assess(ev(samples=62, history_seconds=62.0), S, CATALOG)
+    said = "62 samples over 1 min; needs 60 samples over 10 min before judging: 9 min more history"
+    assert a.reason == said  # 600 s - 62 s: 538 s, 9 min in words
+    a = assess(ev(samples=12, history_seconds=60.0), S, CATALOG)
+    assert a.reason.endswith("before judging: 9 min more history and 48 more samples"), a.reason
 
 
 def test_a_model_outside_the_catalog_is_not_judged_on_price() -> None:

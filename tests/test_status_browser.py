@@ -8,6 +8,7 @@ files (``expect`` of each GPU), never from this file. ``UPDATE_SCREENSHOTS=1`` r
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,46 @@ def test_label_values_are_shown_as_text(browser: webdriver.Chrome, hostile: Proc
         assert g.pod.namespace in row.text
         assert row.get_attribute("data-verdict") == g.expect.verdict
     assert console_problems(browser) == []
+
+
+def test_numbers_line_up_under_their_headers(browser: webdriver.Chrome, fleet: Process) -> None:
+    """Every numeric column (Saved, Depth, In flight, Took): its header's text ends where its
+    values' text ends, at the right of the column, at 1280 px."""
+    open_page(browser, fleet.url)
+    columns = browser.execute_script(
+        """const end = el => { const r = document.createRange(); r.selectNodeContents(el);
+                               return r.getBoundingClientRect().right; };
+        return [...document.querySelectorAll('main table')].flatMap(t =>
+          [...t.querySelectorAll('thead th')].map((th, i) => ({
+            header: th.textContent, num: th.classList.contains('num'), end: end(th),
+            cells: [...t.querySelectorAll('tbody tr:not(.charts)')].map(r => r.children[i])
+              .filter(Boolean).map(end)})))"""
+    )
+    numeric = [c for c in columns if c["num"]]
+    assert {c["header"] for c in numeric} >= {"Saved", "Depth", "In flight", "Took"}, columns
+    for c in numeric:
+        assert c["cells"] and all(abs(end - c["end"]) < 1 for end in c["cells"]), c
+
+
+def test_upgrades_and_missing_history_are_said_in_words(browser: webdriver.Chrome, fleet: Process) -> None:
+    """An upgrade's price is what it costs more, in the text's colour, not a red "+"; a GPU without
+    enough data says what it lacks (the default fleet's A100 40GB has no past)."""
+    scenario = load_scenario(str(DEFAULT))
+    open_page(browser, fleet.url)
+    rows = {r.get_attribute("data-uuid"): r for r in browser.find_elements(By.CSS_SELECTOR, "tr.gpu")}
+    under = [g for g in scenario.gpus if g.expect is not None and g.expect.verdict == "underprovisioned"]
+    assert under
+    for g in under:
+        saved = rows[g.uuid].find_element(By.CSS_SELECTOR, 'td[data-label="Saved"]')
+        assert re.fullmatch(r"costs \$\d+\.\d\d/h more", saved.text), saved.text
+        colour = saved.find_element(By.CSS_SELECTOR, "span").value_of_css_property("color")
+        assert colour == saved.value_of_css_property("color"), colour
+    waiting = [g for g in scenario.gpus if g.expect is not None and g.expect.verdict == "insufficient_data"]
+    assert waiting
+    lacks = r"needs \d+ samples over 10 min before judging: \d+ (min|s) more history"
+    for g in waiting:
+        reason = rows[g.uuid].find_element(By.CSS_SELECTOR, ".reason").text
+        assert re.search(lacks, reason), reason
 
 
 @pytest.mark.parametrize("width", [390, 1280])

@@ -19,7 +19,12 @@ EXPOSITION_TYPES = ("text/plain", "application/openmetrics-text")
 
 
 class ScrapeError(ValueError):
-    """A scrape that gave no usable exposition; the message is one line."""
+    """A scrape that gave no usable exposition; the message is one line. ``starting``: what an
+    exporter that is still starting answers (connection refused, or 503 before its first sample)."""
+
+    def __init__(self, message: str, starting: bool = False) -> None:
+        super().__init__(message)
+        self.starting = starting
 
 
 def _size(n: int) -> str:
@@ -30,7 +35,7 @@ async def fetch(session: aiohttp.ClientSession, url: str, timeout: float, max_by
     """The answer's body, decompressed. Raises ScrapeError (and aiohttp's errors, TimeoutError)."""
     async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
         if resp.status != 200:
-            raise ScrapeError(f"HTTP {resp.status}")
+            raise ScrapeError(f"HTTP {resp.status}", starting=resp.status == 503)
         kind = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if kind not in EXPOSITION_TYPES:
             raise ScrapeError(f"answered {kind or 'no Content-Type'}, not a Prometheus exposition")

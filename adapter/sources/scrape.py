@@ -13,7 +13,9 @@ its last values are served for ``stale_after_seconds`` (plus its own interval, f
 stands still); after that what it published is missed. Rules with a source family (the queues,
 the GPU rules) then fail only for the requests selecting what it published (503 naming it);
 others fail whole. An exporter that never answered might hold anything: every request fails
-until it does (or is removed from ``direct.exporters``).
+until it does (or is removed from ``direct.exporters``). One that is still starting (connection
+refused, or 503 before its first sample) is waited for quietly for ``START_GRACE`` seconds after
+the adapter's start: one info line, not a warning per exporter and rule on every clean start.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .pace import STAMP_FAMILY, Pace
 
 log = logging.getLogger("rightsizer.adapter.scrape")
 MIN_ROUND_GAP = 0.05  # rounds for exporters due close together are merged
+START_GRACE = 30.0  # seconds an exporter still starting is waited for without a warning
 
 
 def metrics_url(url: str) -> str:
@@ -62,6 +65,8 @@ class Exporter:
     error: str | None = None
     stamp: float | None = None  # its last sample time, and when (monotonic) that last changed
     stamp_moved: float = 0.0
+    reported: str | None = None  # the failure last warned about (None: none since it answered)
+    starting: bool = False  # never answered, and waited for quietly (START_GRACE)
 
     def verdict(self, now: float, cfg: DirectSettings) -> str:
         """"" while its values count; else why not (one line)."""
@@ -144,8 +149,15 @@ class ScrapeSource:
         ]
         self._session: aiohttp.ClientSession | None = None
         self._last: tuple[object, dict[str, RuleResult]] | None = None  # (what it was computed from, results)
+        self._started = time.monotonic()
+
+    @property
+    def waiting(self) -> bool:
+        """No exporter has answered yet, and one is still starting: the cache says nothing yet."""
+        return any(e.starting for e in self.exporters) and all(e.last_success is None for e in self.exporters)
 
     async def start(self) -> None:
+        self._started = time.monotonic()
         connector = aiohttp.TCPConnector(limit_per_host=2)
         self._session = aiohttp.ClientSession(
             connector=connector,
@@ -165,7 +177,9 @@ class ScrapeSource:
         except TimeoutError:
             raise ScrapeError(f"timed out after {self.cfg.timeout_seconds}s") from None
         except aiohttp.ClientConnectorError as exc:
-            raise ScrapeError(exc.os_error.strerror or str(exc) if exc.os_error else str(exc)) from None
+            refused = isinstance(exc.os_error, ConnectionRefusedError)
+            why = exc.os_error.strerror or str(exc) if exc.os_error else str(exc)
+            raise ScrapeError(why, starting=refused) from None
         except aiohttp.ClientError as exc:
             raise ScrapeError(f"{type(exc).__name__}: {exc}") from None
 
@@ -193,15 +207,23 @@ class ScrapeSource:
             self.metrics.upstream(self.name, time.perf_counter() - started, False)
             exporter.pace.failed(time.monotonic())
             reason = str(exc).splitlines()[0][:200] or type(exc).__name__
-            if exporter.error != reason:
+            starting = exporter.last_success is None and getattr(exc, "starting", False)
+            if starting and time.monotonic() - self._started < START_GRACE:
+                if not exporter.starting:
+                    event(log, logging.INFO, "waiting for the exporter's first sample", exporter=exporter.url,
+                          reason=reason)  # fmt: skip
+                exporter.starting = True
+            elif exporter.reported != reason:
                 event(log, logging.WARNING, "exporter scrape failed", exporter=exporter.url, reason=reason)
+                exporter.reported, exporter.starting = reason, False
             exporter.error = reason
             return
         self.metrics.upstream(self.name, time.perf_counter() - started, True)
-        if exporter.error is not None:
+        if exporter.reported is not None:
             event(log, logging.INFO, "exporter answers again", exporter=exporter.url)
         now = time.monotonic()
-        exporter.error = None
+        exporter.error = exporter.reported = None
+        exporter.starting = False
         exporter.last_success = now
         stamp = exporter.samples[STAMP_FAMILY][0].value
         if stamp != exporter.stamp:

@@ -213,7 +213,8 @@ class CycleView:
         ]
         where = f"rightsizer-exporter on {ext.node}" if ext.node else "rightsizer-exporter"
         ctx = Context(self.at, ext.settings.window_seconds, ext.catalog, ext.patch_settings, where,
-                      None, "pod names (the exporter sees pods, not their owners)")  # fmt: skip
+                      None, "pod names (the exporter sees pods, not their owners)", None,
+                      ext.settings.slo_margin_ratio)  # fmt: skip
         return build_patches(held, ctx).json()
 
     def overview(self) -> dict[str, Any]:

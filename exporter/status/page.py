@@ -31,8 +31,8 @@ def _savings(row: GpuRow) -> str:
     s = row.savings
     if s is None or (isinstance(s, float) and not math.isfinite(s)):
         return NONE
-    if s < 0:
-        return f'<span class="bad">+{_money(-s)}/h</span>'
+    if s < 0:  # an upgrade: what it costs, in words, not a red "+"
+        return f'<span class="more">costs {_money(-s)}/h more</span>'
     if s == 0:
         return f"{_money(0)}/h"
     return f'<span class="ok">{_money(s)}/h</span>'

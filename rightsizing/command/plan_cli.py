@@ -10,7 +10,16 @@ from typing import Any
 
 from ..catalog import Catalog
 from ..models import Architecture, PlanError, builtin, estimate, from_config, parse_params
-from ..planner import HEADROOM_RULE, OPTIMIZER_BYTES, PRECISION_BYTES, Plan, Workload, frontier, plan
+from ..planner import (
+    HEADROOM_RULE,
+    KV_CACHE_BYTES,
+    OPTIMIZER_BYTES,
+    PRECISION_BYTES,
+    Plan,
+    Workload,
+    frontier,
+    plan,
+)
 from .output import gib, money, pct, rate, table, to_csv, to_json
 from .plan_measured import Measured, measure, measured_dict, projected, render_measured
 from .promapi import ReportError, add_auth_arguments, auth_headers
@@ -26,6 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--config", metavar="PATH", help="a Hugging Face config.json, or the model directory holding it"
     )
     p.add_argument("--precision", default="bf16", help=f"{'|'.join(PRECISION_BYTES)} (default bf16)")
+    p.add_argument(
+        "--kv-cache-dtype",
+        default="auto",
+        help=f"inference: the KV cache's dtype, auto|{'|'.join(KV_CACHE_BYTES)} (default auto: the "
+        "model's dtype, as vLLM's --kv-cache-dtype auto; fp8 and int4 weights still cache in 16 bits)",
+    )
     p.add_argument("--mode", default="inference", help="inference|training (default inference)")
     p.add_argument(
         "--optimizer",
@@ -99,6 +114,7 @@ def run(args: argparse.Namespace, catalog: Catalog) -> tuple[str, Plan]:
         args.batch,
         args.gpus,
         args.checkpointing,
+        args.kv_cache_dtype.lower(),
     )
     if bool(args.measured_from) != bool(args.workload):
         raise PlanError("--measured-from and --workload go together")
@@ -126,7 +142,7 @@ def run(args: argparse.Namespace, catalog: Catalog) -> tuple[str, Plan]:
         return to_json(as_dict(result, measured)), result
     if args.format == "csv":
         return to_csv(*option_rows(result, raw=True, measured=measured)), result
-    return render(result) + render_measured(result, measured), result
+    return render(result, measured is not None) + render_measured(result, measured), result
 
 
 def as_dict(r: Plan, measured: Measured | None = None) -> dict[str, Any]:
@@ -153,6 +169,8 @@ def as_dict(r: Plan, measured: Measured | None = None) -> dict[str, Any]:
             "batch": w.batch,
             "gpus": w.gpus,
             "checkpointing": w.checkpointing,
+            "kv_cache_dtype": w.kv_dtype if w.mode == "inference" else None,
+            "kv_cache_dtype_asked": w.kv_cache_dtype if w.mode == "inference" else None,
         },
         "memory_per_gpu_bytes": {**{k: v for k, v in r.memory.items()}, "total": r.memory.total},
         "headroom_rule": HEADROOM_RULE,
@@ -208,7 +226,7 @@ def option_rows(r: Plan, raw: bool, measured: Measured | None = None) -> tuple[l
     return headers, rows
 
 
-def render(r: Plan) -> str:
+def render(r: Plan, measured: bool = False) -> str:
     a, w = r.model, r.workload
     shape = (
         f"{a.params / 1e9:.2f} B parameters"
@@ -219,6 +237,9 @@ def render(r: Plan) -> str:
     what = f"{w.mode}, {w.precision}"
     if w.mode == "training":
         what += f", {w.optimizer}" + (", activation checkpointing" if w.checkpointing else "")
+    else:
+        auto = " (--kv-cache-dtype auto: the model's dtype, the servers' default)"
+        what += f" weights, KV cache {w.kv_dtype}" + (auto if w.kv_cache_dtype == "auto" else "")
     what += f", context {w.context:,}, batch {w.batch}, {w.gpus} GPU{'s' if w.gpus > 1 else ''}"
     out = [f"Model     {a.name}: {shape}" + (" (estimated)" if a.estimated else ""), f"Workload  {what}", ""]
     per = " per GPU" if w.gpus > 1 else ""
@@ -235,7 +256,10 @@ def render(r: Plan) -> str:
         kind = "decode" if w.mode == "inference" else "training"
         out.append(
             table(
-                ["viable GPU", "usable memory", "headroom", f"{kind} tok/s ceiling", "$/hour", "$/M tokens"],
+                [
+                    "viable GPU", "usable memory", "headroom", f"{kind} tok/s ceiling", "$/hour",
+                    "$/M tokens at ceiling",
+                ],
                 [
                     [
                         (f"{w.gpus} x " if w.gpus > 1 else "") + o.candidate.key,
@@ -249,6 +273,11 @@ def render(r: Plan) -> str:
                 ],
                 [False, True, True, True, True, True],
             )
+        )
+        ceiling = f"at batch {w.batch} (--batch)" if kind == "decode" else "at full compute"
+        out.append(
+            f"$/M tokens at ceiling: the price over the {kind} ceiling {ceiling}, a floor on what the "
+            "tokens cost" + ("; not a measurement: the measured cost is below" if measured else "")
         )
         if any(o.candidate.price_estimated for o in r.options):
             out.append(

@@ -52,8 +52,10 @@ def parse_duration(text: str, flag: str) -> float:
             break
         total += float(m.group(1)) * _SECONDS[m.group(2)]
         pos = m.end()
-    if pos != len(compact) or not compact or total <= 0:
+    if pos != len(compact) or not compact:
         raise ReportError(f"{flag} {text!r} is not a duration (examples: 7d, 24h, 90m, 1h30m)")
+    if total <= 0:
+        raise ReportError(f"{flag} {text!r} must be longer than 0 (examples: 7d, 24h, 90m, 1h30m)")
     return total
 
 

@@ -11,13 +11,14 @@ samples of a range into memory: 64 GPUs x 7 d at 1 s is 39 M samples per query).
 from __future__ import annotations
 
 import dataclasses
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from ..balance import FLAGGED_BY_EXPORTER, findings
+from ..balance import FLAGGED_BY_EXPORTER
 from ..catalog import PCIE_LANE_BYTES_PER_SECOND, Catalog, nvlink_bytes_per_second
-from ..cost import WorkloadCost, unit_cost, workload_costs
+from ..cost import WorkloadCost, workload_costs
 from ..evidence import Evidence
 from ..group import merge, multi_gpu_groups
 from ..links import linked
@@ -25,8 +26,9 @@ from ..settings import RightsizingSettings
 from ..slo import SloEvidence
 from ..slo_verdict import assess_with_slo
 from ..verdicts import Assessment
-from . import report_queues, report_slo
-from .promapi import PrometheusClient, ReportError, Sample, promql_duration, sample_span
+from ..words import exact_duration
+from . import report_queues, report_slo, report_span
+from .promapi import PrometheusClient, ReportError, Sample, promql_duration
 from .report_shards import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_SERIES,
@@ -61,6 +63,8 @@ class Fleet:
     units: tuple[Unit, ...]
     costs: tuple[WorkloadCost, ...] = ()  # cost per inference of each inference server's GPUs
     shards: tuple[tuple[str, ...], ...] = ()  # the exporters (instance) of each shard queried
+    history_start: float | None = None  # the earliest first sample of a GPU judged (Unix seconds)
+    resolution: float | None = None  # the percentiles' subquery step (None: every raw sample)
     slos: tuple[SloEvidence, ...] = ()  # each workload's latencies over the window, with its SLO
 
 
@@ -85,9 +89,9 @@ class Collector:
     ) -> None:
         self.plain, self.at, self.progress = client, at, progress
         self.client = ShardedClient(client, [()], 1)
-        self.window = window
-        self.w = promql_duration(window)
-        self.sub = f"[{self.w}:{promql_duration(resolution)}]" if resolution else f"[{self.w}]"
+        self.window = self.span = window
+        self.asked = resolution
+        self.narrow(None)
         self.done = 0
         self.total = 0
         self.what = ""
@@ -97,15 +101,29 @@ class Collector:
         """Plans the shards (two queries); returns the series per exporter found."""
         self.total = len(SIZED_BY) + QUERIES
         counts: dict[str, float] = {}
-        for metric in SIZED_BY:
+        for metric, extra in zip(SIZED_BY, (1, 0), strict=True):
             self.tick("shards")
+            # The history queries answer one more series per exporter than it has GPUs: its own
+            # first (last) sample's time (report_span).
             for name, n in series_per_exporter(self.plain, self.at, self.w, metric).items():
-                counts[name] = max(n, counts.get(name, 0.0))
+                counts[name] = max(n + extra, counts.get(name, 0.0))
         self.shards = tuple(plan(counts, max_series))
         self.client.close()
         self.client = ShardedClient(self.plain, self.shards, concurrency, self.answered)
         self.total = self.done + QUERIES * self.client.shards
         return counts
+
+    def narrow(self, earliest: float | None) -> None:
+        """From here on, read the history there is: from ``earliest`` (no sample is older), not the
+        whole window, with the steps and the percentiles' default resolution sized by that span
+        (two minutes of history under a week's window: raw samples, not one per minute)."""
+        if earliest is not None:
+            self.span = min(self.window, math.ceil(max(0.0, self.at - earliest)) + 1.0)
+        self.w = promql_duration(self.span)
+        self.resolution = self.asked or (self.span / 10080 if self.span > 86400 else None)
+        self.sub = f"[{self.w}:{promql_duration(self.resolution)}]" if self.resolution else f"[{self.w}]"
+        self.step_seconds = float(max(1, round(min(60.0, self.span / 2000))))
+        self.step = promql_duration(self.step_seconds)
 
     def tick(self, what: str) -> None:
         self.done += 1
@@ -156,23 +174,23 @@ def collect(
 
 def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: Catalog) -> Fleet:
     progress, window, at = c.progress, c.window, c.at
-    w, high = c.w, s.bottlenecks.percentile
-    ident = c.run("GPUs", f"max by ({', '.join(IDENTITY)}) (last_over_time(DCGM_FI_DEV_FB_USED[{w}]))")
+    high = s.bottlenecks.percentile
+    ident = c.run("GPUs", f"max by ({', '.join(IDENTITY)}) (last_over_time(DCGM_FI_DEV_FB_USED[{c.w}]))")
     # One order whichever way the queries were split (engines answer a vector in no set order).
     ident.sort(key=lambda x: sorted(x.labels.items()))
     if not ident:
         raise ReportError(
-            f"no GPU series (DCGM_FI_DEV_FB_USED) in Prometheus over the last {w}: is it "
-            "scraping rightsizer-exporter?"
+            f"no GPU series (DCGM_FI_DEV_FB_USED) in Prometheus over the {exact_duration(window)} to "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(at))}: is it scraping rightsizer-exporter?"
         )
-    step = promql_duration(max(1.0, min(60.0, window / 2000)))
     fb = "DCGM_FI_DEV_FB_USED"
-    samples = c.per_unit("samples", f"count_over_time({fb}[{w}])")
-    first_expr, last_expr = sample_span(fb, BY, w, step)
-    first = c.run("history", first_expr)
-    last = c.run("history", last_expr)
-    first_t = {key_of(dict(x.labels)): x.value for x in first}
-    last_t = {key_of(dict(x.labels)): x.value for x in last}
+    samples, counts = report_span.split(c.run("samples", report_span.samples_query(fb, BY, c.w)), key_of)
+    first_expr, last_expr = report_span.edge_queries(fb, BY, c.w, c.step)
+    first, firsts = report_span.split(c.run("history", first_expr), key_of)
+    last, lasts = report_span.split(c.run("history", last_expr), key_of)
+    spans = report_span.History(at, c.step_seconds, first, last, counts, firsts, lasts)
+    c.narrow(spans.earliest())
+    w, step = c.w, c.step
     total = c.per_unit("memory", f"max_over_time(rightsizer_gpu_memory_total_bytes[{w}])")
     peak = c.per_unit("memory peak", f"max_over_time({fb}[{w}])", MIB)
     mem95 = c.quantile("memory p95", 0.95, fb, MIB)
@@ -194,7 +212,7 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
     copy99 = c.quantile("memory copy p99", 0.99, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01)
     copy95 = c.quantile("memory copy p95", 0.95, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01)
     copy_high = c.quantile("memory copy high", high, "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01)
-    rate = promql_duration(max(60.0, 4 * window / 2000))
+    rate = promql_duration(max(60.0, 4 * c.span / 2000))
     nvlink = c.per_unit(
         "NVLink",
         f"quantile_over_time({high}, rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL[{rate}])[{w}:{step}])",
@@ -202,7 +220,7 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
     )
     # A share of the window's instants: 2,000 of them are plenty (standard error under 1.2 points),
     # and the join it evaluates at each is the costliest step of the report on Prometheus.
-    starved = c.per_unit("starvation", starved_expr(s, w, promql_duration(max(1.0, window / 2000))))
+    starved = c.per_unit("starvation", starved_expr(s, w, promql_duration(max(1.0, c.span / 2000))))
     tx = c.quantile("PCIe TX", high, "DCGM_FI_PROF_PCIE_TX_BYTES")
     rx = c.quantile("PCIe RX", high, "DCGM_FI_PROF_PCIE_RX_BYTES")
     gen = c.per_unit("PCIe link", f"max_over_time(rightsizer_gpu_pcie_link_generation_max[{w}])")
@@ -236,6 +254,7 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
     mig_parents = {(x.labels.get("instance"), x.labels.get("UUID")) for x in ident if x.labels.get("GPU_I_ID")}  # noqa: E501
     evidence: dict[Key, Evidence] = {}
     unit_labels: dict[Key, dict[str, str]] = {}
+    starts: list[float] = []
     for sample in ident:
         labels = {k: v for k, v in sample.labels.items() if k in IDENTITY}
         if not labels.get("GPU_I_ID") and (labels.get("instance"), labels.get("UUID")) in mig_parents:
@@ -261,7 +280,9 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
         node = labels.get("instance", "")
         node_queues = [q for (where, _), (q, _) in queues.items() if where == node]
         names = linked(sample_for_links, node_queues, s.queue_links)
-        history = max(0.0, last_t.get(k, 0.0) - first_t.get(k, 0.0))
+        began, ended = spans.edges(k, node, samples.get(k))
+        history = max(0.0, ended - began)
+        starts.append(began)
         unit_labels[k] = labels
         evidence[k] = Evidence(
             samples=int(samples.get(k, 0)),
@@ -311,7 +332,9 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
         judged.append(("\x00".join(k), unit_labels[k].get("instance", ""), ev, assessment))
     progress(c.total, c.total, "")
     costs = tuple(workload_costs(judged, catalog, settings))
-    return Fleet(window, at, tuple(units), costs, slos=tuple(slos.values()))
+    start = min(starts, default=None)
+    return Fleet(window, at, tuple(units), costs, history_start=start, resolution=c.resolution,
+                 slos=tuple(slos.values()))  # fmt: skip
 
 
 def starved_expr(s: RightsizingSettings, w: str, step: str) -> str:
@@ -349,57 +372,3 @@ def _judged(
         for n in group:
             judged[keys[n]] = merged
     return judged
-
-
-def as_rows(fleet: Fleet) -> list[dict[str, Any]]:
-    """One row per unit, most money first (savings descending; upgrades, then no-data last)."""
-    rows: list[dict[str, Any]] = []
-    cost_of = {k: c for c in fleet.costs for k in c.gpus}
-    for u in fleet.units:
-        a, ev = u.assessment, u.evidence
-        cost = cost_of.get("\x00".join(u.key))
-        rows.append(
-            {
-                "uuid": u.labels.get("UUID", ""),
-                "gpu": u.labels.get("gpu", ""),
-                "mig_profile": u.labels.get("GPU_I_PROFILE") or None,
-                # Two instances of one profile on a GPU differ only by their GPU instance id.
-                "mig_instance_id": int(u.labels["GPU_I_ID"]) if u.labels.get("GPU_I_ID") else None,
-                "host": u.labels.get("Hostname") or u.labels.get("hostname") or u.labels.get("instance", ""),
-                "instance": u.labels.get("instance") or None,
-                "model": ev.model,
-                "namespace": u.labels.get("namespace") or None,
-                "pod": u.labels.get("pod") or None,
-                "verdict": a.verdict,
-                "current": a.current,
-                "recommended": a.recommended,
-                "hourly_price_dollars": u.hourly_price_dollars,
-                "hourly_savings_dollars": None
-                if a.hourly_savings_dollars is None
-                else round(a.hourly_savings_dollars, 4),
-                "fit_score": None if a.fit_score is None else round(a.fit_score, 3),
-                "bottlenecks": list(a.bottlenecks),
-                "summary": a.summary,
-                "deciding": a.deciding or None,
-                "reason": a.reason,
-                "price_source": a.price_source or None,
-                "workload_change": a.workload_change or None,
-                "samples": ev.samples,
-                "history_seconds": round(ev.history_seconds),
-                "memory_peak_bytes": None if ev.memory_peak_bytes is None else round(ev.memory_peak_bytes),
-                "activity_p95_ratio": None if ev.activity_p95 is None else round(ev.activity_p95, 4),
-                **unit_cost(cost),
-                "findings": [f.name for f in findings(ev)],
-                "findings_evidence": [f.evidence for f in findings(ev)],
-            }
-        )
-    rows.sort(
-        key=lambda r: (
-            r["hourly_savings_dollars"] is None,
-            -(r["hourly_savings_dollars"] or 0.0),
-            -(r["hourly_price_dollars"] or 0.0),
-            r["uuid"],
-        )
-    )
-    return rows
-

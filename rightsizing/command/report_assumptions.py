@@ -65,6 +65,7 @@ def assumptions(
     rows: list[dict[str, Any]],
     history_found_seconds: float,
     exporter_config: str | None,
+    history_start: float | None = None,
 ) -> dict[str, Any]:
     return {
         "window_start": at - window_seconds,
@@ -72,6 +73,7 @@ def assumptions(
         "idle_after_seconds": min(idle_after_seconds, window_seconds),
         "resolution_seconds": resolution_seconds,  # None: every raw sample
         "history_found_seconds": history_found_seconds,
+        "history_start": history_start,  # the earliest first sample of a GPU judged (None: none)
         "exporter_config": exporter_config,
         "thresholds": thresholds(settings),
         "prices": prices(rows, catalog),

@@ -1,4 +1,6 @@
-"""Per-GPU charts of the HTML report, over the report window, from Prometheus range queries.
+"""Per-GPU charts of the HTML report, over the history found in the report window, from
+Prometheus range queries (a week's window holding ten minutes of data is charted over those ten
+minutes, not as a dot at the right edge of a week).
 
 One ``query_range`` per signal for the whole fleet (never one per GPU), at most ``POINTS`` points
 per chart: each point is the signal's mean over its step (at least a minute, so a short window's
@@ -38,7 +40,7 @@ class FleetCharts:
 
 
 def row_key(row: Mapping[str, object]) -> ChartKey:
-    """The chart key of a row of ``report.as_rows``."""
+    """The chart key of a row of ``report_rows.as_rows``."""
     return (
         str(row.get("instance") or ""), str(row.get("uuid") or ""), str(row.get("mig_profile") or ""),
         str(row.get("pod") or ""), str(row.get("namespace") or ""),
@@ -58,9 +60,12 @@ def collect_charts(
     window: float,
     resolution: float | None,
     progress: Callable[[int, int, str], None],
+    since: float | None = None,
 ) -> FleetCharts:
-    step = max(1.0, window / POINTS)
-    start = at - window + step
+    """``since``: the earliest sample found (None: charted over the whole window)."""
+    charted = window if since is None else min(window, max(at - since, MIN_STEP_RANGE))
+    step = max(1.0, charted / POINTS)
+    start = at - charted + step
     span = promql_duration(max(step, MIN_STEP_RANGE))
     rng = f"[{span}:{promql_duration(resolution)}]" if resolution else f"[{span}]"
 

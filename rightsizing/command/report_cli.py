@@ -17,10 +17,11 @@ from . import report_slo
 from .output import money, table, to_csv, to_json
 from .output_file import OutputError, check_output, write_output
 from .promapi import PrometheusClient, ReportError, add_auth_arguments, auth_headers, parse_duration
-from .report import as_rows, collect
+from .report import collect
 from .report_assumptions import assumptions
 from .report_common import HOURS_PER_MONTH, history_line
 from .report_patches import add_patch_arguments, patches, prepare_patches, write_patches
+from .report_rows import as_rows
 from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
 
 MAX_TIMEOUT_SECONDS = 86400
@@ -134,9 +135,8 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             if args.idle_after
             else cfg.rightsizing.idle_after_seconds
         )
+        # None: every raw sample up to a day of history, the history / 10,080 beyond (report.Collector)
         resolution = parse_duration(args.resolution, "--resolution") if args.resolution else None
-        if resolution is None and window > 86400:
-            resolution = window / 10080
         if not 0 < args.timeout <= MAX_TIMEOUT_SECONDS:  # inf and NaN included
             raise ReportError(f"--timeout must be positive and at most {MAX_TIMEOUT_SECONDS} seconds")
         if args.max_series_per_query < 1 or args.concurrency < 1:
@@ -152,7 +152,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         finally:
             progress(0, 0, "")
         if args.format == "patches":
-            write_patches(patches(args, fleet, client, catalog, cfg.patches, manifests), args.output)
+            write_patches(patches(args, fleet, client, catalog, cfg, manifests), args.output)
             return 0
         gpus = as_rows(fleet)
         costs = [{"instance": c.instance or None, **cost_json(c)} for c in fleet.costs]
@@ -170,9 +170,11 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             "inference_costs": costs,
             "slos": report_slo.as_json(fleet.slos, cfg.rightsizing.slo_margin_ratio),
             "assumptions": assumptions(
-                window_seconds=window, at=at, idle_after_seconds=idle_after, resolution_seconds=resolution,
+                window_seconds=window, at=at, idle_after_seconds=idle_after,
+                resolution_seconds=fleet.resolution,
                 settings=cfg.rightsizing, catalog=catalog, rows=gpus,
-                history_found_seconds=totals["history_found_seconds"], exporter_config=args.exporter_config,
+                history_found_seconds=totals["history_found_seconds"], history_start=fleet.history_start,
+                exporter_config=args.exporter_config,
             ),
         }  # fmt: skip
         if args.format == "json":
@@ -188,7 +190,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             charts_client = ShardedClient(client, fleet.shards, args.concurrency)
             try:
                 shown = Progress(args.progress)
-                text = document_text(args.format, document, charts_client, resolution, shown)
+                text = document_text(args.format, document, charts_client, fleet.resolution, shown)
             finally:
                 charts_client.close()
         else:

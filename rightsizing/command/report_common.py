@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..verdicts import duration
+from ..words import exact_duration
 from .output import money
 
 HOURS_PER_MONTH = 730.0
@@ -15,7 +16,7 @@ HOURS_PER_MONTH = 730.0
 def history_line(totals: dict[str, Any], window_seconds: float) -> str:
     """How much history the report found, and what that means for its verdicts."""
     found = float(totals.get("history_found_seconds") or 0)
-    line = f"History found: {duration(found)} of the {duration(window_seconds)} window"
+    line = f"History found: {exact_duration(found)} of the {duration(window_seconds)} window"
     if window_seconds and found < 0.98 * window_seconds:
         line += (
             " (less than the window: verdicts rest on what there is, with margins widened; "

@@ -27,7 +27,8 @@ def document_text(
     if fmt == "markdown":
         return render_markdown(document)
     try:
-        charts = collect_charts(client, document["at"], document["window_seconds"], resolution, progress)
+        at, since = document["at"], document["assumptions"]["history_start"]
+        charts = collect_charts(client, at, document["window_seconds"], resolution, progress, since)
     finally:
         progress(0, 0, "")
     if charts.error:

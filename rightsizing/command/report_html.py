@@ -19,6 +19,7 @@ from ..html_parts.cells import NONE, VERDICT_ORDER, VERDICT_WORDS, e, money, utc
 from ..html_parts.charts import svg
 from ..html_parts.style import STYLE
 from ..verdicts import duration
+from ..words import exact_duration
 from .report_charts import FleetCharts
 from .report_common import COST_HEADERS, cost_cells
 
@@ -41,8 +42,8 @@ table.prices td:first-child{white-space:nowrap}.assumptions>.card{align-self:sta
 def _saves(dollars: float | None) -> str:
     if dollars is None:
         return NONE
-    if dollars < 0:
-        return f'<span class="bad">+{money(-dollars)}/h</span>'
+    if dollars < 0:  # an upgrade: what it costs, in words, not a red "+"
+        return f'<span class="more">costs {money(-dollars)}/h more</span>'
     return f'<span class="ok">{money(dollars)}/h</span>' if dollars else f"{money(0)}/h"
 
 
@@ -79,9 +80,9 @@ def _summary(doc: Mapping[str, Any]) -> str:
         f'</div><div class="muted">≈ {money(t["monthly_savings_dollars"])} a month, of '
         f'{money(t["hourly_price_dollars"])}/h the fleet costs</div></div>'
         '<div class="card"><h3>Upgrades</h3>'
-        f'<div class="big">{_saves(-upgrades) if upgrades else money(0)}</div>'
-        '<div class="muted">for under-provisioned GPUs</div></div>'
-        f'<div class="card"><h3>History found</h3><div class="big">{e(duration(found))}</div>'
+        f'<div class="big">{money(upgrades)}/h</div>'
+        '<div class="muted">more, for under-provisioned GPUs</div></div>'
+        f'<div class="card"><h3>History found</h3><div class="big">{e(exact_duration(found))}</div>'
         f'<div class="muted">of the {e(duration(window))} window</div>'
         f"{_bar(found / window if window else 0)}</div>"
         "</section>"
@@ -145,7 +146,7 @@ def _gpu(g: Mapping[str, Any], window: float, charts: FleetCharts) -> str:
     recommended = g["workload_change"] or (
         g["recommended"] if g["recommended"] not in (None, "none") else None
     )
-    history = (f'{e(duration(g["history_seconds"]))} of {e(duration(window))}'
+    history = (f'{e(exact_duration(g["history_seconds"]))} of {e(duration(window))}'
                f'{_bar(g["history_seconds"] / window if window else 0)}')  # fmt: skip
     uuid = e(g["uuid"])
     row = (
@@ -177,7 +178,7 @@ def _assumptions(doc: Mapping[str, Any], charts: FleetCharts) -> str:
     facts = [
         ("Prometheus", e(doc["prometheus_url"])),
         ("Window", f'{e(doc["window"])}: {e(utc(a["window_start"]))} to {e(utc(a["window_end"]))}'),
-        ("History found", e(duration(a["history_found_seconds"]))),
+        ("History found", e(exact_duration(a["history_found_seconds"]))),
         ("Idle after", e(duration(a["idle_after_seconds"]))),
         ("Percentiles read",
          f"a subquery every {e(duration(resolution))}" if resolution else "every raw sample"),

@@ -12,6 +12,7 @@ from typing import Any
 from rightsizer_core.workloads import workload_of
 
 from ..verdicts import duration
+from ..words import exact_duration
 from .output import money
 from .report_common import COST_HEADERS, HOURS_PER_MONTH, cost_cells, history_line
 
@@ -36,6 +37,8 @@ def _when(t: float) -> str:
 
 
 def _saves(dollars: float | None) -> str:
+    if dollars is not None and dollars < 0:  # an upgrade
+        return f"costs {money(-dollars)}/h more"
     return "-" if dollars is None else f"{money(dollars)}/h"
 
 
@@ -64,7 +67,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             g["namespace"], g["pod"], workload_of(g["pod"]) if g["pod"] else None, g["verdict"],
             g["workload_change"] or g["recommended"], _saves(g["hourly_savings_dollars"]),
             ", ".join(g["bottlenecks"]), ", ".join(g.get("findings") or ()),
-            f"{duration(g['history_seconds'])} of {span}",
+            f"{exact_duration(g['history_seconds'])} of {span}",
             g["reason"],
         ]
         for g in doc["gpus"]

@@ -25,6 +25,7 @@ from ..patches.plan import Context, Held
 from ..patches.readme import README_MARKER
 from ..patches.render import MARKER
 from ..patches.settings import PatchSettings
+from .exporter_config import EngineSettings
 from .output_file import OutputError, write_output
 from .promapi import PrometheusClient, ReportError, promql_duration
 from .report import Fleet
@@ -124,7 +125,7 @@ def patches(
     fleet: Fleet,
     client: PrometheusClient,
     catalog: Catalog,
-    configured: PatchSettings,
+    cfg: EngineSettings,
     manifests: Manifests | None,
 ) -> PatchSet:
     series = owner_series(client, fleet.at, fleet.window_seconds)
@@ -133,8 +134,10 @@ def patches(
         if series.present
         else "pod names (no kube-state-metrics series in Prometheus)"
     )
-    ctx = Context(fleet.at, fleet.window_seconds, catalog, settings_of(args, configured), "rightsizer report",
-                  series, read, manifests)  # fmt: skip
+    settings = settings_of(args, cfg.patches)
+    margin = cfg.rightsizing.slo_margin_ratio
+    ctx = Context(fleet.at, fleet.window_seconds, catalog, settings, "rightsizer report", series, read,
+                  manifests, margin)  # fmt: skip
     return build_patches(held_of(fleet), ctx)
 
 

@@ -2,9 +2,10 @@
 
 Depth (latest, maximum, mean, least-squares slope via ``deriv``, the time its samples span), the
 inference server behind it (the ``kind`` label: vllm, sglang, tgi, triton), its KV-cache usage at
-p95 and the preemptions counted over the window (``increase``), and its throughput: the increase of
-its token and request counters over the window divided by the time the queue's samples span (the
-live engine divides the counter's increase by the time its readings span).
+p95 and the preemptions counted over the window, and its throughput: the increase of its token and
+request counters over the window's samples divided by the time they span, first poll to last (the
+live engine divides the counter's increase by the time its readings span; ``report_span`` says how
+both are read without extrapolating or rounding to a step).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from rightsizer_core.snapshot import GpuIdentity, GpuSample, PodRef
 from ..evidence import QueueEvidence
 from ..links import QueueReading
 from ..pressure import INFERENCE_SERVERS
-from .promapi import Sample, sample_span
+from .promapi import Sample
+from .report_span import counted, queue_span_queries
 
 
 class Collector(Protocol):
@@ -49,12 +51,11 @@ def queues(c: Collector, step: str) -> dict[tuple[str, str], tuple[QueueReading,
     maxv = by_queue("queues", f"max by (instance, queue) (max_over_time({DEPTH}[{w}]))")
     mean = by_queue("queues", f"max by (instance, queue) (avg_over_time({DEPTH}[{w}]))")
     slope = by_queue("queues", f"max by (instance, queue) (deriv({DEPTH}[{w}]))")
-    first_expr, last_expr = sample_span(DEPTH, "instance, queue", w, step)
-    first = by_queue("queues", first_expr)
-    last = by_queue("queues", last_expr)
+    exact_expr, stepped_expr = queue_span_queries(DEPTH, "instance, queue", w, step)
+    exact, stepped = by_queue("queues", exact_expr), by_queue("queues", stepped_expr)
     kv = by_queue("KV cache", f"max by (instance, queue) (quantile_over_time(0.95, {KV_CACHE}[{w}]))")
-    preempted = by_queue("preemptions", f"sum by (instance, queue) (increase({PREEMPTIONS}[{w}]))")
-    served = [by_queue("throughput", f"sum by (instance, queue) (increase({n}[{w}]))") for n in THROUGHPUT]
+    preempted = by_queue("preemptions", f"sum by (instance, queue) ({counted(PREEMPTIONS, w)})")
+    served = [by_queue("throughput", f"sum by (instance, queue) ({counted(n, w)})") for n in THROUGHPUT]
     out: dict[tuple[str, str], tuple[QueueReading, QueueEvidence]] = {}
     for x in lastv:
         name = x.labels.get("queue", "")
@@ -62,7 +63,7 @@ def queues(c: Collector, step: str) -> dict[tuple[str, str], tuple[QueueReading,
         labels = {k: v for k, v in x.labels.items() if k not in ("__name__", "instance", "job")}
         kind = x.labels.get("kind", "")
         server = kind if kind in INFERENCE_SERVERS else None
-        span = max(0.0, last.get(key, 0.0) - first.get(key, 0.0))
+        span = max(0.0, exact.get(key, stepped.get(key, 0.0)))
         rates = [c[key] / span if key in c and span > 0 else None for c in served]
         evidence = QueueEvidence(
             name, x.value, maxv.get(key, x.value), slope.get(key, 0.0) * span, mean.get(key), span,

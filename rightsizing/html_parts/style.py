@@ -37,7 +37,7 @@ table{width:100%;border-collapse:collapse;background:var(--card);border:1px soli
 border-radius:8px;overflow:hidden}
 th,td{text-align:left;vertical-align:top;padding:8px 10px;border-top:1px solid var(--line)}
 th{font-size:12px;color:var(--muted);font-weight:600;border-top:0}
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+th.num{text-align:right}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.charts td{border-top:0;padding-top:0}
 .reason{color:var(--muted);font-size:12.5px;max-width:420px}
 .tag{display:inline-block;font-size:12px;background:var(--bg);border:1px solid var(--line);border-radius:4px;

@@ -46,6 +46,13 @@ def move_json(m: Move) -> dict[str, Any]:
         "samples": m.samples,
         "notes": list(m.notes),
         "file": m.file or None,
+        "slo": None if m.slo is None else {
+            "words": m.slo.words,
+            "projected": [
+                {"slo": k, "seconds": round(v, 6), "target_seconds": t} for k, v, t in m.slo.projected
+            ],
+            "keeps": m.slo.keeps,
+        },
     }  # fmt: skip
 
 

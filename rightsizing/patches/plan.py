@@ -27,6 +27,7 @@ from ..evidence import Evidence
 from ..verdicts import Assessment, duration, price_source
 from . import change
 from .change import Body
+from .latency import SloView, slo_view
 from .manifests import Manifests
 from .names import PRODUCT_LABEL, TEMPLATES, Placement, name_problem, placement
 from .owners import Owner, OwnerSeries, resolve
@@ -58,6 +59,7 @@ class Context:
     owners: OwnerSeries | None = None
     owners_read: str = ""  # where owners come from, in words
     manifests: Manifests | None = None
+    slo_margin_ratio: float = 0.1  # rightsizing.slo_margin_ratio: the projection keeps a target under it
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ class Move:
     gpus_per_pod: int = 1
     body: Body | None = None
     file: str = ""
+    slo: SloView | None = None  # the declared latency SLO, today and projected on the option
     notes: tuple[str, ...] = field(default=())
 
 
@@ -153,6 +156,7 @@ def decide(units: list[Held], owner: Owner | str, ctx: Context) -> Move | None:
         queues=tuple(sorted({q.name for u in units for q in u.evidence.queues})),
         pod_workload=workload_of(first.pod),
         gpus_per_pod=max(pods.values()),
+        slo=slo_view([(u.assessment, u.evidence) for u in moving], catalog, ctx.slo_margin_ratio),
     )
     refused = [u for u in units if u.assessment.verdict == "insufficient_data"]
     if refused:

@@ -64,6 +64,7 @@ def _common(m: Move, ctx: Context) -> list[str]:
         f"pod{'s' if m.pods != 1 else ''}; containers {cell(', '.join(m.containers))}). "
         f"Why{one_of(m)}: {cell(m.reason)}",
         f"- {cell(evidence_line(m, ctx))}",
+        *([f"- Latency SLO: {cell(m.slo.words)}."] if m.slo is not None else []),
         f"- Money: {cell(money(m.hourly_savings_dollars))}.",
         *(f"- Price of {cell(p)}" for p in m.prices),
     ]

@@ -105,6 +105,7 @@ def header(move: Move, ctx: Context) -> list[str]:
         f"{money(move.hourly_savings_dollars)}.",
         f"Changes: {move.why}.",
         f"Why{one_of(move)}: {move.reason}",
+        *([f"Latency SLO: {move.slo.words}."] if move.slo is not None else []),
         *(f"Price: {p}" for p in move.prices),
         *(f"Note: {n}." for n in move.notes),
     ]
