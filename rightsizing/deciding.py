@@ -77,23 +77,49 @@ def _projections(d: Demand, current: Candidate, c: Candidate) -> list[tuple[str,
 
 
 def _everywhere(
-    resource: str, d: Demand, current: Candidate, chosen: Candidate, s: RightsizingSettings
+    resource: str,
+    d: Demand,
+    current: Candidate,
+    chosen: Candidate | None,
+    s: RightsizingSettings,
+    which: str = "cheaper option",
 ) -> str:
     target = f"{s.target_activity_ratio:.0%}"
     if resource == "memory":
-        return f"no cheaper option holds {gib(d.memory_bytes)}"
+        return f"no {which} holds {gib(d.memory_bytes)}"
     if resource in ("compute", "memory bandwidth"):
         if (d.activity if resource == "compute" else d.bandwidth) is None:
-            return f"no cheaper option has today's {resource} (it is not measured)"
-        return f"every cheaper option would run its {resource} above {target}"
+            return f"no {which} has today's {resource} (it is not measured)"
+        return f"every {which} would run its {resource} above {target}"
     if resource == "host link":
-        return "every cheaper option's host link is too narrow for its transfers"
+        return f"every {which}'s host link is too narrow for its transfers"
     if resource == "bursts":
-        here = burst_share(d, current, chosen)
-        return f"its bursts (p99) would saturate every cheaper option ({here:.0%} here)"
+        here = f" ({burst_share(d, current, chosen):.0%} here)" if chosen is not None else ""
+        return f"its bursts (p99) would saturate every {which}{here}"
     if resource == "whole GPUs":
-        return "it needs whole GPUs, and every cheaper option is a MIG slice"
-    return "it moves data over NVLink, and no cheaper option has NVLink"
+        return f"it needs whole GPUs, and every {which} is a MIG slice"
+    return f"it moves data over NVLink, and no {which} has NVLink"
+
+
+def nothing_carries(
+    d: Demand, current: Candidate, catalog: Catalog, s: RightsizingSettings, needed: str
+) -> Decider:
+    """What no catalog option has, when unmet demand needs more than any of them carries (an
+    upgrade with nothing to recommend): the resource every other option lacks, else the one that
+    rules out most of them; ``needed`` (what the unmet demand needs more of) when none lacks any."""
+    fails = [f for c in catalog.candidates() if c.key != current.key and (f := lacks(d, current, c, s))]
+    counts = Counter(r for f in fails for r in f)
+    everywhere = [r for r in ORDER if fails and counts[r] == len(fails)]
+    if everywhere:
+        words = "; ".join(_everywhere(r, d, current, None, s, "catalog option") for r in everywhere)
+        return Decider(everywhere[0], f"{_names(everywhere)} {_verb(everywhere)}: {words}")
+    if not counts:  # each option carries a share: the whole needs more GPUs than today's
+        return Decider(needed, f"{needed} decides: no catalog option carries the whole on as many GPUs")
+    ranked = sorted(counts, key=lambda r: (-counts[r], ORDER.index(r)))
+    others = "".join(f", {r} {counts[r]}" for r in ranked[1:])
+    return Decider(
+        ranked[0], f"{ranked[0]} rules out most options ({counts[ranked[0]]} of {len(fails)}{others})"
+    )
 
 
 # Percentiles move in 1 % bins, so a GPU's demand repeats from one scoring to the next: the answer

@@ -132,8 +132,16 @@ def seconds_words(x: float | None) -> str:
     return _seconds(x)
 
 
-def measure(kind: str, h: Histogram, target: float | None, objective: float, min_requests: int) -> Latency:
-    n = h.count
+def measure(
+    kind: str,
+    h: Histogram,
+    target: float | None,
+    objective: float,
+    min_requests: int,
+    requests: float | None = None,
+) -> Latency:
+    """``requests``: the window's requests when ``h`` observes something else (tokens); else its count."""
+    n = h.count if requests is None else requests
     share = None if target is None else share_at_or_under(h, target)
     qs = sorted({*QUANTILES, objective})
     found = tuple((q, v) for q in qs if (v := quantile(h, q)) is not None)
@@ -206,6 +214,9 @@ def _absent(kind: str, server: str | None) -> str:
     return "no histogram read (unknown, not fast)"
 
 
+PER_REQUEST = ("e2e", "ttft", "queue")  # kinds observed once per request on every server
+
+
 def evaluate(
     namespace: str,
     workload: str,
@@ -217,8 +228,19 @@ def evaluate(
 ) -> SloEvidence:
     targets = {} if declared is None else declared.targets
     objective = 0.95 if declared is None else declared.objective
+    # Inter-token latency is observed once per token (vLLM, SGLang): its requests are those of the
+    # histograms observed once per request (end to end, first token, queue time: the most any counts,
+    # as they differ by the requests in flight), when one is read.
+    per_request = max((histograms[k].count for k in PER_REQUEST if k in histograms), default=None)
     latencies = tuple(
-        measure(kind, histograms[kind], targets.get(kind), objective, min_requests)
+        measure(
+            kind,
+            histograms[kind],
+            targets.get(kind),
+            objective,
+            min_requests,
+            per_request if kind == "itl" else None,
+        )
         for kind in KINDS
         if kind in histograms
     )

@@ -147,8 +147,8 @@ def _missed(
             recommended="none",
             hourly_savings_dollars=None,
             fit_score=None,
-            reason=f"{cause}; no catalog option projects under every target with a {s.slo_margin_ratio:.0%} "
-            f"margin: {fix}.{_tail(base.reason)}",
+            reason=f"{cause}; {deciding} decides: no catalog option projects under every target with a "
+            f"{s.slo_margin_ratio:.0%} margin: {fix}.{_tail(base.reason)}",
             summary="SLO missed: no single GPU keeps it",
         )
     c, p = found
@@ -167,8 +167,8 @@ def _missed(
         fit_score=_ratio(
             current.hourly_price_dollars, max(current.hourly_price_dollars, c.hourly_price_dollars)
         ),
-        reason=f"{cause}; {c.key} projects {_projected_words(p, s.slo_margin_ratio)}, {cost}."
-        f"{_tail(base.reason)}",
+        reason=f"{cause}; {deciding} decides: {c.key} projects {_projected_words(p, s.slo_margin_ratio)}, "
+        f"{cost}.{_tail(base.reason)}",
         summary="SLO missed: needs a faster GPU",
         price_source=_price_source(c),
     )
@@ -197,7 +197,8 @@ def _met(
             recommended=current.key,
             hourly_savings_dollars=0.0,
             fit_score=1.0,
-            reason=f"{met}: the service has what it needs; the signs of unmet demand do not cost latency "
+            reason=f"{met}: {SLO} decides, the service has what it needs; the signs of unmet demand do "
+            "not cost latency "
             f"yet ({base.reason.split(' Bottlenecks:')[0]}).{note}{_tail(base.reason)}",
             summary="SLO met with room",
             deciding=SLO,
@@ -232,8 +233,9 @@ def _met(
             fit_score=1.0,
             projected_activity=base.projected_activity,
             workload_change="",
-            reason=f"{met}; a cheaper option carries the load but the SLO forbids it ({forbid}, more than "
-            f"{1 - margin:.0%} of the target): no cheaper option keeps it.{note}{_tail(base.reason)}",
+            reason=f"{met}; {SLO} decides: a cheaper option carries the load but the SLO forbids it "
+            f"({forbid}, more than {1 - margin:.0%} of the target): no cheaper option keeps it."
+            f"{note}{_tail(base.reason)}",
             summary="the SLO forbids a cheaper option",
             deciding=SLO,
             price_source=_price_source(current),
@@ -245,8 +247,8 @@ def _met(
         recommended=c.key,
         hourly_savings_dollars=saving,
         fit_score=_ratio(c.hourly_price_dollars, current.hourly_price_dollars),
-        reason=f"{met}; {c.key} keeps it, projecting {_projected_words(p, margin)} ({forbid}); saves "
-        f"${saving:.2f}/h.{note}{_tail(base.reason)}",
+        reason=f"{met}; {SLO} decides: {c.key} keeps it, projecting {_projected_words(p, margin)} "
+        f"({forbid}); saves ${saving:.2f}/h.{note}{_tail(base.reason)}",
         summary="a cheaper option keeps the SLO",
         deciding=SLO,
         price_source=_price_source(c),

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from .bottlenecks import BOTTLENECKS, describe, find_bottlenecks
 from .catalog import Candidate, Catalog
-from .deciding import Decider, deciding
+from .deciding import Decider, deciding, nothing_carries
 from .evidence import Evidence
 from .history import history_note
 from .pressure import backlog, growing, memory_pressure, server_queue, starvation_demand
@@ -121,7 +121,7 @@ def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] 
         binding_burst(ev.activity_p95, ev.activity_p99, s),
         binding_burst(None if ev.bandwidth is None else ev.bandwidth[1], ev.bandwidth_p99, s),
         tuple(
-            (q.name, q.server, q.kv_cache_high, q.preemptions, backlog(q),
+            (q.name, q.server, q.kv_cache_high, q.preemptions, backlog(q), q.depth_last >= 1.0,
              (round(q.rise), round(100 * q.growth_per_hour)) if growing(q, s) else None)
             for q in ev.queues
         ),
@@ -174,6 +174,23 @@ def _assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessmen
         and idle_kernels(ev, s)
         and ev.history_seconds >= s.idle_after_seconds
     )
+    waiting = [q for q in ev.queues if q.depth_last >= 1.0] if idle else []
+    if waiting:  # quiet, yet requests wait for it: the server is not serving, which is no idleness
+        q = waiting[0]
+        return Assessment(
+            "insufficient_data",
+            f"{ev.activity_source.replace('_', ' ')} below {_pct(s.idle_activity_ratio)} for the last "
+            f"{duration(s.idle_after_seconds)} while requests wait in its queue '{q.name}': "
+            "the server is not serving them (stuck, or waiting on something other than the GPU); nothing "
+            "to release or resize until it serves",
+            (),
+            "none",
+            current_key,
+            None,
+            None,
+            summary="requests wait, nothing runs",
+            deciding="activity",
+        )
     if idle or empty_without_signal(ev, s):
         price = current.hourly_price_dollars if current else None
         saves = f"; releasing it saves ${price:.2f}/h" if price else ""
@@ -244,11 +261,21 @@ def _underprovisioned(
         bandwidth_floor=1.0 if "memory bandwidth" in needs else 0.0,
     )
     group, fit = _fit(ev, catalog, d, current, s, upgrade=True)
-    if fit is None:
+    if fit is None:  # what no option has decides (a group's: on as many GPUs as today), and what to do
+        many = ev.workload_gpus > 1
+        nowhere = nothing_carries(
+            dataclasses.replace(d, whole_gpus=True) if many else d, current, catalog, s, needs[0]
+        )
+        on = f" (on each of {ev.workload_gpus} GPUs)" if many else ""
+        more = "more " if many else ""
+        instead = (
+            f"split the model across {more}GPUs (tensor parallel)"
+            if nowhere.resource == "memory"
+            else "add replicas"
+        )
         return Assessment(
             "underprovisioned",
-            f"{unmet.cause}; no catalog option holds {gib(d.memory_bytes)} and carries the work at "
-            f"<= {_pct(s.target_activity_ratio)}: split it across GPUs (tensor parallel).{why}",
+            f"{unmet.cause}; {nowhere.words}{on}; {instead}.{why}",
             bottlenecks,
             "none",
             current.key,
@@ -257,7 +284,7 @@ def _underprovisioned(
             None,
             d.memory_bytes,
             summary=f"{unmet.kind}: no single GPU is enough",
-            deciding=needs[0],
+            deciding=nowhere.resource,
         )
     up = fit.candidate
     delta = _delta(current, up, group)

@@ -87,6 +87,25 @@ def test_a_window_judges_attainment_against_the_declared_target_and_min_requests
     assert "no histogram read" in few.unjudged()[1]  # e2e declared, its histogram absent
 
 
+def test_inter_token_latency_needs_enough_requests_not_tokens() -> None:
+    """vLLM and SGLang observe inter-token latency once per token: 7,000 tokens of 72 requests are 72
+    requests, under the 100 an SLO needs, as the end-to-end (or first-token) histogram counts them."""
+    tokens = Histogram((0.025, 0.05), (6000.0, 7000.0, 7000.0), 210.0)
+    requests = Histogram((1.0, 5.0), (10.0, 72.0, 72.0), 150.0)
+    slo = SloDeclaration("legal", "qa", None, itl_seconds=0.05)
+    few = evaluate("legal", "qa", slo, {"itl": tokens, "e2e": requests}, min_requests=100)
+    itl = few.get("itl")
+    assert itl is not None and itl.requests == 72 and not itl.judged and few.judged == ()
+    assert "inter-token latency: 72 requests in the window (needs 100)" in few.unjudged()
+    # With enough requests the attainment is still the share of tokens: 7,000 of 7,000 under 50 ms.
+    many = evaluate("legal", "qa", slo, {"itl": tokens, "ttft": H, "e2e": requests}, min_requests=100)
+    itl = many.get("itl")
+    assert itl is not None and itl.requests == 100 and itl.judged and itl.attainment == 1.0
+    # A server that publishes only its inter-token latency: its own count is all there is.
+    alone = evaluate("legal", "qa", slo, {"itl": tokens}, min_requests=100).get("itl")
+    assert alone is not None and alone.requests == 7000 and alone.judged
+
+
 def test_met_with_room_needs_every_declared_target_judged_under_the_margin() -> None:
     fast = Histogram((0.1, 0.5, 1.0), (96.0, 100.0, 100.0, 100.0), 5.0)  # p95 = 0.1 x 95/96
     slo = SloDeclaration(queue="q", ttft_seconds=0.2, itl_seconds=0.05)

@@ -23,16 +23,28 @@ from test_rightsizing_scenarios import conclusions
 from exporter.config import CatalogSettings
 from rightsizing.catalog import load_catalog
 
-PRICED = Path(__file__).parent / "scenarios" / "priced" / "independent_configured_prices.yaml"
-PRICES = {"H100-SXM-80GB": 2.50, "L4-24GB": 0.45, "NVIDIA A100-SXM4-40GB": 1.10}
+PRICED_DIR = Path(__file__).parent / "scenarios" / "priced"
+# Each priced fleet with the catalog.prices its expectations were written for.
+PRICED = {
+    PRICED_DIR / "independent_configured_prices.yaml": {
+        "H100-SXM-80GB": 2.50, "L4-24GB": 0.45, "NVIDIA A100-SXM4-40GB": 1.10,
+    },
+    PRICED_DIR / "judge_owned_hardware.yaml": {"H100-SXM-80GB": 3.00, "L40S-48GB": 0.70, "NVIDIA H200": 4.00},
+}  # fmt: skip
+FLEETS = pytest.mark.parametrize(("path", "prices"), list(PRICED.items()), ids=[p.stem for p in PRICED])
 
 
-def _configured() -> dict[str, dict]:
-    return asyncio.run(conclusions(PRICED, catalog=load_catalog(CatalogSettings(prices=PRICES))))
+def _configured(path: Path, prices: dict[str, float]) -> dict[str, dict]:
+    return asyncio.run(conclusions(path, catalog=load_catalog(CatalogSettings(prices=prices))))
 
 
-def test_configured_prices_decide_in_the_live_engine() -> None:
-    results = _configured()
+def test_every_priced_fleet_states_its_prices() -> None:
+    assert set(PRICED_DIR.glob("*.yaml")) == set(PRICED)
+
+
+@FLEETS
+def test_configured_prices_decide_in_the_live_engine(path: Path, prices: dict[str, float]) -> None:
+    results = _configured(path, prices)
     assert len(results) == 3
     for name, got in results.items():
         e = got["expect"]
@@ -40,16 +52,19 @@ def test_configured_prices_decide_in_the_live_engine() -> None:
         assert have == (e.verdict, list(e.bottlenecks), e.recommended), f"{name}: {got['reason']}"
         assert got["price_source"] == "configured", name
     # The same fleet at list prices goes elsewhere: the prices, not the physics, decided.
-    listed = asyncio.run(conclusions(PRICED))
+    listed = asyncio.run(conclusions(path))
     assert all(listed[n]["recommended"] != results[n]["recommended"] for n in results)
 
 
+@FLEETS
 @pytest.mark.timeout(600)
-def test_report_judges_with_the_configured_prices(tmp_path: Path) -> None:
-    live = _configured()
+def test_report_judges_with_the_configured_prices(
+    tmp_path: Path, path: Path, prices: dict[str, float]
+) -> None:
+    live = _configured(path, prices)
     config = tmp_path / "exporter.yaml"
-    config.write_text(yaml.safe_dump({"catalog": {"prices": PRICES}}))
-    with prometheus_with_history([PRICED], 3600.0, 15.0, instances=True) as (url, fleets):
+    config.write_text(yaml.safe_dump({"catalog": {"prices": prices}}))
+    with prometheus_with_history([path], 3600.0, 15.0, instances=True) as (url, fleets):
         at = fleets[0].last + 1
         cmd = [sys.executable, "-m", "rightsizing.command.cli", "report", "--prometheus-url", url,
                "--window", "1h", "--at", f"{at:.3f}", "--format", "json",

@@ -25,6 +25,8 @@ SCENARIO = Path(__file__).parent / "scenarios" / "unmet_demand_without_slos.yaml
 H100_TOTAL = 81559 * 2**20  # what NVML reports for an H100 SXM
 L40S = "NVIDIA L40S"
 L40S_TOTAL = 46068 * 2**20
+B200 = "NVIDIA B200"
+B200_TOTAL = 183359 * 2**20
 
 
 def test_the_real_exporter_calls_each_starved_gpu_underprovisioned_and_says_why() -> None:
@@ -144,3 +146,23 @@ def test_the_offload_signature_needs_more_memory() -> None:
     # Memory full and the link busy while the GPU computes flat out: the link does not stall it.
     busy = {**a100, "activity_p50": 0.95, "activity_p95": 0.97, "activity_p99": 0.98, "utilization_p50": 0.95}
     assert "offload" not in assess(ev(**busy, pcie_link_high=0.84), S, CATALOG).reason  # type: ignore[arg-type]
+
+
+def test_unmet_demand_no_gpu_carries_names_what_none_has_and_what_to_do() -> None:
+    """The largest GPU short of KV cache, or saturated with a growing queue: nothing to recommend,
+    and the reason names the resource no catalog option has (not memory when compute is short) and
+    the fix that fits it (tensor parallel for memory, replicas for compute)."""
+    growing = vllm(0.5, 0.0, rise=50.0, mean=35.0)  # +50 in the hour around 35: 143 % of its level
+    base = dict(model=B200, memory_total_bytes=B200_TOTAL, memory_peak_bytes=100 * GIB)
+    # 90 % held under vLLM's 0.9, KV 99 % used: needs 179.1 x 1.15 = 205.9 GiB, more than any GPU.
+    kv = assess(ev(**{**base, "memory_peak_bytes": 0.9 * B200_TOTAL}, queues=(vllm(0.99, 40.0),)), S, CATALOG)
+    assert (kv.verdict, kv.recommended, kv.deciding) == ("underprovisioned", "none", "memory"), kv.reason
+    assert "memory decides: no catalog option holds 205.9 GiB; split the model across GPUs" in kv.reason
+    # SM active 96 % at the median with the queue growing: today's full 2,250 TFLOPS at <= 70 % is
+    # more than any GPU has; its 100 GiB fit several, so memory is not what is missing.
+    hot = ev(**base, activity_p50=0.96, activity_p95=0.98, activity_p99=0.99, sm_active_p50=0.96,
+             sm_active_high=0.98, dram_active_high=0.4, dram_active_p95=0.41, queues=(growing,))  # fmt: skip
+    a = assess(hot, S, CATALOG)
+    assert (a.verdict, a.recommended, a.deciding) == ("underprovisioned", "none", "compute"), a.reason
+    assert "compute decides: every catalog option would run its compute above 70%; add replicas" in a.reason
+    assert "holds" not in a.reason and "tensor parallel" not in a.reason

@@ -50,6 +50,24 @@ def test_idle_rests_on_activity_never_on_memory() -> None:
     assert assess(young, S, CATALOG).verdict != "idle"
 
 
+def test_quiet_while_requests_wait_is_not_idle() -> None:
+    """Nothing ran for 15 minutes while 40 requests wait in the GPU's queue: the server is not
+    serving them (stuck, or waiting on something else). Releasing the GPU would take it from a
+    service with demand; sizing it from a server that runs nothing says nothing either."""
+    stuck = (QueueEvidence("chat", 40, 45, 30.0, 25.0, 3599.0, "vllm", 0.0, 0.0),)
+    quiet = dict(
+        memory_peak_bytes=72 * GIB, activity_recent_max=0.0, activity_p95=0.0, utilization_recent_max=0.0
+    )
+    a = assess(ev(**quiet, queues=stuck), S, CATALOG)
+    assert (a.verdict, a.recommended, a.deciding) == ("insufficient_data", "none", "activity"), a.reason
+    assert "requests wait in its queue 'chat'" in a.reason and "not serving" in a.reason
+    # The same GPU with its queue empty at the end of the window is idle: the requests were served.
+    drained = (QueueEvidence("chat", 0, 45, -30.0, 25.0, 3599.0, "vllm", 0.0, 0.0),)
+    assert assess(ev(**quiet, queues=drained), S, CATALOG).verdict == "idle"
+    # Requests waiting change what assess reads (the live engine reuses an assessment on equal inputs).
+    assert decision_inputs(ev(**quiet, queues=stuck), S) != decision_inputs(ev(**quiet, queues=drained), S)
+
+
 @pytest.mark.parametrize(
     ("samples", "history", "judged"),
     [(59, 3000.0, False), (60, 599.0, False), (60, 600.0, True), (3600, 3599.0, True)],
@@ -193,10 +211,11 @@ ratios = st.floats(0, 1)
 
 
 @settings(max_examples=200, deadline=None)
-@given(ratios, ratios, st.floats(1, 79), st.integers(60, 100000), st.floats(3530, 3600), st.floats(0, 500))
+@given(ratios, ratios, st.floats(1, 79), st.integers(60, 100000), st.floats(3530, 3600), st.floats(1, 500))
 def test_assessment_depends_only_on_its_decision_inputs(p50, p95, peak_gib, samples, history, depth) -> None:
     """The live engine reuses an assessment while decision_inputs are unchanged: that is only right
-    if nothing else the evidence holds changes it."""
+    if nothing else the evidence holds changes it. (Requests waiting at the end of the window, a
+    last depth of at least 1, is an input: the queue keeps them here.)"""
     a = ev(
         activity_p50=min(p50, p95),
         activity_p95=p95,

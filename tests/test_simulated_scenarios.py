@@ -143,6 +143,40 @@ BAD = [
         {"gpus": [{"model": "H100-SXM-80GB", "workload": {"kind": "idle"}, "mig": [{"profile": "1g.10gb"}]}]},
         "gpus[0] (H100-SXM-80GB): in MIG mode the workloads belong to the instances",
     ),
+    (  # "3" is never in a generated suffix: the workload is "chat-2b3c4", which the report links
+        {
+            "gpus": [
+                {
+                    "model": "L4",
+                    "workload": {"kind": "idle"},
+                    "pod": {"pod": "chat-2b3c4-qrstv", "namespace": "llm"},
+                    "queue": {"name": "q", "labels": {"namespace": "llm", "workload": "chat"}},
+                }
+            ]
+        },
+        "gpus[0] (L4).queue.labels.workload: 'chat' is not the workload of pod 'chat-2b3c4-qrstv', "
+        "'chat-2b3c4'",
+    ),
+    (
+        {
+            "gpus": [
+                {
+                    "model": "H100-SXM-80GB",
+                    "mig": [
+                        {"profile": "1g.10gb", "workload": {"kind": "idle"}},
+                        {
+                            "profile": "1g.10gb",
+                            "workload": {"kind": "idle"},
+                            "pod": {"pod": "ocr-7b8c9-qrstv"},
+                            "queue": {"name": "q", "labels": {"namespace": "docs", "workload": "ocr"}},
+                        },
+                    ],
+                }
+            ]
+        },
+        "gpus[0] (H100-SXM-80GB).mig[1].queue.labels.namespace: 'docs' is not the namespace of pod "
+        "'ocr-7b8c9-qrstv', 'default'",
+    ),
     (
         {
             "gpus": [

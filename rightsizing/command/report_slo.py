@@ -23,13 +23,13 @@ from ..evidence import QueueEvidence
 from ..latency import KINDS
 from ..links import QueueReading
 from ..settings import RightsizingSettings
+from ..slo import PER_REQUEST, SloDeclaration, SloEvidence
 from ..slo import Latency as LatencyEvidence
-from ..slo import SloDeclaration, SloEvidence
 from ..slo_json import slo_json
 from .output import table
 from .promapi import Sample
 
-QUERIES = 7
+QUERIES = 8
 WL = "namespace, workload, slo"
 Key = tuple[str, str]
 
@@ -65,6 +65,15 @@ def collect(c: Collector, s: RightsizingSettings, latest: bool = False) -> dict[
     else:
         requests = by("SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_requests_total[{w}]))")
         good = by("SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_good_requests_total[{w}]))")
+    # Requests of the kinds observed once per request, for workloads with an inter-token latency
+    # target (its histogram counts tokens).
+    counts = f'increase(rightsizer_workload_latency_seconds_count{{slo=~"e2e|ttft|queue"}}[{w}])'
+    itl_target = f'last_over_time(rightsizer_workload_slo_target_seconds{{slo="itl"}}[{w}])'
+    per_request = (
+        {}
+        if latest
+        else by("SLOs", f"sum by ({WL}) ({counts} and on (instance, namespace, workload) {itl_target})")
+    )
     seen = by("latency", f"max by ({WL}) (max_over_time(rightsizer_workload_latency_requests[{w}]))")
     latency = f"{over}(rightsizer_workload_latency_seconds[{w}])"
     quantiles = by("latency", f"max by ({WL}, quantile) ({latency})", "quantile")
@@ -86,6 +95,11 @@ def collect(c: Collector, s: RightsizingSettings, latest: bool = False) -> dict[
             qs = tuple(sorted((float(q), v) for (a, b, c_, q), v in quantiles.items() if (a, b, c_) == k))
             counted = requests.get(k) if kind in targets else None
             n = counted if counted is not None else seen.get(k, 0.0)
+            if kind == "itl" and not latest:  # the live engine's rule: requests, not tokens
+                n = max(
+                    (per_request[x] for x in ((ns, wl, r) for r in PER_REQUEST) if x in per_request),
+                    default=n,
+                )
             mean_only = not qs and k in means
             attainment = None
             if kind in targets and counted and not mean_only:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rightsizer_core.settings import ConfigError, build, read_yaml
+from rightsizer_core.workloads import workload_of
 from rightsizing.catalog import Candidate, Catalog, GpuSpec, load_catalog
 
 from . import workloads as wl
@@ -26,6 +27,8 @@ from .schema import (
     ExpectEntry,
     GpuEntry,
     MigEntry,
+    PodEntry,
+    QueueEntry,
     Scenario,
     ScenarioEntry,
     SimGpu,
@@ -206,6 +209,21 @@ def _check_links(e: GpuEntry | MigEntry, where: str) -> None:
         raise ConfigError(f"{where}.queue.slo: needs the queue's server (its latency histograms)")
 
 
+def _check_queue_link(pod: PodEntry | None, queue: QueueEntry | None, where: str) -> None:
+    """A queue's namespace and workload labels name its pod's, as every caller but the simulator
+    links them (``rightsizer report`` by the labels): else live and report judge different GPUs."""
+    if pod is None or queue is None:
+        return
+    for key, value in (("namespace", pod.namespace), ("workload", workload_of(pod.pod))):
+        label = queue.labels.get(key)
+        if label is not None and label != value:
+            raise ConfigError(
+                f"{where}.queue.labels.{key}: {label!r} is not the {key} of pod {pod.pod!r}, {value!r} "
+                "(a workload is its pod's name less the suffixes Kubernetes generates, from "
+                "'bcdfghjklmnpqrstvwxz2456789'): rightsizer report would not link them"
+            )
+
+
 def _migs(e: GpuEntry, spec: GpuSpec, where: str, catalog: Catalog) -> list[tuple[MigEntry, SimMig]]:
     """The GPU's MIG instances (without UUIDs yet), checked against its catalog profiles."""
     out: list[tuple[MigEntry, SimMig]] = []
@@ -268,6 +286,9 @@ def _expand(e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Ca
         )
         pod = dataclasses.replace(e.pod, pod=e.pod.pod + suffix) if e.pod else None
         queue = dataclasses.replace(e.queue, name=e.queue.name + suffix) if e.queue else None
+        _check_queue_link(pod, queue, where)
+        for (_, sm), mine in zip(migs, instances, strict=True):
+            _check_queue_link(mine.pod, mine.queue, f"{where}.mig[{sm.instance_id - 1}]")
         out.append(SimGpu(
             index, (e.name or spec.key) + suffix, spec, uuid, e.pci_bus_id or _bus_id(index), work,
             history, pod, queue, expect, instances, xids, link, e.numa_node,
