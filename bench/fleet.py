@@ -47,6 +47,8 @@ from query_recorder import recording  # noqa: E402
 from servers import prometheus, require_binary  # noqa: E402
 from victoria_metrics import victoria_metrics  # noqa: E402
 
+from rightsizing.command.report_shards import SIZED_BY  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -92,13 +94,14 @@ def run_report(url: str, at: float, days: float, args: argparse.Namespace, bound
         for a in sorted(answers, key=lambda a: -a.seconds)[: int(os.environ["FLEET_SLOWEST"])]:
             print(f"  {a.seconds:7.2f} s  {a.series:5d} series  {a.query[:160]}", flush=True)
     shards = {a.query.split('instance=~"', 1)[1].split('"', 1)[0] for a in answers if "instance=~" in a.query}
+    n = len(SIZED_BY)  # the queries that size the shards come first
     return {
         "wall_s": wall,
         "rss_mib": peak,
         "queries": len(answers),
         "shards": max(1, len(shards)),
-        "max_series": max(a.series for a in answers[2:]) if len(answers) > 2 else 0,
-        "sizing_series": max((a.series for a in answers[:2]), default=0),
+        "max_series": max(a.series for a in answers[n:]) if len(answers) > n else 0,
+        "sizing_series": max((a.series for a in answers[:n]), default=0),
         "gpus_judged": len(document["gpus"]),
         "verdicts": document["totals"]["verdicts"],
     }  # type: ignore[return-value]

@@ -24,6 +24,7 @@ from report_history import ENGINES, Fleet, engines_with_history
 
 from exporter.sources.simulated.scenario import SCENARIO_DIR
 from rightsizing.command.report import QUERIES
+from rightsizing.command.report_shards import SIZED_BY
 
 HERE = Path(__file__).parent / "scenarios"
 SCENARIOS = [
@@ -72,14 +73,33 @@ def gpu_series_per_exporter(rec: Recorder, at: float) -> dict[str, int]:
     return {x["metric"]["instance"]: int(float(x["value"][1])) for x in result}
 
 
+def sizes_per_exporter(rec: Recorder, at: float) -> dict[str, int]:
+    """Straight from the engine: each exporter's largest answer to any report query, its GPUs (plus
+    its own first or last sample time), queues or workload latency series, whichever is most."""
+    sizes: dict[str, int] = {}
+    for family in SIZED_BY:
+        body = urllib.parse.urlencode({"query": f"count by (instance) (last_over_time({family}[1h]))",
+                                       "time": f"{at:.3f}"}).encode()  # fmt: skip
+        with urllib.request.urlopen(rec.upstream + "/api/v1/query", data=body, timeout=60) as r:
+            result = json.loads(r.read())["data"]["result"]
+        extra = 1 if family == "DCGM_FI_DEV_FB_USED" else 0
+        for x in result:
+            name = x["metric"]["instance"]
+            sizes[name] = max(sizes.get(name, 0), int(float(x["value"][1])) + extra)
+    return sizes
+
+
 def test_split_report_equals_whole_report_and_no_answer_exceeds_the_bound(engine) -> None:
     url, rec, at = engine
-    per_exporter = gpu_series_per_exporter(rec, at)
+    per_exporter = sizes_per_exporter(rec, at)
     assert set(per_exporter) == {p.stem for p in SCENARIOS}
+    # The default fleet's workload latency SLOs (kinds x quantiles) outnumber its GPUs: the sizing
+    # must count them, or a shard's answer to the latency query would pass the bound.
+    assert per_exporter["default"] > gpu_series_per_exporter(rec, at)["default"] + 1
     whole = report(url, at)
     whole_answers = list(rec.answers)
     # One shard: the report's queries plus the two that size the shards, none with a matcher.
-    assert len(whole_answers) == 2 + QUERIES
+    assert len(whole_answers) == len(SIZED_BY) + QUERIES
     assert not any("instance=~" in a.query for a in whole_answers)
     assert max(a.series for a in whole_answers) > max(per_exporter.values())  # a bound below would split
     # Prometheus evaluates timestamp() of a selector in a subquery with a fresh iterator per step,
@@ -88,11 +108,10 @@ def test_split_report_equals_whole_report_and_no_answer_exceeds_the_bound(engine
     rec.answers.clear()
 
     # A bound at the largest exporter: every exporter fits a shard, and the fleet needs several.
-    # (The history queries answer one series more per exporter: its own first or last sample.)
-    bound = max(per_exporter.values()) + 1
+    bound = max(per_exporter.values())
     split = report(url, at, "--max-series-per-query", str(bound), "--concurrency", "3")
     assert split == whole
-    sized, queries = rec.answers[:2], rec.answers[2:]
+    sized, queries = rec.answers[: len(SIZED_BY)], rec.answers[len(SIZED_BY) :]
     assert all(a.query.startswith("count by (instance)") for a in sized)
     assert all(a.series <= bound for a in queries), max(a.series for a in queries)
     shards = {a.query.split('instance=~"', 1)[1].split('"', 1)[0] for a in queries}
@@ -101,7 +120,7 @@ def test_split_report_equals_whole_report_and_no_answer_exceeds_the_bound(engine
     names = [n for g in groups for n in g]
     assert len(groups) >= 3 and len(names) == len(set(names)) and set(names) == set(per_exporter)
     assert len(queries) == QUERIES * len(groups)
-    # Each shard holds at most ``bound`` GPU series: the sizing the engine itself reports.
+    # Each shard holds at most ``bound`` series of any one query: the sizing the engine itself reports.
     assert all(sum(per_exporter[n] for n in g) <= bound for g in groups)
 
 
@@ -119,7 +138,9 @@ def test_split_html_report_with_charts_equals_whole(engine) -> None:
         return re.sub(r"written \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "", html)
 
     assert "<polyline" in whole.stdout and content(split.stdout) == content(whole.stdout)
-    charts = [a for a in rec.answers if "avg_over_time" in a.query]
+    # The charts' range queries (GPU families; the workload latency query is an instant one, and an
+    # exporter whose latency series outnumber the bound is a shard of its own).
+    charts = [a for a in rec.answers if "avg_over_time" in a.query and "rightsizer_workload_" not in a.query]
     assert charts and all('instance=~"' in a.query and a.series <= 8 for a in charts)
 
 

@@ -14,6 +14,9 @@ import report_history
 from test_report import HOUR, STEP, report
 
 from exporter.sources.simulated.source import SimulatedSource
+from rightsizing.command import report_slo
+from rightsizing.command.promapi import Sample
+from rightsizing.settings import RightsizingSettings
 
 SCENARIO = Path(__file__).parent / "scenarios" / "slo_latency.yaml"
 
@@ -56,3 +59,33 @@ def test_the_text_report_has_an_slo_table(history) -> None:
     assert "Latency SLOs" in out.stdout
     line = next(ln for ln in out.stdout.splitlines() if "chat-ttft" in ln and "missed" in ln)
     assert "ttft" in line
+
+
+class TwoExporters:
+    """A collector whose answers come from two exporters (two shards' parts of one answer) serving
+    one workload: 300 of 400 requests good on one, 90 of 100 on the other."""
+
+    w = "1h"
+
+    def run(self, what: str, expr: str) -> list[Sample]:
+        per = {"a": (400.0, 300.0), "b": (100.0, 90.0)}
+        if "rightsizer_workload_slo_target_seconds" in expr and "and on" not in expr:
+            values = {"a": 0.5, "b": 0.5}
+        elif "rightsizer_workload_slo_objective_ratio" in expr:
+            values = {"a": 0.95, "b": 0.95}
+        elif "slo_good_requests_total" in expr:
+            values = {k: good for k, (_, good) in per.items()}
+        elif "slo_requests_total" in expr:
+            values = {k: n for k, (n, _) in per.items()}
+        else:
+            return []
+        labels = {"namespace": "chat", "workload": "llama", "slo": "ttft"}
+        return [Sample({"instance": i, **labels}, v) for i, v in values.items()]
+
+
+def test_a_workload_served_by_several_exporters_is_summed_over_them() -> None:
+    """The report's shards split the fleet by exporter and concatenate the answers: the SLO's
+    counts are summed over every exporter serving the workload, never one shard's part."""
+    slos = report_slo.collect(TwoExporters(), RightsizingSettings())
+    (ttft,) = slos[("chat", "llama")].latencies
+    assert ttft.requests == 500 and ttft.attainment == pytest.approx(390 / 500)

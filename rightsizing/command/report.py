@@ -98,10 +98,10 @@ class Collector:
         self.shards: tuple[tuple[str, ...], ...] = ()
 
     def split(self, max_series: int, concurrency: int) -> dict[str, float]:
-        """Plans the shards (two queries); returns the series per exporter found."""
+        """Plans the shards (one query per family of ``SIZED_BY``); returns the series per exporter found."""
         self.total = len(SIZED_BY) + QUERIES
         counts: dict[str, float] = {}
-        for metric, extra in zip(SIZED_BY, (1, 0), strict=True):
+        for metric, extra in zip(SIZED_BY, (1, 0, 0, 0), strict=True):
             self.tick("shards")
             # The history queries answer one more series per exporter than it has GPUs: its own
             # first (last) sample's time (report_span).

@@ -1,8 +1,8 @@
 """The report's queries split by shard, so no answer grows with the fleet.
 
-A shard is a group of exporters (``instance`` values). Two cheap queries count each exporter's
-series over the window (``count by (instance)`` of ``DCGM_FI_DEV_FB_USED`` and of
-``rightsizer_queue_depth``: every other query of the report answers at most that many series per
+A shard is a group of exporters (``instance`` values). Cheap queries count each exporter's
+series over the window (``count by (instance)`` of each family in ``SIZED_BY``: GPUs, queues and
+workload latency SLOs; every other query of the report answers at most that many series per
 exporter, since each groups by ``instance`` and finer); exporters are packed, in name order, into
 shards of at most ``max_series`` of them. Each query of the report is then sent once per shard
 with an ``instance=~"a|b|…"`` matcher added to every selector, at most ``concurrency`` at a time,
@@ -27,7 +27,14 @@ from .promapi import PrometheusClient, RangeSeries, Sample
 DEFAULT_MAX_SERIES = 2000
 DEFAULT_CONCURRENCY = 4
 MATCHER_CHARS = 3000
-SIZED_BY = ("DCGM_FI_DEV_FB_USED", "rightsizer_queue_depth")
+# The families whose series per exporter bound every answer: GPUs, queues, and the workload latency
+# SLOs (quantiles x kinds x workloads, and the declared targets, which may have no histogram yet).
+SIZED_BY = (
+    "DCGM_FI_DEV_FB_USED",
+    "rightsizer_queue_depth",
+    "rightsizer_workload_latency_seconds",
+    "rightsizer_workload_slo_target_seconds",
+)
 # Every metric the report reads is one of the exporter's: a DCGM field or a rightsizer_ family.
 _SELECTOR = re.compile(r"\b((?:DCGM_FI|rightsizer)_[A-Za-z0-9_]*)\b(\{?)")
 _REGEX_SPECIAL = set(r"\.+*?()|[]{}^$")

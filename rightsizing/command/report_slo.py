@@ -15,7 +15,7 @@ The verdicts then read the same ``SloEvidence`` the live engine builds from the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -30,7 +30,10 @@ from .output import table
 from .promapi import Sample
 
 QUERIES = 8
-WL = "namespace, workload, slo"
+# Every query groups by exporter (``instance``) as well: the report's shards split the fleet by
+# exporter and concatenate the answers, so a workload served from several shards must be summed
+# (or maxed) here, never taken from one shard's part.
+WL = "instance, namespace, workload, slo"
 Key = tuple[str, str]
 
 
@@ -40,8 +43,19 @@ class Collector(Protocol):
     def run(self, what: str, expr: str) -> list[Sample]: ...
 
 
-def _by(samples: list[Sample], *labels: str) -> dict[tuple[str, ...], float]:
-    return {tuple(s.labels.get(k, "") for k in labels): s.value for s in samples}
+def _by(
+    samples: list[Sample], combine: Callable[[float, float], float], *labels: str
+) -> dict[tuple[str, ...], float]:
+    """Each exporter's answer combined per ``labels`` (``instance`` left out)."""
+    out: dict[tuple[str, ...], float] = {}
+    for sample in samples:
+        key = tuple(sample.labels.get(k, "") for k in labels)
+        out[key] = combine(out[key], sample.value) if key in out else sample.value
+    return out
+
+
+def _sum(a: float, b: float) -> float:
+    return a + b
 
 
 def collect(c: Collector, s: RightsizingSettings, latest: bool = False) -> dict[Key, SloEvidence]:
@@ -51,20 +65,30 @@ def collect(c: Collector, s: RightsizingSettings, latest: bool = False) -> dict[
     w = c.w
     labels = ("namespace", "workload", "slo")
 
-    def by(what: str, expr: str, *extra: str) -> dict[tuple[str, ...], float]:
-        return _by(c.run(what, expr), *labels, *extra)
+    def by(
+        what: str, expr: str, *extra: str, combine: Callable[[float, float], float] = max
+    ) -> dict[tuple[str, ...], float]:
+        return _by(c.run(what, expr), combine, *labels, *extra)
 
     target = by("SLOs", f"max by ({WL}) (last_over_time(rightsizer_workload_slo_target_seconds[{w}]))")
     objective = by("SLOs", f"max by ({WL}) (last_over_time(rightsizer_workload_slo_objective_ratio[{w}]))")
     over = "last_over_time" if latest else "avg_over_time"
     if latest:
-        requests = by("SLOs", f"sum by ({WL}) (last_over_time(rightsizer_workload_latency_requests[{w}]))")
+        requests = by(
+            "SLOs", f"sum by ({WL}) (last_over_time(rightsizer_workload_latency_requests[{w}]))", combine=_sum
+        )
         latest_attainment = f"last_over_time(rightsizer_workload_slo_attainment_ratio[{w}])"
-        attained = by("SLOs", f"min by ({WL}) ({latest_attainment})")
+        attained = by("SLOs", f"min by ({WL}) ({latest_attainment})", combine=min)
         good = {k: attained[k] * n for k, n in requests.items() if k in attained}
     else:
-        requests = by("SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_requests_total[{w}]))")
-        good = by("SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_good_requests_total[{w}]))")
+        requests = by(
+            "SLOs", f"sum by ({WL}) (increase(rightsizer_workload_slo_requests_total[{w}]))", combine=_sum
+        )
+        good = by(
+            "SLOs",
+            f"sum by ({WL}) (increase(rightsizer_workload_slo_good_requests_total[{w}]))",
+            combine=_sum,
+        )
     # Requests of the kinds observed once per request, for workloads with an inter-token latency
     # target (its histogram counts tokens).
     counts = f'increase(rightsizer_workload_latency_seconds_count{{slo=~"e2e|ttft|queue"}}[{w}])'
@@ -72,9 +96,15 @@ def collect(c: Collector, s: RightsizingSettings, latest: bool = False) -> dict[
     per_request = (
         {}
         if latest
-        else by("SLOs", f"sum by ({WL}) ({counts} and on (instance, namespace, workload) {itl_target})")
+        else by(
+            "SLOs",
+            f"sum by ({WL}) ({counts} and on (instance, namespace, workload) {itl_target})",
+            combine=_sum,
+        )
     )
-    seen = by("latency", f"max by ({WL}) (max_over_time(rightsizer_workload_latency_requests[{w}]))")
+    seen = by(
+        "latency", f"max by ({WL}) (max_over_time(rightsizer_workload_latency_requests[{w}]))", combine=_sum
+    )
     latency = f"{over}(rightsizer_workload_latency_seconds[{w}])"
     quantiles = by("latency", f"max by ({WL}, quantile) ({latency})", "quantile")
     means = by("latency", f"max by ({WL}) ({over}(rightsizer_workload_latency_mean_seconds[{w}]))")
