@@ -14,13 +14,13 @@ from typing import Any
 from rightsizing.html_parts.cells import HOURS_PER_MONTH, NONE
 from rightsizing.html_parts.cells import VERDICT_ORDER as _VERDICT_ORDER
 from rightsizing.html_parts.cells import VERDICT_WORDS as _VERDICT_WORDS
-from rightsizing.html_parts.cells import duration as _duration
 from rightsizing.html_parts.cells import e as _e
 from rightsizing.html_parts.cells import money as _money
 from rightsizing.html_parts.cells import utc as _utc
 from rightsizing.html_parts.cells import verdict_chip as _verdict
 from rightsizing.html_parts.charts import svg
 from rightsizing.html_parts.style import STYLE
+from rightsizing.words import duration as _duration
 
 from .. import __version__
 from .assets import SCRIPT

@@ -26,12 +26,6 @@ def utc(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
-def duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
 
 
 def money(dollars: float) -> str:
