@@ -23,6 +23,7 @@ HEADLESS: frozenset[str] = frozenset({
     "rightsizer_gpu_verdict", "rightsizer_host_cpu_busy_ratio", "rightsizer_pod_gpu_memory_used_bytes",
     "rightsizer_last_sample_timestamp_seconds",
     "rightsizer_queue_depth", "rightsizer_queue_in_flight", "rightsizer_queue_kv_cache_usage_ratio",
+    "rightsizer_queue_kv_cache_capacity_bytes",
     "rightsizer_queue_preemptions_total", "rightsizer_queue_source_up", "rightsizer_xid_errors_total",
     "rightsizer_queue_generated_tokens_total", "rightsizer_queue_prompt_tokens_total",
     "rightsizer_queue_requests_total", "rightsizer_host_pressure_stalled_ratio",

@@ -399,6 +399,16 @@ FAMILIES: tuple[Family, ...] = (
         extra_labels=("queue", "kind", "(static labels)"),
     ),
     Family(
+        "rightsizer_queue_kv_cache_capacity_bytes",
+        "gauge",
+        "bytes",
+        "The inference server's KV-cache pool, over all of its GPUs (vLLM: num_gpu_blocks x block_size "
+        "of cache_config_info x the model's bytes per token), when its model's shape is known. What "
+        "right-sizing subtracts, less the usage, from the memory the server reserves.",
+        "extension",
+        extra_labels=("queue", "kind", "(static labels)"),
+    ),
+    Family(
         "rightsizer_queue_preemptions_total",
         "counter",
         "requests",

@@ -33,6 +33,9 @@ class QueueEvidence:
     prompt_tokens_rate: float | None = None
     requests_rate: float | None = None
     slo: SloEvidence | None = None  # the served workload's latencies over the window, and its SLO
+    # The server's KV-cache pool in bytes over all of its GPUs (vLLM's blocks x the model's bytes per
+    # token), when known: what its usage leaves free of it is reserved, not needed.
+    kv_cache_bytes: float | None = None
 
     @property
     def growth_per_hour(self) -> float:

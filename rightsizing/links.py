@@ -40,6 +40,7 @@ class QueueReading:
     requests_total: float | None = None
     # Latency histograms read on the same poll (``latency.KINDS`` -> cumulative histogram, seconds).
     latency: Mapping[str, Histogram] | None = None
+    kv_cache_bytes: float | None = None  # the server's KV-cache pool, over all of its GPUs, when known
 
 
 def _matches_pod(sample: GpuSample, namespace: str | None, workload: str | None) -> bool:

@@ -91,6 +91,30 @@ BUILTIN: dict[str, Architecture] = {
     )
 }
 
+# What a server's model name may carry after the model itself (Hugging Face ids:
+# "meta-llama/Meta-Llama-3-8B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3", "Qwen2.5-7B-Instruct-AWQ").
+_SERVED_SUFFIX = re.compile(
+    r"instruct|chat|hf|it|base|[0-9]+k|v[0-9]+(\.[0-9]+)*|fp8|awq|gptq|int4|int8|w4a16|w8a8|dynamic|bnb|4bit"
+)
+
+
+def served_model(name: str) -> Architecture | None:
+    """The built-in a server's model name names (its Hugging Face id, with the organisation and the
+    usual suffixes: ``-Instruct``, ``-chat-hf``, ``-v0.3``, ``-AWQ``), else None: a served name the
+    table does not know is never guessed from."""
+    base = name.strip().lower().rsplit("/", 1)[-1].removeprefix("meta-")
+    parts = base.split("-")
+    while len(parts) > 1 and _SERVED_SUFFIX.fullmatch(parts[-1]):
+        parts.pop()
+    return BUILTIN.get("-".join(parts))
+
+
+def kv_bytes_per_token(arch: Architecture, dtype_bytes: float) -> float:
+    """KV-cache bytes one token takes on one GPU holding every layer and KV head:
+    2 (K and V) x layers x KV heads x head dim x bytes (vLLM's page sizing)."""
+    return 2.0 * arch.layers * arch.kv_heads * arch.head_dim * dtype_bytes
+
+
 _PARAMS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbt])?\s*$", re.IGNORECASE)
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 

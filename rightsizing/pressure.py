@@ -56,6 +56,29 @@ def memory_pressure(ev: Evidence, s: RightsizingSettings) -> bool | None:
     return False if seen else None
 
 
+def reserved_free(ev: Evidence) -> float:
+    """Bytes of each of the workload's GPUs that linked inference servers reserve but leave unused:
+    the share of their KV-cache pool (``QueueEvidence.kv_cache_bytes``, over all the server's GPUs)
+    that their usage at p95 leaves free. 0 when no server's pool is known."""
+    free = 0.0
+    for q in ev.queues:
+        if q.kv_cache_bytes is not None and q.kv_cache_high is not None:
+            free += q.kv_cache_bytes * (1.0 - q.kv_cache_high)
+    return free / max(1, ev.workload_gpus)
+
+
+def memory_need(ev: Evidence) -> float | None:
+    """What the work needs of each GPU's memory: the peak it holds, less what a linked server
+    reserves and leaves unused (vLLM's weights + KV cache in use, not its 90 % reservation). The
+    peak itself when no pool is known, or when the pool reported would leave nothing (it does not
+    describe this GPU)."""
+    peak = ev.memory_peak_bytes
+    if peak is None:
+        return None
+    free = reserved_free(ev)
+    return peak - free if 0.0 < free < peak else peak
+
+
 def backlog(q: QueueEvidence) -> bool:
     level = q.depth_mean if q.depth_mean is not None else q.depth_last
     return level >= 1.0

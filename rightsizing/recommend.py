@@ -29,6 +29,7 @@ from functools import lru_cache
 
 from .catalog import Candidate, Catalog
 from .evidence import Evidence
+from .pressure import memory_need
 from .settings import RightsizingSettings
 
 # Bursts (p99) may use all of an option, never more: beyond it they queue and take longer.
@@ -94,7 +95,7 @@ def demand(
     bandwidth_floor: float = 0.0,
 ) -> Demand:
     w = widening(ev, s)
-    need = max(ev.memory_peak_bytes or 0.0, memory_floor)
+    need = max(memory_need(ev) or 0.0, memory_floor)
     bandwidth = ev.bandwidth
     activity = ev.activity_p95
     # A floor on compute or bandwidth (saturated: at least today's capacity) raises the other in

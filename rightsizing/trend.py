@@ -194,7 +194,7 @@ class ServerCounters:
     """An inference server's KV-cache usage (p95 over the window), preemptions over the window, and
     its throughput over the window: tokens generated and prompted, and requests finished, per second."""
 
-    __slots__ = ("_kv", "counters")
+    __slots__ = ("_kv", "counters", "kv_bytes")
 
     def __init__(self, length_seconds: float, bucket_count: int = 60) -> None:
         from .windows import Window
@@ -203,8 +203,13 @@ class ServerCounters:
         self._kv = Window(length_seconds, ("kv_cache",), bucket_count)
         # preemptions, generated tokens, prompt tokens, requests
         self.counters = tuple(WindowCounter(width, bucket_count) for _ in range(4))
+        self.kv_bytes: float | None = None  # the KV-cache pool in bytes, as last reported
 
-    def add(self, t: float, kv_cache: float | None, *totals: float | None) -> None:
+    def add(
+        self, t: float, kv_cache: float | None, *totals: float | None, kv_bytes: float | None = None
+    ) -> None:
+        if kv_bytes is not None:
+            self.kv_bytes = kv_bytes
         if kv_cache is not None:
             self._kv.add(t, (kv_cache,))
         for counter, total in zip(self.counters, totals, strict=False):

@@ -13,7 +13,8 @@ Decided in this order (``rightsizing`` settings, defaults in brackets):
    NVML's memory fraction, a linked queue growing by its own level at any saturated resource
    (compute, DRAM bandwidth, memory full, KV cache), or the offload signature. Recommends the same
    GPU model's options at no extra cost first, then the cheapest option with more of what is short.
-   A full GPU without such evidence is rightsized: "memory reserved by the server; need unknown".
+   A full GPU without such evidence is rightsized: "memory reserved by the server; need unknown",
+   unless the server's KV-cache pool is known (``pressure.memory_need``): then the need is judged.
 4. overprovisioned: a catalog option at least ``min_savings_ratio`` (10 %) cheaper fits (see
    ``recommend``: every resource, each from its own signal).
 5. rightsized: none of the above.
@@ -36,7 +37,7 @@ from .catalog import Candidate, Catalog
 from .deciding import Decider, deciding, nothing_carries
 from .evidence import Evidence
 from .history import history_note
-from .pressure import backlog, growing, memory_pressure, server_queue, starvation_demand
+from .pressure import backlog, growing, memory_pressure, reserved_free, server_queue, starvation_demand
 from .recommend import (
     Demand,
     Fit,
@@ -329,7 +330,7 @@ def _sized(
     d = demand(ev, s)
     here, _ = project(d, current, current)
     if (
-        peak_ratio >= s.memory_full_ratio
+        peak_ratio >= s.memory_full_ratio and reserved_free(ev) <= 0.0
     ):  # full, but no evidence the work needs more: the server's reservation
         known = pressure_words(ev)
         evidence = f"no memory pressure ({known})" if known else "no KV-cache usage or preemptions reported"

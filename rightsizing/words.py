@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .catalog import Candidate
 from .evidence import Evidence
+from .pressure import memory_need
 from .recommend import BURST_CEILING, Demand, Fit, burst_share, gib
 from .settings import RightsizingSettings
 from .workload_fit import WorkloadFit
@@ -70,8 +71,16 @@ def load(ev: Evidence, d: Demand, s: RightsizingSettings) -> str:
             else f"{band} (no activity signal: no option with less compute)"
         )
     gpus = f" on each of {ev.workload_gpus} GPUs" if ev.workload_gpus > 1 else ""
+    peak = ev.memory_peak_bytes or 0.0
+    need = memory_need(ev) or 0.0
+    memory = f"peak memory {gib(peak)}"
+    if need < peak:  # a server's reservation: the weights and the KV cache in use are the need
+        memory = (
+            f"memory need {gib(need)} (the server holds {gib(peak)}, {gib(peak - need)} of it KV cache "
+            "it leaves unused)"
+        )
     return (
-        f"peak memory {gib(ev.memory_peak_bytes or 0)} (+{s.memory_margin_ratio:.0%} margin"
+        f"{memory} (+{s.memory_margin_ratio:.0%} margin"
         f"{f', x{d.widening:.2f} for short history' if d.widening > 1.0001 else ''}), p95 "
         f"{ev.activity_source.replace('_', ' ')} {pct(ev.activity_p95)}{band}{gpus}"
     )

@@ -141,6 +141,23 @@ class VllmMetrics(PrometheusClientServer):
             self.running.labels(self.model, engine).set(n)
         self.changed()
 
+    def publish_cache_config(self, blocks: int, block_size: int = 16, cache_dtype: str = "auto") -> None:
+        """``vllm:cache_config_info`` as vLLM's loggers write it: one series per engine whose labels
+        are the cache configuration (every field a string, ``None`` spelled out), value 1."""
+        info = {
+            "block_size": str(block_size), "cache_dtype": cache_dtype, "calculate_kv_scales": "False",
+            "cpu_offload_gb": "0", "enable_prefix_caching": "True", "gpu_memory_utilization": "0.9",
+            "is_attention_free": "False", "num_cpu_blocks": "None", "num_gpu_blocks": str(blocks),
+            "num_gpu_blocks_override": "None", "sliding_window": "None", "swap_space_bytes": "4294967296",
+        }  # fmt: skip
+        gauge = Gauge(
+            "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", [*info, "engine"],
+            registry=self.registry,
+        )  # fmt: skip
+        for engine in self.engines:
+            gauge.labels(*info.values(), engine).set(1)
+        self.changed()
+
     def serve(self, generated: float, prompt: float, requests: int) -> None:
         """Count work done by the first engine: tokens generated and prompted, requests finished."""
         engine = self.engines[0]

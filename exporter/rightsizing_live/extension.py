@@ -181,6 +181,7 @@ class RightsizingExtension:
                     q.prompt_tokens_total,
                     q.requests_total,
                     q.latency,
+                    getattr(q, "kv_cache_bytes", None),
                 )
                 for q in self._sim_queues(t)
             ]
@@ -230,7 +231,7 @@ class RightsizingExtension:
                         counters = self.servers[q.name] = ServerCounters(
                             self.settings.window_seconds, self.settings.window_buckets
                         )
-                    counters.add(t, q.kv_cache_usage, *totals)
+                    counters.add(t, q.kv_cache_usage, *totals, kv_bytes=q.kv_cache_bytes)
             self.queue_meta[q.name] = q
 
     # -- scoring ------------------------------------------------------------------------------
@@ -277,6 +278,7 @@ class RightsizingExtension:
                     counters.kv_cache_p95() if counters is not None else None,
                     counters.preemptions() if counters is not None else None,
                     *rates, slo.get(self.slo.queue_key(name) or ("", name)),
+                    counters.kv_bytes if counters is not None else None,
                 )  # fmt: skip
         metas = tuple(self.queue_meta.values())
         # A GPU in MIG mode is judged through its instances, each of which is a workload's device.
@@ -402,6 +404,7 @@ class QueueExtensionFeed:
                     prompt_tokens_total=value.prompt_tokens_total,
                     requests_total=value.requests_total,
                     latency=value.latency,
+                    kv_cache_bytes=value.kv_cache_bytes,
                 )
             )
         return out

@@ -2,10 +2,11 @@
 
 Depth (latest, maximum, mean, least-squares slope via ``deriv``, the time its samples span), the
 inference server behind it (the ``kind`` label: vllm, sglang, tgi, triton), its KV-cache usage at
-p95 and the preemptions counted over the window, and its throughput: the increase of its token and
-request counters over the window's samples divided by the time they span, first poll to last (the
-live engine divides the counter's increase by the time its readings span; ``report_span`` says how
-both are read without extrapolating or rounding to a step).
+p95, its KV-cache pool in bytes (the latest) and the preemptions counted over the window, and its
+throughput: the increase of its token and request counters over the window's samples divided by
+the time they span, first poll to last (the live engine divides the counter's increase by the time
+its readings span; ``report_span`` says how both are read without extrapolating or rounding to a
+step).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Collector(Protocol):
 DEPTH = "rightsizer_queue_depth"
 KV_CACHE = "rightsizer_queue_kv_cache_usage_ratio"
 PREEMPTIONS = "rightsizer_queue_preemptions_total"
+KV_CAPACITY = "rightsizer_queue_kv_cache_capacity_bytes"
 THROUGHPUT = (
     "rightsizer_queue_generated_tokens_total",
     "rightsizer_queue_prompt_tokens_total",
@@ -54,6 +56,7 @@ def queues(c: Collector, step: str) -> dict[tuple[str, str], tuple[QueueReading,
     exact_expr, stepped_expr = queue_span_queries(DEPTH, "instance, queue", w, step)
     exact, stepped = by_queue("queues", exact_expr), by_queue("queues", stepped_expr)
     kv = by_queue("KV cache", f"max by (instance, queue) (quantile_over_time(0.95, {KV_CACHE}[{w}]))")
+    pool = by_queue("KV cache", f"max by (instance, queue) (last_over_time({KV_CAPACITY}[{w}]))")
     preempted = by_queue("preemptions", f"sum by (instance, queue) ({counted(PREEMPTIONS, w)})")
     served = [by_queue("throughput", f"sum by (instance, queue) ({counted(n, w)})") for n in THROUGHPUT]
     out: dict[tuple[str, str], tuple[QueueReading, QueueEvidence]] = {}
@@ -68,6 +71,7 @@ def queues(c: Collector, step: str) -> dict[tuple[str, str], tuple[QueueReading,
         evidence = QueueEvidence(
             name, x.value, maxv.get(key, x.value), slope.get(key, 0.0) * span, mean.get(key), span,
             server, kv.get(key), preempted.get(key), rates[0], rates[1], rates[2],
+            kv_cache_bytes=pool.get(key),
         )  # fmt: skip
         out[key] = (QueueReading(name, x.value, labels, (), server), evidence)
     return out

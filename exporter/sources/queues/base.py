@@ -32,6 +32,9 @@ class QueueValue:
     # Latency histograms read on the same poll (scrape kinds): kind (ttft, itl, e2e, queue) ->
     # cumulative histogram in seconds; None when the server publishes none.
     latency: Mapping[str, Histogram] | None = None
+    # The server's KV-cache pool in bytes, over all of its GPUs, when its cache configuration and
+    # model shape say (vLLM: ``kv_pool``); None when unknown.
+    kv_cache_bytes: float | None = None
 
 
 class QueueSourceError(Exception):

@@ -39,6 +39,7 @@ SOURCE_DURATION = "rightsizer_queue_source_duration_seconds"
 LAST_SUCCESS = "rightsizer_queue_last_success_timestamp_seconds"
 KV_CACHE = "rightsizer_queue_kv_cache_usage_ratio"
 PREEMPTIONS = "rightsizer_queue_preemptions_total"
+KV_CAPACITY = "rightsizer_queue_kv_cache_capacity_bytes"
 GENERATED_TOKENS = "rightsizer_queue_generated_tokens_total"
 PROMPT_TOKENS = "rightsizer_queue_prompt_tokens_total"
 REQUESTS = "rightsizer_queue_requests_total"
@@ -51,6 +52,7 @@ FAMILY_NAMES = (
     LAST_SUCCESS,
     KV_CACHE,
     PREEMPTIONS,
+    KV_CAPACITY,
     *THROUGHPUT,
 )
 FIRST_ROUND_WAIT = 1.0  # start() waits at most this long for the first polls
@@ -112,6 +114,7 @@ class QueueExtension:
         in_flight: list[Row] = []
         kv_cache: list[Row] = []
         preemptions: list[Row] = []
+        kv_capacity: list[Row] = []
         counted: dict[str, list[Row]] = {name: [] for name in THROUGHPUT}
         up: list[Row] = []
         duration: list[Row] = []
@@ -155,6 +158,9 @@ class QueueExtension:
                 kv_cache.append(Row(out.value.kv_cache_usage, series_labels))
             if out.value.preemptions_total is not None:
                 preemptions.append(Row(out.value.preemptions_total, series_labels))
+            if out.value.kv_cache_bytes is not None:
+                kv_capacity.append(Row(out.value.kv_cache_bytes, series_labels))
+                item["kv_cache_capacity_bytes"] = round(out.value.kv_cache_bytes)
             v = out.value
             totals = (v.generated_tokens_total, v.prompt_tokens_total, v.requests_total)
             for name, total in zip(THROUGHPUT, totals, strict=True):
@@ -172,6 +178,7 @@ class QueueExtension:
             LAST_SUCCESS: tuple(last),
             KV_CACHE: tuple(kv_cache),
             PREEMPTIONS: tuple(preemptions),
+            KV_CAPACITY: tuple(kv_capacity),
             **{name: tuple(rows) for name, rows in counted.items()},
         }
         status = CollectorStatus(self.name, not down, slowest, error)

@@ -21,9 +21,12 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
+from rightsizing.models import Architecture
+
 from .base import QueueSourceError, QueueValue, how_many, shorten
 from .histograms import HistogramSums
 from .http_client import HttpGetter
+from .kv_pool import CACHE_INFO, architecture, pool_bytes
 from .lines import SampleLines
 from .settings import DEFAULT_MAX_SERIES, DEFAULT_MAX_SERIES_BYTES, QueueSettings
 
@@ -58,6 +61,9 @@ class Preset:
     mean_e2e: tuple[str, ...] = ()
     mean_queue: tuple[str, ...] = ()
     mean_count: tuple[str, ...] = ()
+    # The server's cache configuration (an info series: its labels are read, not its value), which
+    # sizes its KV-cache pool in bytes (``kv_pool``).
+    cache_info: str | None = None
 
     @property
     def latency(self) -> dict[str, tuple[str, ...]]:
@@ -100,6 +106,7 @@ PRESETS: Mapping[str, Preset] = {
         itl=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
         e2e=("vllm:e2e_request_latency_seconds",),
         queue_time=("vllm:request_queue_time_seconds",),
+        cache_info=CACHE_INFO,
     ),
     "tgi": Preset(
         "tgi_queue_size",
@@ -153,8 +160,10 @@ class ExpositionReader:
         match: Mapping[str, str],
         max_series: int = DEFAULT_MAX_SERIES,
         max_series_bytes: int = DEFAULT_MAX_SERIES_BYTES,
+        model: Architecture | None = None,
     ) -> None:
         self.preset = preset
+        self.model = model  # the served model's shape, when configured (else its model_name label)
         self.match = dict(match)
         self.max_series = max_series
         self.max_series_bytes = max_series_bytes
@@ -189,8 +198,13 @@ class ExpositionReader:
             families = openmetrics_families(wanted + "# EOF\n") if openmetrics else text_families(wanted)
             for family in families:
                 for sample in family.samples:
+                    if sample.name == self.preset.cache_info:  # the server's own, whatever ``match``
+                        sums.cache_infos[tuple(sorted(sample.labels.items()))] = sample.labels
+                        continue
                     if not self._matches(sample.labels):
                         continue
+                    if sample.name == self.preset.depth and sums.model_name is None:
+                        sums.model_name = sample.labels.get("model_name")
                     if sums.latency.add(sample.name, sample.labels, sample.value):
                         continue
                     if sample.name in self.preset.kv_cache:
@@ -215,7 +229,10 @@ class ExpositionReader:
         preempted = _count(totals, (p.preemptions,) if p.preemptions else ())
         generated, prompt, requests = (_count(totals, names) for names in p.counters)
         latency = sums.latency.result()
-        return QueueValue(depth, in_flight, kv, preempted, generated, prompt, requests, latency or None)
+        pool = None
+        if sums.cache_infos:
+            pool = pool_bytes(sums.cache_infos.values(), architecture(self.model, sums.model_name))
+        return QueueValue(depth, in_flight, kv, preempted, generated, prompt, requests, latency or None, pool)
 
     def _matches(self, labels: Mapping[str, str]) -> bool:
         return all(labels.get(k) == v for k, v in self.match.items())
@@ -232,6 +249,8 @@ class _Sums:
     latency: HistogramSums
     totals: dict[str, float] = dataclasses.field(default_factory=dict)
     highest: dict[str, float] = dataclasses.field(default_factory=dict)
+    cache_infos: dict[tuple[tuple[str, str], ...], dict[str, str]] = dataclasses.field(default_factory=dict)
+    model_name: str | None = None
 
 
 class ExpositionScan:
@@ -284,7 +303,7 @@ class ScrapeSource:
     def __init__(self, cfg: QueueSettings) -> None:
         self.http = HttpGetter(cfg, ACCEPT, cfg.body_limit)
         self.reader = ExpositionReader(
-            preset_for(cfg), dict(cfg.match), cfg.series_limit, cfg.series_bytes_limit
+            preset_for(cfg), dict(cfg.match), cfg.series_limit, cfg.series_bytes_limit, cfg.architecture
         )
         self._scan: ExpositionScan | None = None
 

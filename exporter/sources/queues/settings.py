@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from rightsizer_core.files import checked_path
 from rightsizer_core.settings import setting
+from rightsizing.models import BUILTIN, Architecture, PlanError, builtin, from_config
 
 SCRAPE_KINDS = ("vllm", "tgi", "triton", "sglang", "prometheus")
 KINDS = (*SCRAPE_KINDS, "redis", "http_json")
@@ -44,6 +45,7 @@ _KEYS_FOR = {
     "max_series_bytes": SCRAPE_KINDS,
     "max_body_bytes": (*SCRAPE_KINDS, "http_json"),
     "max_groups": ("redis",),
+    "model": ("vllm",),
 }
 
 
@@ -134,6 +136,13 @@ class QueueSettings:
         minimum=256,
         maximum=2**20,
     )
+    model: str | None = setting(
+        None,
+        "kind vllm: the model the server runs, a `rightsizer plan` built-in (llama-3-8b, ...) or the "
+        "path of its Hugging Face config.json; with the server's cache configuration it sizes the KV "
+        "cache in bytes, so right-sizing counts the weights and the KV cache in use, not vLLM's "
+        "reservation. Default: the built-in the server's model_name label names, if any.",
+    )
     max_groups: int | None = setting(
         None,
         "kind redis with a group: most consumer groups the stream may have (default "
@@ -141,6 +150,22 @@ class QueueSettings:
         minimum=1,
         maximum=1_000_000,
     )
+
+    @property
+    def architecture(self) -> Architecture | None:
+        """The shape of ``model``; None when unset. Raises ValueError naming the entry."""
+        if self.model is None:
+            return None
+        try:
+            if self.model.strip().lower() in BUILTIN:
+                return builtin(self.model)
+            return from_config(self.model)
+        except PlanError as exc:
+            why = str(exc).removeprefix(f"--config {self.model}: ")
+            raise ValueError(
+                f"{self.who}: model {self.model!r} is neither a built-in ({', '.join(BUILTIN)}) nor a "
+                f"Hugging Face config.json: {why}"
+            ) from None
 
     @property
     def body_limit(self) -> int:
@@ -177,6 +202,7 @@ class QueueSettings:
         for key, kinds in _KEYS_FOR.items():
             if getattr(self, key) not in (None, {}) and self.kind not in kinds:
                 raise ValueError(f"{self.who}: '{key}' does not apply to kind {self.kind}")
+        self.architecture  # noqa: B018 (raises for a model that is neither a built-in nor a config)
         if self.max_groups is not None and self.group is None:
             raise ValueError(f"{self.who}: 'max_groups' applies only with 'group'")
         required = {"prometheus": "metric", "redis": "key", "http_json": "path"}.get(self.kind)

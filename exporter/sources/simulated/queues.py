@@ -16,7 +16,17 @@ from ...metrics import FAMILIES_BY_NAME
 from ...sampler import Contribution
 
 # The queue families of the metric table (a KeyError at import if the table renames them).
-DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS, KV_CACHE, PREEMPTIONS, *THROUGHPUT = (
+(
+    DEPTH,
+    IN_FLIGHT,
+    SOURCE_UP,
+    SOURCE_DURATION,
+    LAST_SUCCESS,
+    KV_CACHE,
+    PREEMPTIONS,
+    KV_CAPACITY,
+    *THROUGHPUT,
+) = (
     FAMILIES_BY_NAME[name].name
     for name in (
         "rightsizer_queue_depth",
@@ -26,6 +36,7 @@ DEPTH, IN_FLIGHT, SOURCE_UP, SOURCE_DURATION, LAST_SUCCESS, KV_CACHE, PREEMPTION
         "rightsizer_queue_last_success_timestamp_seconds",
         "rightsizer_queue_kv_cache_usage_ratio",
         "rightsizer_queue_preemptions_total",
+        "rightsizer_queue_kv_cache_capacity_bytes",
         "rightsizer_queue_generated_tokens_total",
         "rightsizer_queue_prompt_tokens_total",
         "rightsizer_queue_requests_total",
@@ -42,6 +53,7 @@ class QueueSampleLike(Protocol):
     server: str | None
     kv_cache_usage: float | None
     preemptions_total: float | None
+    kv_cache_bytes: float | None
     generated_tokens_total: float | None
     prompt_tokens_total: float | None
     requests_total: float | None
@@ -73,6 +85,7 @@ class SimulatedQueues:
             LAST_SUCCESS: [],
             KV_CACHE: [],
             PREEMPTIONS: [],
+            KV_CAPACITY: [],
             **{name: [] for name in THROUGHPUT},
         }
         api = []
@@ -86,6 +99,8 @@ class SimulatedQueues:
                 rows[KV_CACHE].append(Row(q.kv_cache_usage, series))
             if q.preemptions_total is not None:
                 rows[PREEMPTIONS].append(Row(q.preemptions_total, series))
+            if q.kv_cache_bytes is not None:
+                rows[KV_CAPACITY].append(Row(q.kv_cache_bytes, series))
             counted = (q.generated_tokens_total, q.prompt_tokens_total, q.requests_total)
             for name, total in zip(THROUGHPUT, counted, strict=True):
                 if total is not None:

@@ -53,6 +53,7 @@ class Serving:
     offered: tuple[float, float, float]  # generated tokens/s, prompt tokens/s, requests/s asked
     scale: float  # served / offered: 1 when the GPU keeps up, less when it cannot
     bound: str  # what limits the served rates: "", "memory bandwidth", "compute" or "utilization"
+    pool_bytes: float = 0.0  # the KV-cache pool: memory held - weights - CUDA context
 
     @property
     def served(self) -> tuple[float, float, float]:
@@ -134,7 +135,9 @@ def serving(
     batch = max(p["batch"], 1.0)
     offered = (p[RATES[0]], p[RATES[1]], p[RATES[2]])
     level = mean_level(kind, p)
-    draft = Serving(model or "", precision, active, kv, params, bandwidth, flops, batch, offered, 1.0, "")
+    draft = Serving(
+        model or "", precision, active, kv, params, bandwidth, flops, batch, offered, 1.0, "", pool
+    )
     generated, prompt = offered[0], offered[1]
     steps = generated / batch
     needs = {
@@ -149,4 +152,6 @@ def serving(
     for name, (need, budget) in needs.items():
         if need > 0 and budget / need < scale:
             scale, bound = max(0.0, budget / need), name
-    return Serving(model or "", precision, active, kv, params, bandwidth, flops, batch, offered, scale, bound)
+    return Serving(
+        model or "", precision, active, kv, params, bandwidth, flops, batch, offered, scale, bound, pool
+    )

@@ -62,6 +62,9 @@ class QueueSample:
     prompt_tokens_total: float | None = None
     requests_total: float | None = None
     latency: Mapping[str, Histogram] | None = None  # the server's cumulative latency histograms
+    # The server's KV-cache pool over all its GPUs, as the exporter reads it from vLLM's
+    # cache_config_info and the model's shape: published for vLLM serving a declared model.
+    kv_cache_bytes: float | None = None
 
     @property
     def queue(self) -> str:
@@ -269,7 +272,10 @@ class SimulatedSource:
                     # One queue feeding several GPUs (a tensor-parallel server): published once,
                     # as that server's /metrics would be, and linked to every GPU it feeds.
                     i = seen[(q.name, tuple(sorted(q.labels.items())))]
-                    out[i] = replace(out[i], gpus=(*out[i].gpus, uuid))
+                    pool = out[i].kv_cache_bytes
+                    more = self._pool(q.server, uuid)
+                    pool = None if pool is None or more is None else pool + more
+                    out[i] = replace(out[i], gpus=(*out[i].gpus, uuid), kv_cache_bytes=pool)
                 elif q is not None:
                     seen[(q.name, tuple(sorted(q.labels.items())))] = len(out)
                     depth, in_flight = float(round(a.queue_depth)), float(round(a.in_flight))
@@ -285,9 +291,19 @@ class SimulatedSource:
                             a.prompt_tokens if tokens and served else None,
                             a.requests if served else None,
                             None if model is None else model.at(t - start),
+                            self._pool(q.server, uuid),
                         )
                     )  # fmt: skip
         return out
+
+    def _pool(self, server: str | None, uuid: str) -> float | None:
+        """The KV-cache pool of a vLLM workload with a declared model (vLLM publishes its cache
+        configuration, and the exporter needs the model's shape to turn it into bytes)."""
+        model = self._latency.get(uuid)
+        physics = None if model is None else model.w.serving
+        if server != "vllm" or physics is None or not physics.model:
+            return None
+        return physics.pool_bytes
 
     def xid_events(self, since: float, until: float) -> list[XidEvent]:
         """The injected XID errors with ``since < timestamp <= until``, in time order."""
