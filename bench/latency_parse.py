@@ -84,3 +84,18 @@ def costs(polls: int = 400) -> list[tuple[str, float, float, int]]:
         per_poll(full, pages, 20)  # warm up
         rows.append((kind, per_poll(full, pages, polls) * 1e6, per_poll(bare, pages, polls) * 1e6, kept))
     return rows
+
+
+def kv_pool_cost(polls: int = 400) -> tuple[float, float]:
+    """(µs per vLLM poll reading its cache configuration into the KV-cache pool, µs without it), on
+    vLLM's page with ``vllm:cache_config_info`` published as vLLM's loggers write it."""
+    pages = []
+    for depth in (3, 4):
+        page = VllmMetrics()
+        page.set([depth], [2])
+        page.publish_cache_config(28724)
+        pages.append(page.render().decode())
+    pair = (pages[0], pages[1])
+    full, bare = PRESETS["vllm"], dataclasses.replace(PRESETS["vllm"], cache_info=None)
+    per_poll(full, pair, 20)
+    return per_poll(full, pair, polls) * 1e6, per_poll(bare, pair, polls) * 1e6

@@ -280,7 +280,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def print_parse_costs() -> None:
-    from latency_parse import costs
+    from latency_parse import costs, kv_pool_cost
 
     rows = costs()
     print("latency histograms read on the same poll (in-process CPU per poll, parsed as the page arrives):")
@@ -292,6 +292,9 @@ def print_parse_costs() -> None:
     added = sum(by[k] * mix[k] for k in by) / 1000
     print(f"  for this benchmark's 200 sources at 1 s ({', '.join(f'{mix[k]} {k}' for k in by)}): "
           f"+{added:.1f} ms of CPU per second = +{added / 10:.2f} % of one core")  # fmt: skip
+    with_pool, without = kv_pool_cost()
+    print(f"  vLLM's KV-cache pool (cache_config_info) read on the same poll: {with_pool:.0f} us per poll, "
+          f"{without:.0f} us without it: +{with_pool - without:.0f} us")  # fmt: skip
 
 
 def main() -> None:
