@@ -33,14 +33,15 @@ def test_two_workloads_on_different_gpus_show_their_measured_cost_and_the_projec
     fleet = exporter_history(SCENARIOS / "memory_reserved_by_server.yaml", 3600.0, 15.0, {}, None)
     costs = {c.queue: c for c in fleet.live.costs}
     # vLLM on an A100 80GB serving 50 generated tokens/s (the scenario's rate, which its GPU can
-    # serve: the arithmetic is in the scenario file): rightsized, demand met, so the same rate on
-    # the same option.
+    # serve: the arithmetic is in the scenario file). Its weights and KV cache in use need 37.4 GiB
+    # of the 77 it reserves: overprovisioned -> L40S, demand met, so the same rate on the L40S.
     rag = costs["rag"]
     assert (rag.server, rag.unit, len(rag.gpus)) == ("vllm", "tokens", 1)
     assert rag.rate == pytest.approx(50, rel=0.01)
     assert rag.dollars == pytest.approx(price("A100-SXM-80GB") / (50 * 3600) * 1e6, rel=0.01)
+    assert rag.recommended_hourly_dollars == pytest.approx(price("L40S-48GB"))
     assert rag.projected_rate == pytest.approx(rag.rate)
-    assert rag.projected_dollars == pytest.approx(rag.dollars)
+    assert rag.projected_dollars == pytest.approx(price("L40S-48GB") / (rag.rate * 3600) * 1e6)
     # SGLang on an L40S at 36 tokens/s, under memory pressure: underprovisioned -> A100 80GB. The
     # GPU is the limit; an L40S reports no SM active (GPU utilization says a kernel ran, not how much
     # compute it used), so memory bandwidth binds decode: 2.039 TB/s / 864 GB/s = x2.36, as

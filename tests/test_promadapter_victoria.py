@@ -74,13 +74,18 @@ async def test_one_query_per_rule_and_answers_equal_the_per_name_queries(vm: Pro
                 else f"sum(rate({series}[1m])) by (namespace, pod)"
             )
             expected = {
-                (s["metric"]["namespace"], s["metric"]["pod"]): format_quantity(float(s["value"][1]))
+                (s["metric"]["namespace"], s["metric"]["pod"]): float(s["value"][1])
                 for s in prom_query(vm.url, query, state.vector.timestamp)
             }
-            got = {
-                (s.labels["namespace"], s.labels["pod"]): format_quantity(s.value)
-                for s in state.vector.series
-            }
-            assert got == expected and len(expected) >= 4, metric
+            got = {(s.labels["namespace"], s.labels["pod"]): s.value for s in state.vector.series}
+            # The energy counters move every 10 s (the slow cadence), so a rate over 1m shifts a
+            # little with the exact evaluation instant (the adapter lets the engine pick it): equal
+            # within 1 %, where a wrong aggregation or a lost pod would be far off.
+            assert got == pytest.approx(expected, rel=0.01 if not power else 1e-9), metric
+            assert len(expected) >= 4, metric
+            if power:
+                assert {k: format_quantity(v) for k, v in got.items()} == {
+                    k: format_quantity(v) for k, v in expected.items()
+                }
     finally:
         await source.close()

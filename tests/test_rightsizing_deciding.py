@@ -31,9 +31,11 @@ DECIDES = r"((?:[a-zA-Z ]+?)(?:, [a-zA-Z ]+?)*) (?:decides?|rules out most)\b"
 BUILTIN = {
     "default": {
         "idle-h100": {"activity"},
-        # L4 chosen: cheaper are the T4 (15 GiB) and the A100 1g slices (<= 19.5 GiB, 44.6 TFLOPS):
-        # none holds 18.5 x 1.15 = 21.3 GiB, and SM p95 ~7 % of 989 TFLOPS is > 70 % of any of them.
-        "small-model-on-h100": {"memory", "compute"},
+        # L4 chosen: cheaper are the T4 (15 GiB, 65 TFLOPS) and the A100 1g slices (<= 19.5 GiB, 44.6
+        # TFLOPS). vLLM's pool is known (Llama 2 7B): the need is 12.55 GiB of weights + 0.63 of
+        # context + ~31 % of its 5.3 GiB pool = 14.8 GiB, x 1.15 = 17.0, which the A100 80GB 1g.20gb
+        # holds; SM p95 ~7 % of 989 TFLOPS is > 70 % of every one of them: compute alone decides.
+        "small-model-on-h100": {"compute"},
         # Nothing under the L40S's $1.86 holds 43.7 GiB; utilization p95 ~0.63 x 362 needs > 326
         # TFLOPS at 70 %, more than any of them.
         "rightsized-l40s": {"memory", "compute"},

@@ -45,7 +45,7 @@ def test_the_report_reaches_the_slo_verdicts_from_history(history) -> None:
         "chat-tight": "met_with_room", "chat-forbid": "met_with_room",
     }  # fmt: skip
     itl = next(x for x in slos["chat-itl"]["latencies"] if x["slo"] == "itl")
-    assert 0.85 <= itl["attainment_ratio"] < 0.95  # ~90 % of tokens under 80 ms (see the scenario)
+    assert 0.75 <= itl["attainment_ratio"] < 0.95  # ~82 % of tokens under 80 ms (see the scenario)
     itl_gpu, ttft_gpu = (by_uuid[g.uuid] for g in source.scenario.gpus[:2])
     assert "binding memory bandwidth" in itl_gpu["reason"] and itl_gpu["deciding"] == "memory bandwidth"
     assert "binding capacity" in ttft_gpu["reason"] and ttft_gpu["deciding"] == "capacity"
