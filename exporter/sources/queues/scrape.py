@@ -177,6 +177,7 @@ class ExpositionReader:
         # its labels are parsed once per distinct line, not at every poll (13 labels cost ~100 us).
         self._info_prefix = None if preset.cache_info is None else preset.cache_info.encode()
         self._info_cache: dict[tuple[bytes, bool], dict[str, str]] = {}
+        self._pool: tuple[object, float | None] | None = None  # (what it was worked out from, pool)
 
     def histograms(self) -> HistogramSums:
         p = self.preset
@@ -233,7 +234,7 @@ class ExpositionReader:
                 if len(self._info_cache) >= 64:  # a server changing its configuration forever
                     self._info_cache.clear()
                 labels = self._info_cache[(line, openmetrics)] = self._info_labels(line, openmetrics)
-            sums.cache_infos[tuple(sorted(labels.items()))] = labels
+            sums.cache_infos[line] = labels
         return rest
 
     @staticmethod
@@ -261,7 +262,11 @@ class ExpositionReader:
         latency = sums.latency.result()
         pool = None
         if sums.cache_infos:
-            pool = pool_bytes(sums.cache_infos.values(), architecture(self.model, sums.model_name))
+            key = (tuple(sums.cache_infos), sums.model_name)
+            if self._pool is None or self._pool[0] != key:
+                arch = architecture(self.model, sums.model_name)
+                self._pool = (key, pool_bytes(sums.cache_infos.values(), arch))
+            pool = self._pool[1]
         return QueueValue(depth, in_flight, kv, preempted, generated, prompt, requests, latency or None, pool)
 
     def _matches(self, labels: Mapping[str, str]) -> bool:
@@ -279,7 +284,7 @@ class _Sums:
     latency: HistogramSums
     totals: dict[str, float] = dataclasses.field(default_factory=dict)
     highest: dict[str, float] = dataclasses.field(default_factory=dict)
-    cache_infos: dict[tuple[tuple[str, str], ...], dict[str, str]] = dataclasses.field(default_factory=dict)
+    cache_infos: dict[bytes, dict[str, str]] = dataclasses.field(default_factory=dict)  # by line
     model_name: str | None = None
 
 
