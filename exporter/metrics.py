@@ -403,7 +403,8 @@ FAMILIES: tuple[Family, ...] = (
         "gauge",
         "bytes",
         "The inference server's KV-cache pool, over all of its GPUs (vLLM: num_gpu_blocks x block_size "
-        "of cache_config_info x the model's bytes per token), when its model's shape is known. What "
+        "of cache_config_info, SGLang: max_total_num_tokens, x the model's bytes per token), when its "
+        "model's shape is known. What "
         "right-sizing subtracts, less the usage, from the memory the server reserves.",
         "extension",
         extra_labels=("queue", "kind", "(static labels)"),

@@ -207,3 +207,31 @@ def test_a_small_model_under_vllms_reservation_moves_to_what_its_weights_and_kv_
                 if line.startswith("rightsizer_queue_kv_cache_capacity_bytes{")
             }
             assert pools == {"chat": 28724 * 16 * LLAMA_8B_TOKEN, "named": 28724 * 16 * LLAMA_8B_TOKEN}
+
+
+def sglang_page(model: str, tokens: str) -> str:
+    labels = f'engine_type="unified",model_name="{model}",pp_rank="0",tp_rank="0"'
+    return (
+        f"sglang:num_queue_reqs{{{labels}}} 3\n"
+        f"sglang:token_usage{{{labels}}} 0.05\n"
+        f"sglang:max_total_num_tokens{{{labels}}} {tokens}\n"
+    )
+
+
+def test_sglang_publishes_its_pool_in_tokens_and_not_its_cache_dtype() -> None:
+    # Qwen2.5 7B (its config.json: 28 layers, 4 KV heads of 128 dimensions): 56 KiB a token in bf16.
+    qwen_token = 2 * 28 * 4 * 128 * 2
+    page = sglang_page("Qwen/Qwen2.5-7B-Instruct", "1040000")
+    value = ExpositionReader(PRESETS["sglang"], {}).read(page, False)
+    assert value.depth == 3 and value.kv_cache_bytes == 1040000 * qwen_token
+    fp8 = ExpositionReader(PRESETS["sglang"], {}, kv_cache_dtype="fp8_e4m3").read(page, False)
+    assert fp8.kv_cache_bytes == 1040000 * qwen_token / 2  # the queue's kv_cache_dtype says fp8
+    unknown = ExpositionReader(PRESETS["sglang"], {}).read(sglang_page("agent", "1040000"), False)
+    assert unknown.kv_cache_bytes is None and unknown.kv_cache_usage == 0.05
+    nan = sglang_page("Qwen/Qwen2.5-7B-Instruct", "NaN")
+    broken = ExpositionReader(PRESETS["sglang"], {}).read(nan, False)
+    assert broken.depth == 3 and broken.kv_cache_bytes is None
+    base = {"name": "agent", "kind": "sglang", "url": "http://127.0.0.1:30000/metrics"}
+    QueueSettings(**base, model="qwen2.5-7b", kv_cache_dtype="fp8_e4m3").validate()
+    with pytest.raises(ValueError, match="'kv_cache_dtype' does not apply to kind vllm"):
+        QueueSettings(**{**base, "kind": "vllm"}, kv_cache_dtype="fp8_e4m3").validate()

@@ -1,4 +1,5 @@
-"""A vLLM server's KV-cache pool in bytes, from its ``vllm:cache_config_info`` labels.
+"""An inference server's KV-cache pool in bytes: vLLM's ``vllm:cache_config_info`` labels, SGLang's
+``sglang:max_total_num_tokens``.
 
 vLLM reserves ``--gpu-memory-utilization`` of the GPU (0.9 by default) and gives the KV cache what
 the weights, activations and CUDA graphs leave of it: ``num_gpu_blocks`` blocks of ``block_size``
@@ -12,6 +13,11 @@ The pool is what makes a reservation a need: what the work holds is the reservat
 of the pool its KV-cache usage leaves free (``rightsizing.pressure.memory_need``). Nothing is
 guessed: an unknown model, a missing or malformed label gives no pool, and the reservation stays
 the need.
+
+SGLang reserves ``--mem-fraction-static`` (0.88 on most GPUs) and publishes its pool in tokens,
+``sglang:max_total_num_tokens`` (one series per rank: a tensor-parallel group holds every token
+across its ranks, so the largest is the server's). It does not publish its ``--kv-cache-dtype``:
+the queue's ``kv_cache_dtype`` says it when it is not the model's own (``auto``).
 """
 
 from __future__ import annotations
@@ -56,6 +62,13 @@ def pool_bytes(infos: Iterable[Mapping[str, str]], arch: Architecture | None) ->
         total += blocks * size * kv_bytes_per_token(arch, dtype_bytes(info.get("cache_dtype", "auto")))
         seen = True
     return total if seen else None
+
+
+def token_pool_bytes(tokens: float | None, cache_dtype: str, arch: Architecture | None) -> float | None:
+    """A pool published in tokens (SGLang's ``sglang:max_total_num_tokens``), in bytes."""
+    if arch is None or tokens is None or not 0 < tokens <= MAX_BLOCKS * MAX_BLOCK_SIZE:
+        return None
+    return tokens * kv_bytes_per_token(arch, dtype_bytes(cache_dtype))
 
 
 def architecture(configured: Architecture | None, model_name: str | None) -> Architecture | None:

@@ -26,7 +26,7 @@ from rightsizing.models import Architecture
 from .base import QueueSourceError, QueueValue, how_many, shorten
 from .histograms import HistogramSums
 from .http_client import HttpGetter
-from .kv_pool import CACHE_INFO, architecture, pool_bytes
+from .kv_pool import CACHE_INFO, architecture, pool_bytes, token_pool_bytes
 from .lines import SampleLines
 from .settings import DEFAULT_MAX_SERIES, DEFAULT_MAX_SERIES_BYTES, QueueSettings
 
@@ -64,6 +64,8 @@ class Preset:
     # The server's cache configuration (an info series: its labels are read, not its value), which
     # sizes its KV-cache pool in bytes (``kv_pool``).
     cache_info: str | None = None
+    # Or the pool's size in tokens, a gauge (several series: the largest).
+    pool_tokens: str | None = None
 
     @property
     def latency(self) -> dict[str, tuple[str, ...]]:
@@ -139,6 +141,7 @@ PRESETS: Mapping[str, Preset] = {
         itl=("sglang:inter_token_latency_seconds",),
         e2e=("sglang:e2e_request_latency_seconds",),
         queue_time=("sglang:queue_time_seconds",),
+        pool_tokens="sglang:max_total_num_tokens",
     ),
 }
 
@@ -161,9 +164,11 @@ class ExpositionReader:
         max_series: int = DEFAULT_MAX_SERIES,
         max_series_bytes: int = DEFAULT_MAX_SERIES_BYTES,
         model: Architecture | None = None,
+        kv_cache_dtype: str = "auto",
     ) -> None:
         self.preset = preset
         self.model = model  # the served model's shape, when configured (else its model_name label)
+        self.kv_cache_dtype = kv_cache_dtype  # for a server that does not publish it (SGLang)
         self.match = dict(match)
         self.max_series = max_series
         self.max_series_bytes = max_series_bytes
@@ -210,6 +215,9 @@ class ExpositionReader:
                     if sample.name == self.preset.depth and sums.model_name is None:
                         sums.model_name = sample.labels.get("model_name")
                     if sums.latency.add(sample.name, sample.labels, sample.value):
+                        continue
+                    if sample.name == self.preset.pool_tokens:
+                        sums.pool_tokens = max(sums.pool_tokens or 0.0, sample.value)
                         continue
                     if sample.name in self.preset.kv_cache:
                         highest = sums.highest
@@ -261,11 +269,15 @@ class ExpositionReader:
         generated, prompt, requests = (_count(totals, names) for names in p.counters)
         latency = sums.latency.result()
         pool = None
-        if sums.cache_infos:
-            key = (tuple(sums.cache_infos), sums.model_name)
+        if sums.cache_infos or sums.pool_tokens is not None:
+            key = (tuple(sums.cache_infos), sums.pool_tokens, sums.model_name)
             if self._pool is None or self._pool[0] != key:
                 arch = architecture(self.model, sums.model_name)
-                self._pool = (key, pool_bytes(sums.cache_infos.values(), arch))
+                if sums.cache_infos:
+                    found = pool_bytes(sums.cache_infos.values(), arch)
+                else:
+                    found = token_pool_bytes(sums.pool_tokens, self.kv_cache_dtype, arch)
+                self._pool = (key, found)
             pool = self._pool[1]
         return QueueValue(depth, in_flight, kv, preempted, generated, prompt, requests, latency or None, pool)
 
@@ -286,6 +298,7 @@ class _Sums:
     highest: dict[str, float] = dataclasses.field(default_factory=dict)
     cache_infos: dict[bytes, dict[str, str]] = dataclasses.field(default_factory=dict)  # by line
     model_name: str | None = None
+    pool_tokens: float | None = None
 
 
 class ExpositionScan:
@@ -338,7 +351,12 @@ class ScrapeSource:
     def __init__(self, cfg: QueueSettings) -> None:
         self.http = HttpGetter(cfg, ACCEPT, cfg.body_limit)
         self.reader = ExpositionReader(
-            preset_for(cfg), dict(cfg.match), cfg.series_limit, cfg.series_bytes_limit, cfg.architecture
+            preset_for(cfg),
+            dict(cfg.match),
+            cfg.series_limit,
+            cfg.series_bytes_limit,
+            cfg.architecture,
+            cfg.kv_cache_dtype or "auto",
         )
         self._scan: ExpositionScan | None = None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import urlsplit
 
 from rightsizer_core.files import checked_path
@@ -45,7 +46,8 @@ _KEYS_FOR = {
     "max_series_bytes": SCRAPE_KINDS,
     "max_body_bytes": (*SCRAPE_KINDS, "http_json"),
     "max_groups": ("redis",),
-    "model": ("vllm",),
+    "model": ("vllm", "sglang"),
+    "kv_cache_dtype": ("sglang",),
 }
 
 
@@ -138,10 +140,15 @@ class QueueSettings:
     )
     model: str | None = setting(
         None,
-        "kind vllm: the model the server runs, a `rightsizer plan` built-in (llama-3-8b, ...) or the "
-        "path of its Hugging Face config.json; with the server's cache configuration it sizes the KV "
-        "cache in bytes, so right-sizing counts the weights and the KV cache in use, not vLLM's "
+        "kinds vllm, sglang: the model the server runs, a `rightsizer plan` built-in (llama-3-8b, ...) or "
+        "the path of its Hugging Face config.json; with the server's published pool it sizes the KV "
+        "cache in bytes, so right-sizing counts the weights and the KV cache in use, not the server's "
         "reservation. Default: the built-in the server's model_name label names, if any.",
+    )
+    kv_cache_dtype: Literal["auto", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32"] | None = setting(
+        None,
+        "kind sglang: the server's --kv-cache-dtype when it is not the model's own (auto). SGLang does "
+        "not publish it (vLLM does), and an fp8 cache holds twice the tokens per byte.",
     )
     max_groups: int | None = setting(
         None,

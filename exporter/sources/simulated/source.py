@@ -63,7 +63,8 @@ class QueueSample:
     requests_total: float | None = None
     latency: Mapping[str, Histogram] | None = None  # the server's cumulative latency histograms
     # The server's KV-cache pool over all its GPUs, as the exporter reads it from vLLM's
-    # cache_config_info and the model's shape: published for vLLM serving a declared model.
+    # cache_config_info or SGLang's max_total_num_tokens and the model's shape: published for those
+    # servers serving a declared model.
     kv_cache_bytes: float | None = None
 
     @property
@@ -297,11 +298,11 @@ class SimulatedSource:
         return out
 
     def _pool(self, server: str | None, uuid: str) -> float | None:
-        """The KV-cache pool of a vLLM workload with a declared model (vLLM publishes its cache
-        configuration, and the exporter needs the model's shape to turn it into bytes)."""
+        """The KV-cache pool of a vLLM or SGLang workload with a declared model (the servers publish
+        their pool in blocks or tokens, and the exporter needs the model's shape for bytes)."""
         model = self._latency.get(uuid)
         physics = None if model is None else model.w.serving
-        if server != "vllm" or physics is None or not physics.model:
+        if server not in ("vllm", "sglang") or physics is None or not physics.model:
             return None
         return physics.pool_bytes
 
