@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
+from rightsizer_core.logs import event
 from rightsizing.models import Architecture
 
 from .base import QueueSourceError, QueueValue, how_many, shorten
@@ -30,6 +32,7 @@ from .kv_pool import CACHE_INFO, architecture, pool_bytes, token_pool_bytes
 from .lines import SampleLines
 from .settings import DEFAULT_MAX_SERIES, DEFAULT_MAX_SERIES_BYTES, QueueSettings
 
+log = logging.getLogger("rightsizer.queues")
 ACCEPT = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
 BATCH_BYTES = 256 * 1024  # kept lines parsed at once when an answer keeps more
 
@@ -165,7 +168,9 @@ class ExpositionReader:
         max_series_bytes: int = DEFAULT_MAX_SERIES_BYTES,
         model: Architecture | None = None,
         kv_cache_dtype: str = "auto",
+        name: str = "",
     ) -> None:
+        self.name = name  # the queue's, for the one line saying why its KV-cache pool is unknown
         self.preset = preset
         self.model = model  # the served model's shape, when configured (else its model_name label)
         self.kv_cache_dtype = kv_cache_dtype  # for a server that does not publish it (SGLang)
@@ -273,6 +278,14 @@ class ExpositionReader:
             key = (tuple(sums.cache_infos), sums.pool_tokens, sums.model_name)
             if self._pool is None or self._pool[0] != key:
                 arch = architecture(self.model, sums.model_name)
+                if arch is None:  # said once per distinct answer: the memo keeps it
+                    named = sums.model_name
+                    why = "publishes no model_name" if named is None else f"serves {named!r}, not a built-in"
+                    event(
+                        log, logging.WARNING, "KV-cache pool unknown", queue=self.name,
+                        reason=f"the server {why}; set 'model' on the queue (a built-in or a config.json) "
+                        "to count the weights and KV cache in use instead of the server's reservation",
+                    )  # fmt: skip
                 if sums.cache_infos:
                     found = pool_bytes(sums.cache_infos.values(), arch)
                 else:
@@ -357,6 +370,7 @@ class ScrapeSource:
             cfg.series_bytes_limit,
             cfg.architecture,
             cfg.kv_cache_dtype or "auto",
+            cfg.name,
         )
         self._scan: ExpositionScan | None = None
 
