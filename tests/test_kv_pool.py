@@ -235,3 +235,13 @@ def test_sglang_publishes_its_pool_in_tokens_and_not_its_cache_dtype() -> None:
     QueueSettings(**base, model="qwen2.5-7b", kv_cache_dtype="fp8_e4m3").validate()
     with pytest.raises(ValueError, match="'kv_cache_dtype' does not apply to kind vllm"):
         QueueSettings(**{**base, "kind": "vllm"}, kv_cache_dtype="fp8_e4m3").validate()
+
+
+def test_an_unsized_pool_is_said_once_with_what_to_set(caplog: pytest.LogCaptureFixture) -> None:
+    reader = ExpositionReader(PRESETS["vllm"], {}, name="chat")
+    with caplog.at_level("WARNING", logger="rightsizer.queues"):
+        for blocks in ("28724", "28724", "28724"):
+            reader.read(vllm_page("chat", blocks).replace(" 2\n", f" {len(caplog.records) + 2}\n", 1), False)
+    said = [r for r in caplog.records if r.getMessage() == "KV-cache pool unknown"]
+    assert len(said) == 1 and said[0].__dict__["queue"] == "chat"
+    assert "serves 'chat', not a built-in; set 'model' on the queue" in said[0].__dict__["reason"]
