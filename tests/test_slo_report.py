@@ -61,6 +61,27 @@ def test_the_text_report_has_an_slo_table(history) -> None:
     assert "ttft" in line
 
 
+def test_the_markdown_and_html_reports_have_the_same_slo_table(history) -> None:
+    """Each format carries the table the text report prints, one row per declared SLO, from the
+    same rows: the state and the worst attainment of each workload."""
+    url, at, _ = history
+    data = json.loads(report(url, at, "--format", "json").stdout)
+    states = {s["workload"]: s["state"].replace("_", " ") for s in data["slos"] if s["state"] != "no_slo"}
+    assert len(states) == 5
+    markdown = report(url, at, "--format", "markdown")
+    assert markdown.returncode == 0, markdown.stderr
+    section = markdown.stdout.split("## Latency SLOs", 1)[1].split("\n## ", 1)[0]
+    cells = [ln.split(" | ") for ln in section.splitlines() if ln.startswith("| ")]
+    rows = [c for c in cells if c[1] not in ("workload", "---")]
+    assert {c[1].replace("\\", ""): c[2] for c in rows} == states
+    html = report(url, at, "--format", "html")
+    assert html.returncode == 0, html.stderr
+    table = html.stdout.split("<h2>Latency SLOs</h2>", 1)[1].split("</table>", 1)[0]
+    assert table.count('<tr class="slo">') == 5
+    for workload, state in states.items():
+        assert f'<td data-label="workload">{workload}</td><td data-label="SLO">{state}</td>' in table
+
+
 class TwoExporters:
     """A collector whose answers come from two exporters (two shards' parts of one answer) serving
     one workload: 300 of 400 requests good on one, 90 of 100 on the other."""

@@ -22,6 +22,7 @@ from ..verdicts import duration
 from ..words import exact_duration
 from .report_charts import FleetCharts
 from .report_common import COST_HEADERS, cost_cells
+from .report_slo import SLO_HEADERS, SLO_RIGHT, SLO_TITLE, slo_rows
 
 REPORT_STYLE = """
 header{padding-bottom:4px}header .muted{width:100%}
@@ -33,8 +34,8 @@ td.src{font-size:12.5px;color:var(--muted);overflow-wrap:anywhere}
 tr.set td:first-child{font-weight:600}table.thresholds td{padding:3px 10px}
 table.prices td:first-child{white-space:nowrap}.assumptions>.card{align-self:start}
 .tag.finding{border-color:var(--over);color:var(--over)}
-@media (max-width:760px){tr.workload,tr.price,tr.cost{display:grid;grid-template-columns:1fr 1fr;
- padding-top:6px}tr.workload td,tr.price td,tr.cost td{width:auto}tr.price td.src{grid-column:1/-1}}
+@media (max-width:760px){tr.workload,tr.price,tr.cost,tr.slo{display:grid;grid-template-columns:1fr 1fr;
+ padding-top:6px}tr.workload td,tr.price td,tr.cost td,tr.slo td{width:auto}tr.price td.src{grid-column:1/-1}}
 @media print{body{background:#fff}tr.gpu,tr.charts{break-inside:avoid}}
 """
 
@@ -125,6 +126,27 @@ def _costs(doc: Mapping[str, Any]) -> str:
         "<h2>Cost per inference</h2><p class=muted>Measured throughput of each inference server and the "
         "price of the GPUs it runs on, today and projected on the recommendation.</p>"
         f'<table class="costs"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    )
+
+
+def _slos(doc: Mapping[str, Any]) -> str:
+    rows = slo_rows(list(doc.get("slos") or []))
+    if not rows:
+        return ""
+    num = [" class=num" if right else "" for right in SLO_RIGHT]
+    head = "".join(f"<th{n}>{e(h)}</th>" for h, n in zip(SLO_HEADERS, num, strict=True))
+    body = "".join(
+        '<tr class="slo">'
+        + "".join(
+            f'<td data-label="{e(h)}"{n}>{e(v)}</td>' for h, n, v in zip(SLO_HEADERS, num, r, strict=True)
+        )
+        + "</tr>"
+        for r in rows
+    )
+    title, _, note = SLO_TITLE.partition(" (")
+    return (
+        f"<h2>{e(title)}</h2><p class=muted>{e(note.rstrip(')').capitalize())}.</p>"
+        f'<table class="slos"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
     )
 
 
@@ -223,7 +245,7 @@ def render_html(doc: Mapping[str, Any], charts: FleetCharts) -> str:
         f"<style>{STYLE}{REPORT_STYLE}</style></head><body>"
         f"<header><h1>Rightsizer fleet report <small>{e(doc['window'])} to {e(end)}</small></h1>"
         f'<span class="muted">from {e(doc["prometheus_url"])}</span></header>'
-        f'<main id="report">{_summary(doc)}{_workloads(doc)}{_costs(doc)}'
+        f'<main id="report">{_summary(doc)}{_workloads(doc)}{_costs(doc)}{_slos(doc)}'
         '<h2>GPUs, most money first</h2><table class="gpus"><thead><tr><th>GPU</th>'
         "<th>Pod · namespace · workload</th><th>Verdict</th><th>Bottlenecks</th><th>Recommended</th>"
         f'<th class="num">Saves</th><th>History</th></tr></thead><tbody>{gpus}</tbody></table>'

@@ -15,6 +15,7 @@ from ..verdicts import duration
 from ..words import exact_duration
 from .output import money
 from .report_common import COST_HEADERS, HOURS_PER_MONTH, cost_cells, history_line
+from .report_slo import SLO_HEADERS, SLO_RIGHT, SLO_TITLE, slo_rows
 
 # Backslash-escapes every ASCII punctuation CommonMark or GitHub's tables read as markup.
 _MARKUP = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
@@ -94,6 +95,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                  [False, False, True, False, False, True, True]),
         "",
         *_costs(doc),
+        *_slos(doc),
         "## GPUs",
         "",
         md_table(["GPU", "Model", "UUID", "Host", "Namespace", "Pod", "Workload", "Verdict", "Recommended",
@@ -115,6 +117,14 @@ def render_markdown(doc: dict[str, Any]) -> str:
                  [False, True, False]),
     ]  # fmt: skip
     return "\n".join(out) + "\n"
+
+
+def _slos(doc: dict[str, Any]) -> list[str]:
+    rows = slo_rows(doc.get("slos") or [])
+    if not rows:
+        return []
+    title, _, note = SLO_TITLE.partition(" (")
+    return [f"## {title}", "", f"({note}", "", md_table(SLO_HEADERS, rows, SLO_RIGHT), ""]
 
 
 def _costs(doc: dict[str, Any]) -> list[str]:

@@ -163,13 +163,15 @@ def as_json(slos: Iterable[SloEvidence], margin: float) -> list[dict[str, Any]]:
     return [slo_json(ev, None, margin) for ev in sorted(slos, key=lambda e: (e.namespace, e.workload))]
 
 
-def text_lines(slos: list[dict[str, Any]]) -> list[str]:
-    """'Latency SLOs' of the text report: one line per workload with a declared SLO."""
-    declared = [s for s in slos if s["state"] != "no_slo"]
-    if not declared:
-        return []
+SLO_HEADERS = ("namespace", "workload", "SLO", "latency/target", "worst attainment", "not judged")
+SLO_RIGHT = (False, False, False, True, True, False)
+SLO_TITLE = "Latency SLOs (latency at the objective over the target; attainment over the window)"
+
+
+def slo_rows(slos: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per workload with a declared SLO (``SLO_HEADERS``), for every format of the report."""
     rows = []
-    for s in declared:
+    for s in (s for s in slos if s["state"] != "no_slo"):
         judged = [x for x in s["latencies"] if x["attainment_ratio"] is not None]
         worst = max(judged, key=lambda x: (x["latency_at_objective_seconds"] or 0.0) / x["target_seconds"],
                     default=None)  # fmt: skip
@@ -179,6 +181,10 @@ def text_lines(slos: list[dict[str, Any]]) -> list[str]:
             "-" if worst is None else f"{worst['slo']} {worst['attainment_ratio']:.1%}",
             "; ".join(s["not_judged"]) or "-",
         ])  # fmt: skip
-    head = ["namespace", "workload", "SLO", "latency/target", "worst attainment", "not judged"]
-    return ["", "Latency SLOs (latency at the objective over the target; attainment over the window):",
-            table(head, rows, [False, False, False, True, True, False])]  # fmt: skip
+    return rows
+
+
+def text_lines(slos: list[dict[str, Any]]) -> list[str]:
+    """'Latency SLOs' of the text report: one line per workload with a declared SLO."""
+    rows = slo_rows(slos)
+    return ["", f"{SLO_TITLE}:", table(list(SLO_HEADERS), rows, list(SLO_RIGHT))] if rows else []
