@@ -19,8 +19,13 @@ With an SLO judged over the window (``slo``; enough requests):
   none is cheaper enough the verdict is rightsized ("the SLO forbids ...").
 
 A target not judged (too few requests, a mean-only server, an absent histogram) is said in the
-reason and decides nothing. Work sized as a whole over several GPUs is judged (missed: underprovisioned)
-but its options are not searched by latency.
+reason and decides nothing.
+
+Work sized as a whole over several GPUs (a tensor-parallel group) keeps its degree when its SLO is
+missed: the options are N whole GPUs of another model (NVLink when the work uses it today), each
+holding and carrying one share, projected by the per-GPU capacity ratio. A downsizing by utilisation
+to n GPUs (``workload_fit``) is kept only when its projection, with the capacity ratio times n / N,
+keeps every target; otherwise the SLO forbids it.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from .settings import RightsizingSettings
 from .slo import Latency, SloEvidence, seconds_words
 from .slo_projection import LatencyProjection, decode_binding, project, queue_time
 from .verdicts import Assessment, assess
+from .workload_fit import workload_fit
 
 CAPACITY = "capacity"
 PREFILL = "prefill compute"
@@ -102,6 +108,21 @@ def _search(
     return None
 
 
+def _search_group(
+    ev: Evidence, s: RightsizingSettings, catalog: Catalog, slo: SloEvidence, current: Candidate, floor: float
+) -> tuple[Candidate, LatencyProjection] | None:
+    """The cheapest whole GPU of which the workload's N keep the SLO: same degree, another model."""
+    d = demand(ev, s)
+    d = dataclasses.replace(d, memory_bytes=max(d.memory_bytes, floor), whole_gpus=True)
+    for c in catalog.candidates():  # cheapest first; N of each, so the order holds
+        if c.mig is not None or c.key == current.key or fits(d, current, c, s) is None:
+            continue
+        p = project(ev, slo, current, c)
+        if p.keeps(s.slo_margin_ratio):
+            return c, p
+    return None
+
+
 def judge(ev: Evidence, s: RightsizingSettings, catalog: Catalog, base: Assessment) -> Assessment:
     slo = slo_of(ev)
     if slo is None or base.verdict in ("insufficient_data", "idle"):
@@ -133,7 +154,11 @@ def _missed(
     cause = f"SLO missed over the window: {said}"
     capacity = any(binding_of(x, slo, ev).startswith(CAPACITY) for x in misses)
     floor = (base.memory_need_bytes or 0.0) if base.verdict == "underprovisioned" else 0.0
-    found = None if ev.workload_gpus > 1 else _search(ev, s, catalog, slo, current, floor, None)
+    group = ev.workload_gpus > 1
+    if group:
+        found = _search_group(ev, s, catalog, slo, current, floor)
+    else:
+        found = _search(ev, s, catalog, slo, current, floor, None)
     worst = binding_of(misses[0], slo, ev)
     named = (CAPACITY, PREFILL, "memory bandwidth", "compute")
     deciding = next((r for r in named if worst.startswith(r)), worst)
@@ -149,10 +174,13 @@ def _missed(
             fit_score=None,
             reason=f"{cause}; {deciding} decides: no catalog option projects under every target with a "
             f"{s.slo_margin_ratio:.0%} margin: {fix}.{_tail(base.reason)}",
-            summary="SLO missed: no single GPU keeps it",
+            summary=f"SLO missed: no {'GPU model' if group else 'single GPU'} keeps it",
         )
     c, p = found
-    delta = c.hourly_price_dollars - current.hourly_price_dollars
+    n = ev.workload_gpus
+    delta = (c.hourly_price_dollars - current.hourly_price_dollars) * n
+    change = f"{n} x {current.key} -> {n} x {c.key}" if group else ""
+    option = f"{n} x {c.key}" if group else c.key
     cost = (
         f"${delta:.2f}/h more"
         if delta > 0.005
@@ -167,7 +195,8 @@ def _missed(
         fit_score=_ratio(
             current.hourly_price_dollars, max(current.hourly_price_dollars, c.hourly_price_dollars)
         ),
-        reason=f"{cause}; {deciding} decides: {c.key} projects {_projected_words(p, s.slo_margin_ratio)}, "
+        workload_change=change,
+        reason=f"{cause}; {deciding} decides: {option} projects {_projected_words(p, s.slo_margin_ratio)}, "
         f"{cost}.{_tail(base.reason)}",
         summary="SLO missed: needs a faster GPU",
         price_source=_price_source(c),
@@ -204,8 +233,10 @@ def _met(
             deciding=SLO,
             workload_change="",
         )
-    if base.verdict != "overprovisioned" or ev.workload_gpus > 1:
+    if base.verdict != "overprovisioned":
         return dataclasses.replace(base, reason=f"{met}; {base.reason}{note}")
+    if ev.workload_gpus > 1:
+        return _met_group(ev, s, catalog, slo, current, base, met, note)
     chosen = catalog.candidate(base.recommended)
     if chosen is not None:
         p = project(ev, slo, current, chosen)
@@ -252,6 +283,45 @@ def _met(
         summary="a cheaper option keeps the SLO",
         deciding=SLO,
         price_source=_price_source(c),
+    )
+
+
+def _met_group(
+    ev: Evidence,
+    s: RightsizingSettings,
+    catalog: Catalog,
+    slo: SloEvidence,
+    current: Candidate,
+    base: Assessment,
+    met: str,
+    note: str,
+) -> Assessment:
+    """A multi-GPU workload downsized by utilisation: kept when its projection keeps the SLO."""
+    margin = s.slo_margin_ratio
+    wf = workload_fit(catalog, demand(ev, s), current, s, ev.workload_gpus)
+    if wf is None:
+        return dataclasses.replace(base, reason=f"{met}; {base.reason}{note}")
+    c, n = wf.fit.candidate, wf.count
+    p = project(ev, slo, current, c, n / ev.workload_gpus)
+    if p.keeps(margin):
+        return dataclasses.replace(
+            base,
+            reason=f"{met}; on {n} x {c.key} it projects {_projected_words(p, margin)}. {base.reason}{note}",
+        )
+    kind, v, t = p.worst or ("itl", float("inf"), 0.0)
+    return dataclasses.replace(
+        base,
+        verdict="rightsized",
+        recommended=current.key,
+        hourly_savings_dollars=0.0,
+        fit_score=1.0,
+        workload_change="",
+        reason=f"{met}; {SLO} decides: {n} x {c.key} carries the load but the SLO forbids it (there "
+        f"{WORDS[kind]} projects {seconds_words(v)} against {seconds_words(t)}, more than {1 - margin:.0%} "
+        f"of the target).{note}{_tail(base.reason)}",
+        summary="the SLO forbids a cheaper option",
+        deciding=SLO,
+        price_source=_price_source(current),
     )
 
 
