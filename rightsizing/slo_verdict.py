@@ -256,20 +256,12 @@ def _met(
             kind, v, t = worst
             forbid = f"on {chosen.key} {WORDS[kind]} projects {seconds_words(v)} against {seconds_words(t)}"
     if found is None:
-        return dataclasses.replace(
+        return _forbidden(
             base,
-            verdict="rightsized",
-            recommended=current.key,
-            hourly_savings_dollars=0.0,
-            fit_score=1.0,
-            projected_activity=base.projected_activity,
-            workload_change="",
-            reason=f"{met}; {SLO} decides: a cheaper option carries the load but the SLO forbids it "
+            current,
+            f"{met}; {SLO} decides: a cheaper option carries the load but the SLO forbids it "
             f"({forbid}, more than {1 - margin:.0%} of the target): no cheaper option keeps it."
             f"{note}{_tail(base.reason)}",
-            summary="the SLO forbids a cheaper option",
-            deciding=SLO,
-            price_source=_price_source(current),
         )
     c, p = found
     saving = current.hourly_price_dollars - c.hourly_price_dollars
@@ -309,6 +301,17 @@ def _met_group(
             reason=f"{met}; on {n} x {c.key} it projects {_projected_words(p, margin)}. {base.reason}{note}",
         )
     kind, v, t = p.worst or ("itl", float("inf"), 0.0)
+    return _forbidden(
+        base,
+        current,
+        f"{met}; {SLO} decides: {n} x {c.key} carries the load but the SLO forbids it (there "
+        f"{WORDS[kind]} projects {seconds_words(v)} against {seconds_words(t)}, more than {1 - margin:.0%} "
+        f"of the target).{note}{_tail(base.reason)}",
+    )
+
+
+def _forbidden(base: Assessment, current: Candidate, reason: str) -> Assessment:
+    """Rightsized on today's GPUs: a cheaper option carries the load, but the SLO forbids it."""
     return dataclasses.replace(
         base,
         verdict="rightsized",
@@ -316,9 +319,7 @@ def _met_group(
         hourly_savings_dollars=0.0,
         fit_score=1.0,
         workload_change="",
-        reason=f"{met}; {SLO} decides: {n} x {c.key} carries the load but the SLO forbids it (there "
-        f"{WORDS[kind]} projects {seconds_words(v)} against {seconds_words(t)}, more than {1 - margin:.0%} "
-        f"of the target).{note}{_tail(base.reason)}",
+        reason=reason,
         summary="the SLO forbids a cheaper option",
         deciding=SLO,
         price_source=_price_source(current),
