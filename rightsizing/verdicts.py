@@ -122,8 +122,8 @@ def decision_inputs(ev: Evidence, s: RightsizingSettings) -> tuple[object, ...] 
         binding_burst(ev.activity_p95, ev.activity_p99, s),
         binding_burst(None if ev.bandwidth is None else ev.bandwidth[1], ev.bandwidth_p99, s),
         tuple(
-            (q.name, q.server, q.kv_cache_high, q.preemptions, backlog(q), q.depth_last >= 1.0,
-             (round(q.rise), round(100 * q.growth_per_hour)) if growing(q, s) else None)
+            (q.name, q.server, q.kv_cache_high, q.kv_cache_bytes, q.preemptions, backlog(q),
+             q.depth_last >= 1.0, (round(q.rise), round(100 * q.growth_per_hour)) if growing(q, s) else None)
             for q in ev.queues
         ),
     )  # fmt: skip

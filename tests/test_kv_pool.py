@@ -111,8 +111,9 @@ def test_the_model_setting_takes_a_builtin_or_a_config_json_and_refuses_anything
 def evidence(peak: float, gpus: int = 1, pool: float | None = 60e9, used: float | None = 0.05) -> Evidence:
     q = QueueEvidence("chat", 1.0, 1.0, 0.0, server="vllm", kv_cache_high=used, kv_cache_bytes=pool)
     base = Evidence(
-        10, 3600.0, 3600.0, "NVIDIA H100 80GB HBM3", None, 85.5e9, peak, peak, "sm_active", 0.1, 0.1, 0.1, 0.1
-    )
+        240, 3600.0, 3600.0, "NVIDIA H100 80GB HBM3", None, 85.5e9, peak, peak, "sm_active",
+        0.1, 0.1, 0.1, 0.1,
+    )  # fmt: skip
     return dataclasses.replace(base, queues=(q,), workload_gpus=gpus)
 
 
@@ -245,3 +246,20 @@ def test_an_unsized_pool_is_said_once_with_what_to_set(caplog: pytest.LogCapture
     said = [r for r in caplog.records if r.getMessage() == "KV-cache pool unknown"]
     assert len(said) == 1 and said[0].__dict__["queue"] == "chat"
     assert "serves 'chat', not a built-in; set 'model' on the queue" in said[0].__dict__["reason"]
+
+
+def test_a_cache_configuration_line_that_does_not_parse_leaves_the_pool_unknown() -> None:
+    page = vllm_page(LLAMA, "28724").replace('block_size="16",', 'block_size="16,', 1)  # an unclosed quote
+    value = ExpositionReader(PRESETS["vllm"], {}).read(page, False)
+    assert value.depth == 2 and value.kv_cache_usage == 0.05 and value.kv_cache_bytes is None
+
+
+def test_the_live_engine_judges_again_when_the_pool_becomes_known() -> None:
+    """The live engine reuses an assessment while ``decision_inputs`` are equal: a pool that appears
+    (the queue's ``model`` set, a server restarted with another cache) must change them."""
+    from rightsizing.settings import RightsizingSettings
+    from rightsizing.verdicts import decision_inputs
+
+    s = RightsizingSettings()
+    known, unknown = evidence(77e9), evidence(77e9, pool=None)
+    assert decision_inputs(known, s) != decision_inputs(unknown, s)

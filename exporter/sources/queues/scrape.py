@@ -252,12 +252,14 @@ class ExpositionReader:
 
     @staticmethod
     def _info_labels(line: bytes, openmetrics: bool) -> dict[str, str]:
+        """The line's labels; none when it does not parse (the pool is an extra: a broken line
+        leaves it unknown and never fails the depth)."""
         try:
             text = line.decode() + "\n"
             families = openmetrics_families(text + "# EOF\n") if openmetrics else text_families(text)
             return next((dict(x.labels) for f in families for x in f.samples), {})
-        except Exception as exc:  # prometheus-client raises ValueError and friends on bad input
-            raise QueueSourceError(f"cannot parse the exposition: {shorten(str(exc), 120)}") from None
+        except Exception:  # prometheus-client raises ValueError and friends on bad input
+            return {}
 
     def _value(self, sums: _Sums) -> QueueValue:
         p, totals = self.preset, sums.totals
