@@ -27,11 +27,10 @@ from .latency import KINDS, WORDS, Histogram, quantile, share_at_or_under
 QUANTILES = (0.5, 0.95, 0.99)
 
 
-@dataclass(frozen=True)
-class SloDeclaration:
-    namespace: str | None = setting(None, "Namespace of the workload (its queue's `namespace` label).")
-    workload: str | None = setting(None, "Workload (its queue's `workload` label).")
-    queue: str | None = setting(None, "Or the name of its queue (a `queues:` entry or a simulated queue).")
+@dataclass(frozen=True, kw_only=True)
+class SloTargets:
+    """An SLO's targets and objective, without the workload (a scenario's queue declares its own)."""
+
     ttft_seconds: float | None = setting(None, "Target time to first token, seconds.", minimum=1e-6)
     itl_seconds: float | None = setting(None, "Target inter-token latency, seconds.", minimum=1e-6)
     e2e_seconds: float | None = setting(None, "Target end-to-end request latency, seconds.", minimum=1e-6)
@@ -41,8 +40,6 @@ class SloDeclaration:
     )
 
     def validate(self) -> None:
-        if self.queue is None and (self.namespace is None or self.workload is None):
-            raise ValueError("an SLO names its workload: namespace and workload, or queue")
         if not self.targets:
             raise ValueError("an SLO needs a target: ttft_seconds, itl_seconds, e2e_seconds or queue_seconds")
 
@@ -50,6 +47,20 @@ class SloDeclaration:
     def targets(self) -> dict[str, float]:
         given = (self.ttft_seconds, self.itl_seconds, self.e2e_seconds, self.queue_seconds)
         return {k: v for k, v in zip(KINDS, given, strict=True) if v is not None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SloDeclaration(SloTargets):
+    """An SLO and the workload it belongs to: its namespace and workload, or its queue's name."""
+
+    namespace: str | None = setting(None, "Namespace of the workload (its queue's `namespace` label).")
+    workload: str | None = setting(None, "Workload (its queue's `workload` label).")
+    queue: str | None = setting(None, "Or the name of its queue (a `queues:` entry or a simulated queue).")
+
+    def validate(self) -> None:
+        if self.queue is None and (self.namespace is None or self.workload is None):
+            raise ValueError("an SLO names its workload: namespace and workload, or queue")
+        super().validate()
 
     def matches(self, queue: str, labels: Mapping[str, str]) -> bool:
         if self.queue is not None and self.queue != queue:

@@ -73,7 +73,7 @@ def test_window_survives_a_bucket_layout_change_and_regains_resolution_as_it_sli
 
 
 def test_a_window_judges_attainment_against_the_declared_target_and_min_requests() -> None:
-    slo = SloDeclaration("chat", "llama", None, ttft_seconds=0.5, e2e_seconds=0.3, objective=0.9)
+    slo = SloDeclaration(namespace="chat", workload="llama", ttft_seconds=0.5, e2e_seconds=0.3, objective=0.9)
     ev = evaluate("chat", "llama", slo, {"ttft": H, "e2e": H}, min_requests=100)
     ttft, e2e = ev.get("ttft"), ev.get("e2e")
     assert ttft is not None and e2e is not None
@@ -92,7 +92,7 @@ def test_inter_token_latency_needs_enough_requests_not_tokens() -> None:
     requests, under the 100 an SLO needs, as the end-to-end (or first-token) histogram counts them."""
     tokens = Histogram((0.025, 0.05), (6000.0, 7000.0, 7000.0), 210.0)
     requests = Histogram((1.0, 5.0), (10.0, 72.0, 72.0), 150.0)
-    slo = SloDeclaration("legal", "qa", None, itl_seconds=0.05)
+    slo = SloDeclaration(namespace="legal", workload="qa", itl_seconds=0.05)
     few = evaluate("legal", "qa", slo, {"itl": tokens, "e2e": requests}, min_requests=100)
     itl = few.get("itl")
     assert itl is not None and itl.requests == 72 and not itl.judged and few.judged == ()

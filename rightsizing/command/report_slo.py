@@ -115,8 +115,15 @@ def collect(c: Collector, s: RightsizingSettings, latest: bool = False) -> dict[
         obj = next((objective[(ns, wl, k)] for k in targets if (ns, wl, k) in objective), 0.95)
         declared = None
         if targets:
-            ttft, itl, e2e, queue = (targets.get(k) for k in KINDS)
-            declared = SloDeclaration(ns or None, wl, None, ttft, itl, e2e, queue, obj)
+            declared = SloDeclaration(
+                namespace=ns or None,
+                workload=wl,
+                ttft_seconds=targets.get("ttft"),
+                itl_seconds=targets.get("itl"),
+                e2e_seconds=targets.get("e2e"),
+                queue_seconds=targets.get("queue"),
+                objective=obj,
+            )
         found = []
         for kind in KINDS:
             k = (ns, wl, kind)

@@ -177,6 +177,12 @@ def slo_of(q: QueueEntry) -> SloDeclaration:
     """The SLO a scenario's queue declares, for the workload its labels name (else the queue)."""
     assert q.slo is not None
     return SloDeclaration(
-        q.labels.get("namespace"), q.labels.get("workload"), q.name, q.slo.ttft_seconds,
-        q.slo.itl_seconds, q.slo.e2e_seconds, q.slo.queue_seconds, q.slo.objective,
-    )  # fmt: skip
+        namespace=q.labels.get("namespace"),
+        workload=q.labels.get("workload"),
+        queue=q.name,
+        ttft_seconds=q.slo.ttft_seconds,
+        itl_seconds=q.slo.itl_seconds,
+        e2e_seconds=q.slo.e2e_seconds,
+        queue_seconds=q.slo.queue_seconds,
+        objective=q.slo.objective,
+    )

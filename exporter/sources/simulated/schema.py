@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from rightsizer_core.settings import setting
 from rightsizing.catalog import GpuSpec, MigProfile
-from rightsizing.slo import SloDeclaration
+from rightsizing.slo import SloDeclaration, SloTargets
 
 from . import workloads as wl
 
@@ -94,23 +94,6 @@ class PodEntry:
 
 
 @dataclass(frozen=True)
-class SloEntry:
-    ttft_seconds: float | None = setting(None, "Target time to first token, seconds.", minimum=1e-6)
-    itl_seconds: float | None = setting(None, "Target inter-token latency, seconds.", minimum=1e-6)
-    e2e_seconds: float | None = setting(None, "Target end-to-end latency, seconds.", minimum=1e-6)
-    queue_seconds: float | None = setting(None, "Target queue time, seconds.", minimum=1e-6)
-    objective: float = setting(
-        0.95, "Share of requests that must meet each target.", minimum=0.5, maximum=0.9999
-    )
-
-    def validate(self) -> None:
-        if all(
-            x is None for x in (self.ttft_seconds, self.itl_seconds, self.e2e_seconds, self.queue_seconds)
-        ):
-            raise ValueError("an SLO needs a target: ttft_seconds, itl_seconds, e2e_seconds or queue_seconds")
-
-
-@dataclass(frozen=True)
 class QueueEntry:
     name: str = setting("", "Queue name (required).")
     labels: dict[str, str] = setting({}, "Labels, e.g. namespace and workload to link it to pods.")
@@ -120,7 +103,7 @@ class QueueEntry:
         "(the workload's kv_cache_usage, preemptions_per_hour), tgi and triton none; vllm, sglang "
         "and tgi count tokens and requests, triton requests only.",
     )
-    slo: SloEntry | None = setting(
+    slo: SloTargets | None = setting(
         None, "The latency SLO of the workload behind the queue (needs server): targets and objective."
     )
 
