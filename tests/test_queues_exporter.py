@@ -18,7 +18,7 @@ from queue_servers import FakeHttpServer
 from servers import Process, exporter, http_get, redis_server, require_binary, wait_for
 
 from exporter.metrics import FAMILIES, FAMILIES_BY_NAME
-from exporter.sources.queues.manager import FAMILY_NAMES
+from exporter.sources.queues.families import FAMILY_NAMES
 
 
 def scrape(p: Process) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

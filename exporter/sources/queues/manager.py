@@ -25,6 +25,17 @@ from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, Row
 
 from ...sampler import Contribution
 from .base import QueueSource
+from .families import (
+    DEPTH,
+    IN_FLIGHT,
+    KV_CACHE,
+    KV_CAPACITY,
+    LAST_SUCCESS,
+    PREEMPTIONS,
+    SOURCE_DURATION,
+    SOURCE_UP,
+    THROUGHPUT,
+)
 from .http_json import HttpJsonSource
 from .poller import Poller
 from .redis import RedisPools, RedisSource
@@ -32,29 +43,6 @@ from .schedule import BurstLead, RenderClock
 from .scrape import ScrapeSource
 from .settings import SCRAPE_KINDS, QueueSettings
 
-DEPTH = "rightsizer_queue_depth"
-IN_FLIGHT = "rightsizer_queue_in_flight"
-SOURCE_UP = "rightsizer_queue_source_up"
-SOURCE_DURATION = "rightsizer_queue_source_duration_seconds"
-LAST_SUCCESS = "rightsizer_queue_last_success_timestamp_seconds"
-KV_CACHE = "rightsizer_queue_kv_cache_usage_ratio"
-PREEMPTIONS = "rightsizer_queue_preemptions_total"
-KV_CAPACITY = "rightsizer_queue_kv_cache_capacity_bytes"
-GENERATED_TOKENS = "rightsizer_queue_generated_tokens_total"
-PROMPT_TOKENS = "rightsizer_queue_prompt_tokens_total"
-REQUESTS = "rightsizer_queue_requests_total"
-THROUGHPUT = (GENERATED_TOKENS, PROMPT_TOKENS, REQUESTS)
-FAMILY_NAMES = (
-    DEPTH,
-    IN_FLIGHT,
-    SOURCE_UP,
-    SOURCE_DURATION,
-    LAST_SUCCESS,
-    KV_CACHE,
-    PREEMPTIONS,
-    KV_CAPACITY,
-    *THROUGHPUT,
-)
 FIRST_ROUND_WAIT = 1.0  # start() waits at most this long for the first polls
 STOP_WAIT = 5.0
 

@@ -12,35 +12,17 @@ from typing import Any, Protocol
 
 from rightsizer_core.snapshot import GpuReading, GpuSample, Row
 
-from ...metrics import FAMILIES_BY_NAME
 from ...sampler import Contribution
-
-# The queue families of the metric table (a KeyError at import if the table renames them).
-(
+from ..queues.families import (
     DEPTH,
     IN_FLIGHT,
-    SOURCE_UP,
-    SOURCE_DURATION,
-    LAST_SUCCESS,
     KV_CACHE,
-    PREEMPTIONS,
     KV_CAPACITY,
-    *THROUGHPUT,
-) = (
-    FAMILIES_BY_NAME[name].name
-    for name in (
-        "rightsizer_queue_depth",
-        "rightsizer_queue_in_flight",
-        "rightsizer_queue_source_up",
-        "rightsizer_queue_source_duration_seconds",
-        "rightsizer_queue_last_success_timestamp_seconds",
-        "rightsizer_queue_kv_cache_usage_ratio",
-        "rightsizer_queue_preemptions_total",
-        "rightsizer_queue_kv_cache_capacity_bytes",
-        "rightsizer_queue_generated_tokens_total",
-        "rightsizer_queue_prompt_tokens_total",
-        "rightsizer_queue_requests_total",
-    )
+    LAST_SUCCESS,
+    PREEMPTIONS,
+    SOURCE_DURATION,
+    SOURCE_UP,
+    THROUGHPUT,
 )
 
 
