@@ -5,7 +5,8 @@ manifest's limit with what became of the hostile source.
 
 Cases: a vLLM answer of 281,472 series just under the 16 MiB body cap (one source, then two), a
 vLLM series with a 15 MiB label value, 15 MiB of JSON empty objects and JSON nested 100,000 deep
-(http_json), a real Redis stream with 150,000 consumer groups, the fake kubelet (real
+(http_json), a real Redis stream with 150,000 consumer groups, a fake Redis answering with a
+gigabyte string and with a billion-element array (``tests/resp_fake.py``), the fake kubelet (real
 pod-resources gRPC) answering 120,000 pods (~20 MB); and the same exporter with only the
 well-behaved source, for comparison.
 
@@ -35,6 +36,7 @@ from hostile_sources import MIB, gpu_pods, long_label, many_series, measured_exp
 from pods_fake_kubelet import kubelet_process, short_socket_dir, write_raw_answer
 from queue_fakes import VllmMetrics
 from queue_servers import FakeHttpServer
+from resp_fake import HostileRedis
 from servers import exporter, redis_server, wait_for
 from test_hostile_scrape import HOSTILE
 
@@ -78,6 +80,18 @@ def groups_case(tmp: Path, srv: FakeHttpServer) -> Iterator[tuple[dict[str, Any]
         yield {"queues": [{**entry, "timeout": 10}]}, "queue hostile"
 
 
+def hostile_redis(mode: str) -> Case:
+    @contextlib.contextmanager
+    def case(tmp: Path, srv: FakeHttpServer) -> Iterator[tuple[dict[str, Any], str]]:
+        with HostileRedis(mode) as hostile:
+            yield {"queues": [{"name": "hostile", "kind": "redis", "url": hostile.url, "key": "jobs"}]}, (
+                "queue hostile"
+            )
+            print(f"    (the fake Redis sent {hostile.sent / MIB:.1f} MiB before the exporter hung up)")
+
+    return case
+
+
 @contextlib.contextmanager
 def kubelet_case(tmp: Path, srv: FakeHttpServer) -> Iterator[tuple[dict[str, Any], str]]:
     directory = short_socket_dir()
@@ -109,6 +123,8 @@ CASES: dict[str, Case] = {
         "/deep", b"[" * 100_000 + b"]" * 100_000, {"kind": "http_json", "path": "waiting"}, JSON
     ),
     "Redis stream with 150,000 consumer groups (timeout 10 s)": groups_case,
+    "Redis answering a 1 GiB string": hostile_redis("huge-string"),
+    "Redis answering a billion-element array": hostile_redis("many-elements"),
     "kubelet answering 120,000 pods": kubelet_case,
 }
 

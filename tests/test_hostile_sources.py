@@ -3,11 +3,11 @@
 The real exporter (simulated fleet) reads real HTTP servers answering what a hostile or broken
 inference server could send (hundreds of thousands of series, a label value of megabytes, JSON
 megabytes wide or nested 100,000 deep, a negative depth), a real Redis whose stream has 150,000
-consumer groups, and the fake kubelet (real pod-resources gRPC) answering 120,000 pods. Each test
-measures the exporter's peak RSS over its whole run (``hostile.py``'s launcher) and checks the
-outcome: the source over a bound is down with its reason (``rightsizer_queue_source_up`` 0, or
-the ``pods`` collector 0), one log line, never published as a smaller number, and every other
-source and the GPUs keep being served.
+consumer groups, a fake Redis announcing a gigabyte answer, and the fake kubelet (real pod-resources
+gRPC) answering 120,000 pods. Each test measures the exporter's peak RSS over its whole run
+(``hostile.py``'s launcher) and checks the outcome: the source over a bound is down with its reason
+(``rightsizer_queue_source_up`` 0, or the ``pods`` collector 0), one log line, never published as a
+smaller number, and every other source and the GPUs keep being served.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from hostile_sources import MIB, Running, gpu_pods, long_label, many_series, mea
 from pods_fake_kubelet import kubelet_process, short_socket_dir, write_raw_answer
 from queue_fakes import VllmMetrics, json_body
 from queue_servers import FakeHttpServer
+from resp_fake import HostileRedis
 from servers import redis_server, wait_for
 
 LIMIT = RSS_LIMIT["exporter"]
@@ -148,6 +149,26 @@ def test_a_stream_with_150k_consumer_groups_is_not_read_whole(tmp_path: Path) ->
             small = settled(running, "small")
             assert (small["up"], small["depth"], small["in_flight"]) == (True, 1.0, 0.0), small
     ended_well(running, "crowded")
+
+
+@pytest.mark.parametrize("mode", ["huge-string", "many-elements"])
+def test_a_redis_answer_announcing_a_gigabyte_is_cut_off_at_16_mib(tmp_path: Path, mode: str) -> None:
+    """The default bound, 16 MiB, and a 10 s timeout: the gigabyte would arrive long before it."""
+    with redis_server() as server, HostileRedis(mode) as hostile:
+        redis.Redis(port=server.extra["port"]).rpush("jobs", "a")
+        common = {"kind": "redis", "key": "jobs", "timeout": 10}
+        config = {
+            "queues": [
+                {"name": "hostile", "url": hostile.url, **common},
+                {"name": "real", "url": server.url, **common},
+            ]
+        }
+        with measured_exporter(tmp_path, config) as running:
+            down_once(running, "hostile", "Redis answer larger than 16 MiB (max_body_bytes)", "redis")
+            real = settled(running, "real")
+            assert (real["up"], real["depth"]) == (True, 1.0), real
+    ended_well(running, "hostile")
+    assert hostile.sent < 64 * MIB, hostile.sent
 
 
 def pods_state(running: Running) -> dict[str, object]:

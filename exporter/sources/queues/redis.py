@@ -6,6 +6,11 @@ they send in the same event-loop turn (polls fire together, just before a render
 pipeline: one round trip for all the keys on a server instead of one each. A broken connection is
 dropped by redis-py and the next poll opens a new one, so a restarted Redis is picked up without
 restarting the exporter. redis-py's own retries are off: the poller's deadline and backoff decide.
+
+Every answer is bounded as it is read (``BoundedParser``): its bytes (``max_body_bytes``, default
+16 MiB), its elements and its nesting. A server that announces a gigabyte string, a million-element
+array or arrays nested a thousand deep is cut off there, its connection dropped and the source
+marked down; nothing larger than the bound is ever held.
 """
 
 from __future__ import annotations
@@ -14,22 +19,86 @@ import asyncio
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis._parsers import _AsyncRESP2Parser  # redis-py's own RESP2 parser (since 5.0), bounded below
 from redis.exceptions import ResponseError
 
 from rightsizer_core.files import checked_path, read_secret
 
 from .base import QueueSourceError, QueueValue
-from .settings import QueueSettings
+from .settings import DEFAULT_MAX_BODY_BYTES, QueueSettings
 
 POOL_CONNECTIONS = 4
 LAG_COUNT_LIMIT = 10_000  # when Redis cannot compute a group's lag, count at most this many entries
-LAG_COUNT_PAGE = 500  # ... reading this many at a time
+LAG_COUNT_PAGE = 100  # ... reading this many at a time (entries are read whole: up to the answer bound)
+MAX_NESTING = 8  # RESP2 answers of the commands sent nest 3 deep (XINFO STREAM's entries)
+ELEMENT_BYTES = 64  # each element is charged at least this many bytes (a Python object costs more)
 _LENGTH_COMMAND = {"list": "LLEN", "stream": "XLEN", "zset": "ZCARD", "set": "SCARD"}
 
 
 def _stream_id(text: str) -> tuple[int, int]:
     ms, _, seq = text.partition("-")
     return int(ms), int(seq or 0)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:g} MiB" if n % 2**20 == 0 else f"{n:,} bytes"
+
+
+class BoundedParser(_AsyncRESP2Parser):
+    """redis-py's RESP2 parser, with a cap on each answer's bytes, elements and nesting.
+
+    A bulk string's length is checked before it is read; every line and element is charged to the
+    answer's budget (at least ``ELEMENT_BYTES`` each, so a flood of empty elements is bounded too).
+    Going over raises ``QueueSourceError``; redis-py then drops the connection, so the rest of the
+    answer is never read.
+    """
+
+    limit = DEFAULT_MAX_BODY_BYTES["exposition"]
+
+    def __init__(self, socket_read_size: int) -> None:
+        super().__init__(socket_read_size)
+        self._taken = 0
+        self._depth = 0
+
+    async def read_response(self, disable_decoding: bool = False) -> Any:
+        self._taken, self._depth = 0, 0
+        return await super().read_response(disable_decoding=disable_decoding)
+
+    async def _read_response(self, disable_decoding: bool = False) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                raise QueueSourceError(f"Redis answer nested deeper than {MAX_NESTING} levels")
+            return await super()._read_response(disable_decoding=disable_decoding)
+        finally:
+            self._depth -= 1
+
+    async def _read(self, length: int) -> bytes:
+        self._charge(length + 2)
+        return await super()._read(length)
+
+    async def _readline(self) -> bytes:
+        try:
+            line = await super()._readline()
+        except ValueError:  # asyncio's StreamReader refuses a line over its 64 KiB buffer limit
+            raise QueueSourceError("Redis answer has a line longer than 64 KiB") from None
+        self._charge(max(len(line) + 2, ELEMENT_BYTES))
+        return line
+
+    def _charge(self, n: int) -> None:
+        self._taken += n
+        if self._taken > self.limit:
+            raise QueueSourceError(f"Redis answer larger than {_size(self.limit)} (max_body_bytes)")
+
+
+_PARSERS: dict[int, type[BoundedParser]] = {}
+
+
+def bounded_parser(limit: int) -> type[BoundedParser]:
+    """The parser class for one bound (redis-py builds a parser per connection from a class)."""
+    if limit not in _PARSERS:
+        _PARSERS[limit] = type("BoundedParser", (BoundedParser,), {"limit": limit})
+    return _PARSERS[limit]
 
 
 class BatchedClient:
@@ -99,7 +168,8 @@ class RedisPools:
         elif auth is not None:
             password = auth.password
         user = auth.username if auth else None
-        key = (cfg.url, user, password, cfg.tls_ca_file, cfg.tls_insecure_skip_verify)
+        limit = cfg.body_limit
+        key = (cfg.url, user, password, cfg.tls_ca_file, cfg.tls_insecure_skip_verify, limit)
         client = self._clients.get(key)
         if client is None:
             options: dict[str, Any] = {
@@ -109,6 +179,8 @@ class RedisPools:
                 "socket_connect_timeout": timeout,
                 "decode_responses": True,
                 "client_name": "rightsizer-exporter",
+                "protocol": 2,  # the bounded parser reads RESP2, which every Redis since 1.2 speaks
+                "parser_class": bounded_parser(limit),
             }
             if auth is not None:
                 options.update(username=auth.username or None, password=password)

@@ -44,7 +44,7 @@ _KEYS_FOR = {
     "headers": (*SCRAPE_KINDS, "http_json"),
     "max_series": SCRAPE_KINDS,
     "max_series_bytes": SCRAPE_KINDS,
-    "max_body_bytes": (*SCRAPE_KINDS, "http_json"),
+    "max_body_bytes": (*SCRAPE_KINDS, "http_json", "redis"),
     "max_groups": ("redis",),
     "model": ("vllm", "sglang"),
     "kv_cache_dtype": ("sglang",),
@@ -119,8 +119,9 @@ class QueueSettings:
     tls_insecure_skip_verify: bool = setting(False, "Do not verify the server's TLS certificate.")
     max_body_bytes: int | None = setting(
         None,
-        "HTTP kinds: largest answer read, in bytes; a larger one marks the source down. Default 16 MiB "
-        "for expositions (read as they arrive, never held whole) and 1 MiB for http_json (parsed whole).",
+        "Largest answer read, in bytes; a larger one marks the source down. Default 16 MiB for "
+        "expositions (read as they arrive, never held whole) and Redis answers (each command's, cut "
+        "off where it passes the bound), 1 MiB for http_json (parsed whole).",
         minimum=1024,
         maximum=256 * 2**20,
     )
