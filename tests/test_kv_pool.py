@@ -19,7 +19,7 @@ from servers import exporter, http_get, wait_for
 from exporter.sources.queues.kv_pool import pool_bytes
 from exporter.sources.queues.scrape import PRESETS, ExpositionReader
 from exporter.sources.queues.settings import QueueSettings
-from exporter.sources.simulated.source import load_scenario
+from exporter.sources.simulated.source import SimulatedSource, load_scenario
 from rightsizing.evidence import Evidence, QueueEvidence
 from rightsizing.models import BUILTIN, served_model
 from rightsizing.pressure import memory_need
@@ -208,6 +208,37 @@ def test_a_small_model_under_vllms_reservation_moves_to_what_its_weights_and_kv_
                 if line.startswith("rightsizer_queue_kv_cache_capacity_bytes{")
             }
             assert pools == {"chat": 28724 * 16 * LLAMA_8B_TOKEN, "named": 28724 * 16 * LLAMA_8B_TOKEN}
+
+
+TP_PAIR = """\
+description: Llama 3 70B fp8 at tensor parallel 2, one pod, vLLM at 0.9 of each H100
+seed: 72
+history_seconds: 600
+gpus:
+  - name: rank-0
+    model: H100-SXM-80GB
+    workload: &w {kind: steady_inference, model: llama-3-70b, precision: fp8, memory_fraction: 0.9,
+                  activity: 0.25, utilization: 0.5, dram: 0.3, swing: 0, noise: 0.05, kv_cache_usage: 0.35}
+    pod: &p {pod: chat-70b-7b8c9-pqrst, namespace: llm, container: vllm}
+    queue: &q {name: chat-70b, labels: {namespace: llm, workload: chat-70b}, server: vllm}
+  - {name: rank-1, model: H100-SXM-80GB, workload: *w, pod: *p, queue: *q}
+"""
+
+
+def test_a_tensor_parallel_pair_holds_half_the_weights_on_each_gpu(tmp_path: Path) -> None:
+    """Tensor parallel splits the weights: Llama 3 70B (70.55e9 parameters, config.json) in fp8 is
+    70.55 GB, 35.3 GB on each H100. Each holds 0.9 x 85.52 GB = 76.97 GB, so the one server's pool
+    is 2 x 76.97 - 70.55 - 2 x 0.67 (CUDA context) = 82.0 GB, not the 11.5 GB that whole weights on
+    each GPU would leave; and each step reads 35.3 GB per GPU, not 70.55."""
+    path = tmp_path / "tp2.yaml"
+    path.write_text(TP_PAIR)
+    scenario = load_scenario(str(path))
+    for g in scenario.gpus:
+        assert g.workload is not None and g.workload.serving is not None
+        assert g.workload.serving.weight_bytes == pytest.approx(70.55e9 / 2, rel=0.01)
+    (queue,) = SimulatedSource(scenario).queue_samples()
+    assert len(queue.gpus) == 2
+    assert queue.kv_cache_bytes == pytest.approx(2 * 0.9 * 85.52e9 - 70.55e9 - 2 * 640 * 2**20, rel=0.01)
 
 
 def sglang_page(model: str, tokens: str) -> str:

@@ -9,6 +9,7 @@ catalog. Every error is a ``ConfigError`` naming the file, the GPU and the key.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,7 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
         raise ConfigError("gpus: at least one GPU is required")
     gpus: list[SimGpu] = []
     devices = 0
+    entries: list[tuple[GpuEntry, str]] = []
     for i, raw in enumerate(top.gpus):
         label = raw.get("name") or raw.get("model") if isinstance(raw, dict) else None
         where = f"gpus[{i}]" + (f" ({label})" if label else "")
@@ -103,7 +105,11 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
         entry = build(GpuEntry, raw, where)
         devices += entry.count * (1 + len(entry.mig))
         _check_size(devices, top.history_seconds, where)
-        gpus += _expand(entry, where, len(gpus), top, catalog)
+        entries.append((entry, where))
+    pods = Counter(_pod_key(e) for e, _ in entries)
+    for entry, where in entries:
+        key = _pod_key(entry)
+        gpus += _expand(entry, where, len(gpus), top, catalog, pods[key] if key else 1)
     for attr in ("uuid", "pci_bus_id"):
         seen: dict[str, str] = {}
         for g in gpus:
@@ -121,6 +127,13 @@ def build_scenario(spec: str, data: dict[str, Any], catalog: Catalog) -> Scenari
     )  # fmt: skip
 
 
+def _pod_key(e: GpuEntry) -> tuple[str, str] | None:
+    """The pod a whole GPU belongs to (None with count > 1: each copy gets its own pod)."""
+    if e.pod is None or e.count != 1 or e.mig:
+        return None
+    return (e.pod.namespace, e.pod.pod)
+
+
 def _check_size(devices: int, history_seconds: float, where: str) -> None:
     """Bound the start-up cost (see ``MAX_DEVICES`` in schema)."""
     if devices > MAX_DEVICES:
@@ -136,7 +149,7 @@ def _check_size(devices: int, history_seconds: float, where: str) -> None:
         )
 
 
-def _workload(entry: WorkloadEntry | None, device: Candidate, where: str) -> wl.Workload:
+def _workload(entry: WorkloadEntry | None, device: Candidate, where: str, shards: int = 1) -> wl.Workload:
     """The entry's workload on a device (a GPU or a MIG instance: a catalog candidate)."""
     if entry is None or entry.kind is None:
         raise ConfigError(f"{where}.workload: a workload with a kind is required (or mig instances)")
@@ -179,7 +192,7 @@ def _workload(entry: WorkloadEntry | None, device: Candidate, where: str) -> wl.
     physics = None
     if serves:
         at = f"{where}.workload"
-        physics = serving(kind, params, memory, device, entry.model, entry.precision or "bf16", at)
+        physics = serving(kind, params, memory, device, entry.model, entry.precision or "bf16", at, shards)
     return wl.Workload(kind, params, memory, physics)
 
 
@@ -245,7 +258,9 @@ def _migs(e: GpuEntry, spec: GpuSpec, where: str, catalog: Catalog) -> list[tupl
     return out
 
 
-def _expand(e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Catalog) -> list[SimGpu]:
+def _expand(
+    e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Catalog, shards: int = 1
+) -> list[SimGpu]:
     spec = catalog.lookup(e.model) if e.model else None
     if spec is None:
         raise ConfigError(
@@ -254,7 +269,7 @@ def _expand(e: GpuEntry, where: str, first: int, top: ScenarioEntry, catalog: Ca
     if e.mig and e.workload is not None:
         raise ConfigError(f"{where}: in MIG mode the workloads belong to the instances (mig[…].workload)")
     migs = _migs(e, spec, where, catalog)
-    work = None if migs else _workload(e.workload, _device(catalog, spec.key), where)
+    work = None if migs else _workload(e.workload, _device(catalog, spec.key), where, shards)
     _check_links(e, where)
     if (e.uuid or e.pci_bus_id) and e.count > 1:
         raise ConfigError(f"{where}: uuid and pci_bus_id overrides need count 1")

@@ -15,7 +15,8 @@ far as the GPU serves it, by the rules ``rightsizer plan`` uses for its ceilings
 
 The served rates are the offered ones times one factor (the same requests, fewer of them per
 second) so that every bound holds. Weights: the workload's ``model`` (a ``rightsizer plan``
-built-in) at its ``precision``; without a model, half of the memory the workload holds. KV bytes
+built-in) at its ``precision``, split evenly over the GPUs of its pod (tensor parallel: each GPU
+holds, reads and computes its share); without a model, half of the memory the workload holds. KV bytes
 read per step: ``kv_cache_usage`` x the KV pool (memory held - weights - CUDA context).
 
 ``Serving`` keeps what latency needs as well: the decode step time at a batch and the prefill time
@@ -113,18 +114,25 @@ def serving(
     model: str | None,
     precision: str,
     where: str,
+    shards: int = 1,
 ) -> Serving:
-    """The workload's serving physics on ``device``; ConfigError when its model cannot be held."""
+    """The workload's serving physics on ``device``; ConfigError when its model cannot be held.
+
+    ``shards``: the GPUs of the pod that serve the model together (tensor parallel). Each holds
+    and reads its share of the weights and does its share of each token's FLOPs; a step still
+    yields one token per sequence for the whole group."""
     if model:
         arch = architecture(model, where)
-        total_weights = weight_bytes(arch, precision)
+        total_weights = weight_bytes(arch, precision) / shards
         if total_weights + CUDA_CONTEXT_BYTES > memory_bytes:
+            split = f" (1/{shards} each of the pod's {shards} GPUs)" if shards > 1 else ""
             raise ConfigError(
-                f"{where}.model: {arch.name} at {precision} has {total_weights / GIB:.1f} GiB of weights; "
-                f"with the CUDA context they do not fit the {memory_bytes / GIB:.1f} GiB the workload holds"
+                f"{where}.model: {arch.name} at {precision} has {total_weights / GIB:.1f} GiB of weights"
+                f"{split}; with the CUDA context they do not fit the {memory_bytes / GIB:.1f} GiB the "
+                "workload holds"
             )
         active = total_weights * arch.params_per_token / arch.params
-        params = arch.params_per_token
+        params = arch.params_per_token / shards
     else:
         total_weights = active = UNMODELLED_WEIGHT_SHARE * memory_bytes
         params = active / PRECISION_BYTES[precision]
