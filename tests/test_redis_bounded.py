@@ -5,6 +5,7 @@ read. The hostile server counts what it managed to send before the exporter hung
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -47,16 +48,26 @@ async def test_a_hostile_answer_is_cut_off_at_the_bound(real: Process, mode: str
     assert hostile.sent < 32 * MIB < ANNOUNCED, hostile.sent
 
 
-async def test_the_bound_is_the_configured_one(real: Process) -> None:
+async def test_the_bound_is_the_configured_one_and_fails_only_its_source(real: Process) -> None:
     """A real stream whose entries are 200 KiB each: its XINFO STREAM answer carries the first and
-    last entries whole (400 KiB), over a 256 KiB bound and under the default 16 MiB."""
+    last entries whole (400 KiB), over a 256 KiB bound and under the default 16 MiB. A list on the
+    same server under the same bound shares the pipeline of the stream's commands, and is still
+    read: only the source whose answer is too large fails."""
     r = redis.Redis(port=real.extra["port"])
     for _ in range(3):
         r.xadd("frames", {"jpeg": b"x" * 200 * 1024})
     r.xgroup_create("frames", "workers", id="0")
     small = {"kind": "redis", "url": real.url, "key": "frames", "group": "workers", "max_body_bytes": 2**18}
-    entries = [{"name": "small", **small}, {"name": "default", **{**small, "max_body_bytes": None}}]
+    entries = [
+        {"name": "small", **small},
+        {"name": "default", **{**small, "max_body_bytes": None}},
+        {"name": "beside", "kind": "redis", "url": real.url, "key": "jobs", "max_body_bytes": 2**18},
+    ]
     async with QueueHarness(entries) as h:
         await eventually(lambda: h.depth("default") == 3, what="lag 3 under the default bound")
         await eventually(lambda: h.api("small")["error"], what="small bound refused")
         assert h.api("small")["error"] == "Redis answer larger than 262,144 bytes (max_body_bytes)"
+        for _ in range(5):  # polls go on: the list keeps its depth, the stream stays down
+            await eventually(lambda: h.depth("beside") == 2, what="the list beside it read")
+            assert h.up("small") == 0 and h.depth("small") is None
+            await asyncio.sleep(0.2)

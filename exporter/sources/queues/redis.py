@@ -125,10 +125,22 @@ class BatchedClient:
 
     async def _send(self, batch: list[tuple[tuple[Any, ...], asyncio.Future[Any]]]) -> None:
         try:
-            async with self.client.pipeline(transaction=False) as pipe:
+            try:
+                async with self.client.pipeline(transaction=False) as pipe:
+                    for command, _ in batch:
+                        pipe.execute_command(*command)
+                    answers = await pipe.execute(raise_on_error=False)
+            except QueueSourceError:
+                if len(batch) == 1:
+                    raise
+                # One answer over a bound ends the pipeline's connection, and every answer with it:
+                # send the commands again one at a time, so that only the source that asked fails.
+                answers = []
                 for command, _ in batch:
-                    pipe.execute_command(*command)
-                answers = await pipe.execute(raise_on_error=False)
+                    try:
+                        answers.append(await self.client.execute_command(*command))
+                    except Exception as exc:  # each caller gets its own error
+                        answers.append(exc)
         except BaseException as exc:  # connection lost, timeout, or cancelled at shutdown
             for _, future in batch:
                 if not future.done():
