@@ -123,7 +123,18 @@ def test_an_exporter_never_reached_fails_every_request(tmp_path: Path) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
     never = Process(None, Path(), closed)  # type: ignore[arg-type]
     with two_nodes(tmp_path) as (a, _), adapter_on("direct", tmp_path, (a, never)) as busy:
-        wait_for(lambda: busy.external("workload=worker")[0] == 503, 30, what="an answer")
+        seen: dict[tuple[int, str], int] = {}  # every distinct answer while waiting, and how often
+
+        def refused() -> bool:
+            code, body = busy.external("workload=worker")
+            key = (code, str(body)[:300])
+            seen[key] = seen.get(key, 0) + 1
+            return code == 503
+
+        try:
+            wait_for(refused, 30, what="a 503")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the adapter answered {seen}:\n{busy.adapter.log()[-3000:]}") from None
         why = f"exporter {closed}/metrics has not answered since the adapter started"
         unavailable(busy.everywhere("workload=worker"), why)
         unavailable(busy.everywhere(f"pod={POD_A}"), why)
