@@ -7,7 +7,8 @@ is slow (150 at 0.2 s, 50 at 0.9 s: p95 0.95 s, ratio 1.9, see test_slo_adapter)
 ratio (the worst replica) is 1.9 and its attainment (the lowest) 0.75. Once replica 2's exporter is
 killed (SIGKILL) no interface may answer the ratio of the two survivors: the external and custom
 metrics APIs and KEDA's metrics-api 503, gRPC GetMetrics UNAVAILABLE, each naming the killed
-exporter, for both SLO rules, as the queue rule does at the same moment.
+exporter, for both SLO rules, as the queue rule does at the same moment. A fourth exporter that
+was never reached might hold a replica too: the same 503s, naming it, from the start.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import yaml
 from adapter_support import ANONYMOUS, adapter, get_json
 from latency_servers import ClientServer
 from queue_servers import FakeHttpServer
-from servers import Process, exporter, http_get, prometheus, wait_for
+from servers import Process, exporter, http_get, prometheus, refused_port, wait_for
 from victoria_metrics import victoria_metrics
 
 from adapter.keda import externalscaler_pb2 as pb
@@ -157,3 +158,21 @@ def test_a_replicas_exporter_killed_never_answers_the_survivors_ratio(mode: str,
             assert not served, f"answered without the killed replica: {served[:3]} ({len(served)} times)"
         for metric in (RATIO, ATTAINMENT, DEPTH):
             refused(everywhere(a, metric), killed)
+
+
+@pytest.mark.parametrize("mode", ["direct", "prometheus", "victoria-metrics"])
+def test_an_exporter_never_reached_might_hold_a_replica(mode: str, tmp_path: Path) -> None:
+    with refused_port() as port, three_replicas(tmp_path) as nodes:
+        never = Process(None, Path(), f"http://127.0.0.1:{port}")  # type: ignore[arg-type]
+        with adapter_on(mode, tmp_path, [*nodes, never]) as a:
+            seen: list[Any] = []
+
+            def missed() -> bool:
+                seen.append(everywhere(a, RATIO)["external"])
+                return seen[-1][0] == 503 and f"127.0.0.1:{port}" in seen[-1][1]
+
+            wait_for(missed, 30, what="the exporter never reached to be named")
+            served = [answer for answer in seen if answer[0] == 200 and answer != (200, ["1900m"])]
+            assert not served, f"answered without the replica it might hold: {served[:3]}"
+            for metric in (RATIO, ATTAINMENT, DEPTH):
+                refused(everywhere(a, metric), f"127.0.0.1:{port}")
