@@ -39,11 +39,18 @@ def test_the_slo_rules_need_every_source_and_the_others_do_not() -> None:
     assert every == {"rightsizer_workload_slo_latency_ratio", "rightsizer_workload_slo_attainment_ratio"}
 
 
-def test_a_target_gone_from_service_discovery_is_marked_gone_a_failing_one_is_not() -> None:
+def test_a_target_gone_or_done_with_the_key_is_marked_gone_a_failing_one_is_not() -> None:
+    """Left service discovery (gone), up but no longer publishing the workload's flag (done: its
+    replica moved away), failing its scrapes (down): only the last holds its part."""
     rule = next(r for r in BUILTIN_RULES if r.name == "rightsizer_workload_slo_latency_ratio")
     horizon = Horizon(3600, 60)
-    seen = [Series({**KEY, "instance": i, "job": "e"}, 990.0) for i in ("gone:1", "down:1")]
-    known = {("gone:1", "e"): Target(healthy_at=990.0), ("down:1", "e"): Target(0.0, 1000.0, 990.0)}
+    seen = [Series({**KEY, "instance": i, "job": "e"}, 990.0) for i in ("gone:1", "done:1", "down:1")]
+    known = {
+        ("gone:1", "e"): Target(healthy_at=990.0),
+        ("done:1", "e"): Target(1.0, 999.0, 999.0),
+        ("down:1", "e"): Target(0.0, 1000.0, 990.0),
+    }
     found = {s.labels["@source"]: s for s in classify(rule, {"seen": seen}, known, 1000.0, horizon)}
-    assert found["gone:1 (job e)"].value == STALE and GONE in found["gone:1 (job e)"].labels
-    assert found["down:1 (job e)"].value == STALE and GONE not in found["down:1 (job e)"].labels
+    for source, marked in (("gone:1", True), ("done:1", True), ("down:1", False)):
+        assert found[f"{source} (job e)"].value == STALE
+        assert (GONE in found[f"{source} (job e)"].labels) is marked, source

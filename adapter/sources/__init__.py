@@ -17,7 +17,8 @@ name). A key is answered only while no state of it says otherwise (``kubernetes/
   not scraped since the engine restarted, a sample older than ``stale_after``): never answered.
 
 ``SOURCE_WHY`` carries the reason of a state that is not UP, for the 503's message; ``GONE``
-marks a STALE state whose exporter left service discovery (Prometheus mode).
+marks a STALE state whose exporter left service discovery, or stopped publishing the key while up
+(Prometheus mode).
 
 A rule with ``every_source`` (keys that several exporters publish parts of: an SLO over replicas
 on several nodes) is stricter: a key is answered only while every exporter that publishes it, or

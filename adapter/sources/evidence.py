@@ -21,7 +21,8 @@ exporter is frozen, or the sample is older than ``stale_after``); STALE for a se
 held at its last good scrape (seen at that scrape's time) before the target went down or away, so
 a node whose exporter vanished is missed rather than dropped, while a pod that left a healthy
 node (or a node drained before it was removed) is not (a STALE state of a target that left
-service discovery is marked GONE); DOWN for a queue whose flag is 0. ``unreached`` names the
+service discovery, or of a flag its healthy exporter stopped publishing, is marked GONE); DOWN for
+a queue whose flag is 0. ``unreached`` names the
 targets of the family's jobs that were never scraped successfully within the horizon.
 """
 
@@ -171,7 +172,8 @@ def classify(
                     stale = Series({**stale.labels, GONE: "1"}, stale.value)
                 out.append(stale)
         elif flag is not None:  # a queue its exporter, up and current, stopped publishing
-            out.append(state(key, source, STALE, f"{source} is up but no longer publishes it"))
+            left = state(key, source, STALE, f"{source} is up but no longer publishes it")
+            out.append(Series({**left.labels, GONE: "1"}, left.value))  # it holds no part of it now
     return out
 
 
