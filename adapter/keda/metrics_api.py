@@ -29,6 +29,7 @@ from ..kubernetes.answers import Failure, dumps, rfc3339, selected, status, tota
 from ..kubernetes.apis import CACHE, respond
 from ..kubernetes.auth import Denied
 from ..kubernetes.gate import Gate
+from . import unknown_keys
 
 
 class MetricsApiAuth:
@@ -119,24 +120,32 @@ METRICS_API_AUTH = web.AppKey("metrics_api_auth", MetricsApiAuth)
 def value_answer(cache: Cache, metric: str, namespace: str | None, selector: str) -> Answer:
     try:
         series, stamp = selected(cache, metric, namespace, selector)
+        value = total(series)
     except Failure as exc:
         return status(exc.code, exc.message)
-    return 200, dumps({"value": total(series), "timestamp": rfc3339(stamp)})
+    return 200, dumps({"value": value, "timestamp": rfc3339(stamp)})
+
+
+QUERY_KEYS = ("labelSelector", "namespace")
 
 
 async def metric_value(request: web.Request) -> web.Response:
     cache = request.app[CACHE]
     metric = request.match_info["metric"]
     query = request.query
+    unknown = unknown_keys(query.keys(), QUERY_KEYS, what="the query")
+    if unknown:  # a typo (labelselector) would otherwise widen the selection to everything
+        return respond(status(400, unknown))
     namespace = query.get("namespace") or None
     own = getattr(cache.source, "keda_series", None)  # prometheus-adapter files, per request
     if own is not None:
         try:
             found = await own(metric, namespace, query.get("labelSelector", ""))
+            value = None if found is None else total(found)
         except Failure as exc:
             return respond(status(exc.code, exc.message))
-        if found is not None:
-            return respond((200, dumps({"value": total(found), "timestamp": rfc3339(time.time())})))
+        if value is not None:
+            return respond((200, dumps({"value": value, "timestamp": rfc3339(time.time())})))
     key = ("keda", metric, namespace, query.get("labelSelector", ""))
     return respond(
         cache.memo(

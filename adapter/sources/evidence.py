@@ -20,7 +20,10 @@ current (the last scrape failed, the target was not scraped since the engine res
 exporter is frozen, or the sample is older than ``stale_after``); STALE for a series its target
 held at its last good scrape (seen at that scrape's time) before the target went down or away, so
 a node whose exporter vanished is missed rather than dropped, while a pod that left a healthy
-node (or a node drained before it was removed) is not; DOWN for a queue whose flag is 0.
+node (or a node drained before it was removed) is not (a STALE state of a target that left
+service discovery, or of a flag its healthy exporter stopped publishing, is marked GONE); DOWN for
+a queue whose flag is 0. ``unreached`` names the
+targets of the family's jobs that were never scraped successfully within the horizon.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 
 from ..rules import RuleConfig
 from ..vectors import Series
-from . import DOWN, STALE, TAINTED, UP, state
+from . import DOWN, GONE, STALE, TAINTED, UNKNOWN, UP, state
 from .pace import STAMP_FAMILY
 
 STEPS = 60  # subquery steps over the horizon: when a series was last seen, to H/60
@@ -164,7 +167,32 @@ def classify(
         elif problem:
             good = target.healthy_at  # held at its last good scrape (0: not on the grid, so maybe)
             if good is None or not last or last >= good - horizon.resolution / 2:
-                out.append(state(key, source, STALE, f"{source}: {problem}"))
+                stale = state(key, source, STALE, f"{source}: {problem}")
+                if target.up is None:  # left service discovery (see GONE)
+                    stale = Series({**stale.labels, GONE: "1"}, stale.value)
+                out.append(stale)
         elif flag is not None:  # a queue its exporter, up and current, stopped publishing
-            out.append(state(key, source, STALE, f"{source} is up but no longer publishes it"))
+            left = state(key, source, STALE, f"{source} is up but no longer publishes it")
+            out.append(Series({**left.labels, GONE: "1"}, left.value))  # it holds no part of it now
+    return out
+
+
+def unreached(
+    rule: RuleConfig, parts: Mapping[str, Sequence[Series]], known: Mapping[tuple[str, str], Target]
+) -> list[Series]:
+    """UNKNOWN states (no key) for the targets of the jobs publishing ``rule``'s family that are
+    scraped, failing, had no good scrape within the horizon (on its grid) and published none of
+    the family within it: they might publish anything, so
+    (as an exporter never reached in direct mode) every request fails until they answer."""
+    held = {_target_key(s.labels) for name in ("cur", "seen") for s in parts.get(name, ())}
+    jobs = {job for _, job in held}
+    out = []
+    for (instance, job), target in sorted(known.items()):
+        failing = target.up is not None and target.up != 1 and target.healthy_at is None
+        if failing and job in jobs and (instance, job) not in held:
+            why = (
+                f"{instance} (job {job}) has not been scraped successfully within the source horizon, "
+                f"so what it publishes of {rule.states_family} is unknown"
+            )
+            out.append(Series({UNKNOWN: why}, TAINTED))
     return out

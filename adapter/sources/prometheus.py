@@ -3,7 +3,8 @@
 Works with anything that speaks ``/api/v1/query`` (Prometheus, Thanos Query, Mimir's
 ``/prometheus`` prefix, VictoriaMetrics). Queries are POSTed (long templates fit), each with a
 deadline, evaluated at the engine's own clock (no ``time`` is sent, so an adapter clock behind the
-engine's cannot ask for old values); NaN and infinite samples are left out, never passed on. A
+engine's cannot ask for old values); NaN and infinite samples are never passed on: the key they
+belong to is refused (503 naming them), or the whole rule when it has no source states. A
 partial answer (Thanos ``warnings``, VictoriaMetrics cluster ``isPartial``) is refused like an
 error, and complete answers are asked for where the engine has the switch. A rule with a source
 family also learns which exporters its values come from and whether each is up and current
@@ -33,15 +34,15 @@ from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series
-from . import RuleResult
-from .evidence import Horizon, classify, rule_parts, target_parts, targets
+from . import RuleResult, refuse_non_finite
+from .evidence import Horizon, classify, rule_parts, target_parts, targets, unreached
 from .source_states import MARKER, PartAnswer, SharedParts, split_parts, with_parts
 
 log = logging.getLogger("rightsizer.adapter.prometheus")
 MAX_CONCURRENT_QUERIES = 8
 
 
-Answer = tuple[list[Series], float, int]  # series, evaluation time, NaN/Inf samples dropped
+Answer = tuple[list[Series], float, list[Series]]  # series, evaluation time, NaN/Inf samples left out
 
 
 class QueryError(Exception):
@@ -87,7 +88,7 @@ def partial(data: dict[str, Any]) -> str:
 
 
 def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> Answer:
-    """(series, evaluation time, NaN/Inf samples dropped) from a query API answer. With ``states``
+    """(series, evaluation time, NaN/Inf samples left out) from a query API answer. With ``states``
     (a query carrying source states) ``limit`` bounds the values and the states each."""
     try:
         data = json.loads(body)
@@ -116,7 +117,7 @@ def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> 
             what = f"series of source-state part {mark}" if mark else "series"
             raise QueryError(f"the query gave {count} {what}, more than max_series_per_rule ({limit})")
     series: list[Series] = []
-    dropped = 0
+    dropped: list[Series] = []
     stamp = 0.0
     try:
         for item in items:
@@ -124,10 +125,7 @@ def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> 
             ts, text = item["value"]
             value = float(text)
             stamp = max(stamp, float(ts))
-            if math.isfinite(value):
-                series.append(Series(labels, value))
-            else:
-                dropped += 1
+            (series if math.isfinite(value) else dropped).append(Series(labels, value))
     except (KeyError, TypeError, ValueError):
         raise QueryError("prometheus answered a vector whose samples are malformed") from None
     return series, stamp or time.time(), dropped
@@ -231,8 +229,8 @@ class PrometheusSource:
 
     async def ask(
         self, query: str, rules: Sequence[RuleConfig], shared: SharedParts
-    ) -> tuple[list[Series], float, int, dict[str, tuple[Series, ...] | None]]:
-        """``query``'s series, evaluation time and NaN/Inf dropped, with the source states of each of
+    ) -> tuple[list[Series], float, list[Series], dict[str, tuple[Series, ...] | None]]:
+        """``query``'s series, evaluation time and NaN/Inf series left out, with the source states of each of
         ``rules`` (None for a rule without a source family); the parts ride in ``query`` when not
         carried by another rule's. Raises QueryError."""
         named = {rule.name: self._parts_of(rule) for rule in rules}
@@ -241,6 +239,7 @@ class PrometheusSource:
         try:
             series, stamp, dropped = await self._timed(with_parts(query, mine), states=bool(mine))
             series, found = split_parts(series, mine)
+            dropped, _ = split_parts(dropped, mine)  # a part's NaN is no value: never a state
             for part in mine:
                 shared.carried(part, (found[part], stamp))
             answers = {part: await shared.get(part) for part in needed}
@@ -255,7 +254,9 @@ class PrometheusSource:
             mine_now = {name: answers[part] for name, part in named[rule.name].items()}
             now = max((at for found_series, at in mine_now.values() if found_series), default=stamp)
             parts = {name: found_series for name, (found_series, _) in mine_now.items()}
-            states[rule.name] = tuple(classify(rule, parts, targets(parts), now, self.horizon))
+            known = targets(parts)
+            classified = classify(rule, parts, known, now, self.horizon)
+            states[rule.name] = (*classified, *unreached(rule, parts, known))
         return series, stamp, dropped, states
 
     async def _collect_rule(self, rule: RuleConfig, shared: SharedParts) -> RuleResult:
@@ -266,8 +267,9 @@ class PrometheusSource:
             return RuleResult(error=str(exc))
         if dropped and rule.name not in self._dropped_logged:
             self._dropped_logged.add(rule.name)
-            event(log, logging.WARNING, "NaN or infinite samples left out", rule=rule.name, count=dropped)
-        return RuleResult(tuple(series), stamp, sources=states[rule.name])
+            event(log, logging.WARNING, "NaN or infinite samples refused", rule=rule.name, count=len(dropped))
+        result = RuleResult(tuple(series), stamp, sources=states[rule.name])
+        return refuse_non_finite(result, dropped, self.name)
 
     def next_delay(self, elapsed: float) -> float:
         return max(0.0, self.interval - elapsed)

@@ -1,0 +1,56 @@
+"""Keys several exporters publish parts of (``every_source``: the SLO rules) against keys that
+exporters publish copies of (the queues): which source states make a key unanswerable."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter.kubernetes.availability import unsound
+from adapter.rules import BUILTIN_RULES
+from adapter.sources import DOWN, GONE, STALE, TAINTED, UP, state
+from adapter.sources.evidence import Horizon, Target, classify
+from adapter.vectors import Series
+
+KEY = {"namespace": "ha", "workload": "w"}
+
+
+def gone(s: Series) -> Series:
+    return Series({**s.labels, GONE: "1"}, s.value)
+
+
+CASES = [  # (states of one key, unsound with every_source, unsound without)
+    ([state(KEY, "a", UP), state(KEY, "b", UP)], False, False),
+    ([state(KEY, "a", UP), state(KEY, "b", STALE, "b: its last scrape failed (up 0)")], True, False),
+    ([state(KEY, "a", UP), state(KEY, "b", DOWN, "scaling_up is 0")], True, False),
+    ([state(KEY, "a", UP), state(KEY, "b", TAINTED, "b is frozen")], True, True),
+    ([state(KEY, "a", UP), gone(state(KEY, "b", STALE, "b: no longer scraped"))], False, False),  # rollout
+    ([gone(state(KEY, "b", STALE, "b: no longer scraped"))], True, True),  # nobody took over
+]
+
+
+@pytest.mark.parametrize(("states", "every", "copies"), CASES)
+def test_which_states_make_a_key_unsound(states: list[Series], every: bool, copies: bool) -> None:
+    assert bool(unsound(states, every=True)) is every
+    assert bool(unsound(states, every=False)) is copies
+
+
+def test_the_slo_rules_need_every_source_and_the_others_do_not() -> None:
+    every = {r.name for r in BUILTIN_RULES if r.every_source}
+    assert every == {"rightsizer_workload_slo_latency_ratio", "rightsizer_workload_slo_attainment_ratio"}
+
+
+def test_a_target_gone_or_done_with_the_key_is_marked_gone_a_failing_one_is_not() -> None:
+    """Left service discovery (gone), up but no longer publishing the workload's flag (done: its
+    replica moved away), failing its scrapes (down): only the last holds its part."""
+    rule = next(r for r in BUILTIN_RULES if r.name == "rightsizer_workload_slo_latency_ratio")
+    horizon = Horizon(3600, 60)
+    seen = [Series({**KEY, "instance": i, "job": "e"}, 990.0) for i in ("gone:1", "done:1", "down:1")]
+    known = {
+        ("gone:1", "e"): Target(healthy_at=990.0),
+        ("done:1", "e"): Target(1.0, 999.0, 999.0),
+        ("down:1", "e"): Target(0.0, 1000.0, 990.0),
+    }
+    found = {s.labels["@source"]: s for s in classify(rule, {"seen": seen}, known, 1000.0, horizon)}
+    for source, marked in (("gone:1", True), ("done:1", True), ("down:1", False)):
+        assert found[f"{source} (job e)"].value == STALE
+        assert (GONE in found[f"{source} (job e)"].labels) is marked, source
