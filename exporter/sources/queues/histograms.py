@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -43,11 +44,17 @@ SCALES: Mapping[str, float] = {
 }
 PARTS = ("_bucket", "_sum", "_count")
 LABEL_CACHE = 4096  # label sections remembered per source (a vLLM page has ~90)
+# Lines read between two releases of the GIL. The pollers run in their own thread: a page of
+# thousands of histogram lines would otherwise hold the GIL for up to the switch interval (5 ms)
+# at every turn, and each of the event loop's waits on it (a /healthz answer takes several) would
+# last that long.
+YIELD_LINES = 200
 _LINE = re.compile(
     rb'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?[ \t]+(\S+)(?:[ \t]+\S+)?'
     rb"(?:[ \t]+#.*)?[ \t]*"
 )
 _PAIR = re.compile(rb'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(?:,|$)')
+_LE_TAIL = re.compile(rb'(?:^|,)[ \t]*le[ \t]*=[ \t]*"([^"\\]*)"[ \t]*$')
 _ESCAPES = {b"\\\\": "\\", b'\\"': '"', b"\\n": "\n"}
 
 
@@ -102,7 +109,9 @@ class HistogramSums:
         others, for prometheus-client's parser."""
         rest: list[bytes] = []
         parts, cache = self._bytes, self._label_cache
-        for line in lines:
+        for at, line in enumerate(lines):
+            if at % YIELD_LINES == YIELD_LINES - 1:
+                time.sleep(0)  # let the exporter's event loop thread take the GIL (see YIELD_LINES)
             brace = line.find(b"{")
             name = line[:brace] if brace >= 0 else (line.split(None, 1) or [b""])[0]
             if name not in parts:
@@ -119,11 +128,13 @@ class HistogramSums:
                 if section in cache:  # not label syntax (remembered)
                     self._broken(part, "a line does not parse")
                     continue
-                labels = _labels(section)
-                found = None if labels is None else known(labels, matches(labels))
-                if len(cache) >= LABEL_CACHE:
-                    cache.clear()
-                cache[section] = found
+                found = self._bucket_labels(section, matches)
+                if found is None:
+                    labels = _labels(section)
+                    found = None if labels is None else known(labels, matches(labels))
+                    if len(cache) >= LABEL_CACHE:
+                        cache.clear()
+                    cache[section] = found
                 if found is None:
                     self._broken(part, "a line does not parse")
                     continue
@@ -137,6 +148,27 @@ class HistogramSums:
             family_name, suffix = self._parts[part]
             self._family(family_name).add(found.series, suffix, found.le, value)
         return rest
+
+    def _bucket_labels(self, section: bytes, matches: Callable[[Mapping[str, str]], bool]) -> Labels | None:
+        """A bucket's labels from those of its series (the section before ``,le="..."``, where every
+        client library writes it), parsed once for all of the series' bounds: a layout of thousands
+        of bounds is not thousands of label sections to parse and remember. None: not that shape."""
+        tail = _LE_TAIL.search(section)
+        if tail is None:
+            return None
+        cache, head = self._label_cache, section[: tail.start()]
+        series = cache.get(head)
+        if series is None:
+            labels = _labels(head)
+            if labels is None or "le" in labels:
+                return None
+            series = known(labels, matches(labels))
+            if len(cache) >= LABEL_CACHE:
+                cache.clear()
+            cache[head] = series
+        if series.le is not None:
+            return None
+        return series._replace(le=tail.group(1).decode())
 
     def _family(self, name: str) -> Family:
         fam = self.families.get(name)
