@@ -230,6 +230,7 @@ def test_garbage_is_refused_with_its_reason_and_the_next_good_page_recovers(
                     if x["workload"] == "chat")  # fmt: skip
         assert chat["scaling"]["why_not"] == f"invalid histogram: {TTFT}: {why}"
         assert chat["invalid_histograms"] == {"ttft": f"{TTFT}: {why}"}
+        assert f"invalid histogram: {TTFT}: {why}" in http_get(p.url + "/")[2].decode()  # the status page
 
     # vLLM with negative bounds: every request at or under -1 s, which read as a ratio of -2.
     now["page"] = page([("-1.0", "400"), ("-0.5", "400"), ("+Inf", "400")], total="0")
