@@ -693,9 +693,20 @@ FAMILIES: tuple[Family, ...] = (
         "gauge",
         "bool",
         "1 when a workload's SLO can be judged over the scaling window now, 0 when it cannot (a "
-        "source down, too few requests): the adapter answers 503 then, never a value.",
+        "source down, too few requests, an invalid histogram): the adapter answers 503 then, never a value.",
         "extension",
         extra_labels=("namespace", "workload"),
+    ),
+    Family(
+        "rightsizer_workload_slo_scaling_unjudged_info",
+        "info",
+        "info",
+        "Why a declared SLO cannot be judged over the scaling window now, present exactly while "
+        "rightsizer_workload_slo_scaling_up is 0: 'sources down', 'too few requests in the window', "
+        "'no latency histogram read', 'the server publishes only a mean' or 'invalid histogram: "
+        "<family>: <fault>'.",
+        "extension",
+        extra_labels=("namespace", "workload", "reason"),
     ),
 )
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
+from rightsizer_core import strict_json
 from rightsizer_core.logs import event
 from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, Row, Snapshot
 
@@ -87,7 +87,9 @@ class Published:
     def api_json(self, key: str, build: Any) -> bytes:
         cached = self._api_json.get(key)
         if cached is None:
-            cached = self._api_json[key] = json.dumps(build(self.snapshot), separators=(",", ":")).encode()
+            cached = self._api_json[key] = strict_json.dumps(
+                build(self.snapshot), separators=(",", ":")
+            ).encode()
         return cached
 
 

@@ -58,24 +58,28 @@ class Histogram:
         )
 
     def minus(self, older: Histogram) -> Histogram | None:
-        """The observations since ``older`` (same layout); None when a count went down (the server
-        restarted) or the layouts differ."""
+        """The observations since ``older``, on the bounds both layouts have; None when a count
+        went down (the server restarted)."""
         if not self.same_layout(older):
-            return None
+            common = common_bounds(self.bounds, older.bounds)
+            return self.project(common).minus(older.project(common))
         counts = tuple(a - b for a, b in zip(self.counts, older.counts, strict=True))
         if any(c < 0 for c in counts) or self.total < older.total - 1e-9 * max(1.0, abs(older.total)):
             return None
         return Histogram(self.bounds, counts, max(0.0, self.total - older.total))
 
     def project(self, bounds: Sequence[float]) -> Histogram:
-        """The same observations on ``bounds`` (a subset of this layout's bounds)."""
-        mine = {b: c for b, c in zip(self.bounds, self.counts, strict=False)}
+        """The same observations on ``bounds`` (ascending, a subset of this layout's bounds): one
+        pass over both."""
+        mine, n = self.bounds, len(self.bounds)
         counts = []
+        i = 0
         for b in bounds:
-            found = mine.get(b)
-            if found is None:
-                found = next(c for x, c in mine.items() if same_bound(x, b))
-            counts.append(found)
+            while i < n and mine[i] != b and not same_bound(mine[i], b):
+                i += 1
+            if i == n:
+                raise ValueError(f"{b:g} is not a bound of this histogram")
+            counts.append(self.counts[i])
         return Histogram(tuple(bounds), (*counts, self.count), self.total)
 
     def plus(self, other: Histogram) -> Histogram:
@@ -91,7 +95,16 @@ class Histogram:
 
 
 def common_bounds(a: Sequence[float], b: Sequence[float]) -> tuple[float, ...]:
-    return tuple(x for x in a if any(same_bound(x, y) for y in b))
+    """The bounds of ``a`` that ``b`` has too (both ascending): a sorted merge, linear in both."""
+    out = []
+    j, nb = 0, len(b)
+    for x in a:
+        while j < nb and b[j] < x and not same_bound(x, b[j]):
+            j += 1
+        if j < nb and same_bound(x, b[j]):
+            out.append(x)
+            j += 1
+    return tuple(out)
 
 
 def empty(bounds: tuple[float, ...] = ()) -> Histogram:

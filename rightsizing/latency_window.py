@@ -4,9 +4,11 @@ Each reading is compared with the previous one: the difference is what the serve
 between, added into the time bucket of the reading (``width`` seconds each, ``bucket_count`` of
 them: memory is bounded whatever the poll rate). The window is the sum of the buckets it still
 covers. A count that went down is a restart: the new reading counts in full from zero, as PromQL's
-``increase`` does. A bucket layout that changed (the operator set other bounds, which takes a
-restart) counts the same way, and buckets of different layouts add up on the bounds they share,
-so the window loses resolution only while it still holds readings of both layouts. The first
+``increase`` does. A bucket layout that changed is compared on the bounds both layouts have (a
+restart when a count there went down, as when the operator set other bounds), and buckets of
+different layouts add up on the bounds they share, so the window loses resolution only while it
+still holds readings of both layouts. Layouts are merged in one sorted pass (linear in the bounds),
+so a server whose layout changes every poll costs what one with a stable layout does. The first
 reading is only a baseline: nothing before it is known to lie in the window.
 """
 

@@ -41,6 +41,7 @@ class QueueReading:
     # Latency histograms read on the same poll (``latency.KINDS`` -> cumulative histogram, seconds).
     latency: Mapping[str, Histogram] | None = None
     kv_cache_bytes: float | None = None  # the server's KV-cache pool, over all of its GPUs, when known
+    latency_refused: Mapping[str, str] | None = None  # kinds whose histogram the poll refused -> why
 
 
 def _matches_pod(sample: GpuSample, namespace: str | None, workload: str | None) -> bool:

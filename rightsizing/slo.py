@@ -18,7 +18,7 @@ most (1 - ``slo_margin_ratio``) x the target.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rightsizer_core.settings import setting
 
@@ -174,6 +174,12 @@ class SloEvidence:
     min_requests: int
     server: str | None = None
     window_seconds: float = 0.0
+    # Kinds whose histogram the latest poll refused -> why (never read; the window holds what came
+    # before): a declared one not judged says so.
+    invalid: tuple[tuple[str, str], ...] = ()
+
+    def with_invalid(self, refused: Mapping[str, str]) -> SloEvidence:
+        return replace(self, invalid=tuple(sorted(refused.items()))) if refused else self
 
     def get(self, kind: str) -> Latency | None:
         return next((x for x in self.latencies if x.kind == kind), None)
@@ -208,9 +214,12 @@ class SloEvidence:
     def unjudged(self) -> list[str]:
         """Why each declared target is not judged (absent histograms included)."""
         out = []
+        invalid = dict(self.invalid)
         for kind in self.targets:
             x = self.get(kind)
-            if x is None:
+            if kind in invalid and (x is None or not x.judged):
+                out.append(f"{WORDS[kind]}: invalid histogram: {invalid[kind]}")
+            elif x is None:
                 out.append(f"{WORDS[kind]}: {_absent(kind, self.server)}")
             elif not x.judged:
                 out.append(x.unjudged(self.min_requests, self.server))

@@ -54,6 +54,7 @@ def slo_json(ev: SloEvidence, scaling: Scaling | None, margin: float) -> dict[st
         "state": slo_state(ev, margin),
         "latency_ratio": None if ev.ratio is None else _r(ev.ratio),
         "not_judged": ev.unjudged(),
+        "invalid_histograms": dict(ev.invalid),
         "window_seconds": round(ev.window_seconds, 3),
         "min_requests": ev.min_requests,
         "latencies": kinds,

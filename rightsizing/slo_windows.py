@@ -8,11 +8,18 @@ named after it), or the queues an SLO declaration names; its window is the sum o
 
 Every kind's observations and their sum count on from the exporter's start (``counted``), and
 for a declared target those at or under it (interpolated inside a bucket like the attainment):
-the counters a report or a burn-rate alert divides over any window of its own.
+the counters a report or a burn-rate alert divides over any window of its own. They only ever add
+finite differences, so they stay finite whatever a server publishes.
+
+A histogram the poll refused (``QueueReading.latency_refused``: negative or disordered bounds, counts
+that are not finite or go down...) is never read: its windows and counters wait for the next good
+page, which counts everything since the last good one. While a declared target's histogram is
+refused, the workload's SLO is not judged over the scaling window ("invalid histogram: <why>").
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -35,6 +42,7 @@ class _Queue:
     last_t: float | None = None
     seen_at: float = 0.0
     fresh: bool = False  # read in the latest cycle
+    refused: dict[str, str] = field(default_factory=dict)  # kinds refused in the latest poll -> why
     read: bool = False  # read before: a kind that appears later started from zero
 
 
@@ -53,7 +61,9 @@ class Scaling:
     """A workload's SLO over the scaling window: evidence when it can be judged, else why not."""
 
     evidence: SloEvidence | None
-    why_not: str | None  # "source down", "no requests in the window", ...
+    why_not: str | None  # "1 of 2 sources down", "12 requests in the window", ...
+    # ``why_not`` without the figures that change from cycle to cycle (a label value must not churn)
+    reason: str | None = None
 
 
 class SloTracker:
@@ -70,6 +80,7 @@ class SloTracker:
         labels: Mapping[str, str],
         server: str | None,
         latency: Mapping[str, Histogram] | None,
+        refused: Mapping[str, str] | None = None,
     ) -> None:
         q = self._queues.get(queue)
         if q is None:
@@ -86,6 +97,7 @@ class SloTracker:
         q.last_t = t
         q.seen_at, q.fresh = t, True
         first, q.read = not q.read, True
+        q.refused = dict(refused) if refused else {}
         if latency is None:
             return
         s = self.s
@@ -111,11 +123,11 @@ class SloTracker:
             long.add_delta(t, delta)
             q.short[kind].add_delta(t, delta)
             counted = self.counted.setdefault((*q.key, kind), Counted())
-            counted.requests += delta.count
-            counted.seconds += delta.total
             good = at_or_under(delta, targets[kind]) if kind in targets else None
-            if good is not None:
-                counted.good += good
+            grown = (counted.requests + delta.count, counted.seconds + delta.total,
+                     counted.good + (good or 0.0))  # fmt: skip
+            if all(math.isfinite(x) for x in grown):  # never NaN or +Inf, whatever was published
+                counted.requests, counted.seconds, counted.good = grown
 
     def begin_cycle(self) -> None:
         """Before a cycle's readings: a queue not read in it is down (its source failed)."""
@@ -159,7 +171,8 @@ class SloTracker:
                 continue
             server = next((q.server for q in queues if q.server), None)
             span = max((w.span_seconds() for q in queues for w in q.long.values()), default=0.0)
-            out[key] = evaluate(*key, declared, found, self.s.slo_min_requests, server, span)
+            ev = evaluate(*key, declared, found, self.s.slo_min_requests, server, span)
+            out[key] = ev.with_invalid(_refused(queues))
         return out
 
     def scaling(self) -> dict[tuple[str, str], Scaling]:
@@ -172,7 +185,12 @@ class SloTracker:
                 continue
             down = [q for q in queues if not q.fresh]
             if down:
-                out[key] = Scaling(None, f"{len(down)} of {len(queues)} sources down")
+                out[key] = Scaling(None, f"{len(down)} of {len(queues)} sources down", "sources down")
+                continue
+            invalid = [why for kind, why in _refused(queues).items() if kind in declared.targets]
+            if invalid:
+                why = f"invalid histogram: {invalid[0]}"
+                out[key] = Scaling(None, why, why)
                 continue
             server = next((q.server for q in queues if q.server), None)
             found = self._sum(queues, short=True)
@@ -182,7 +200,26 @@ class SloTracker:
             if not judged:
                 n = max((x.requests for x in ev.latencies), default=0.0)
                 why = "no requests in the window" if n <= 0 else f"{n:.0f} requests in the window"
-                out[key] = Scaling(None, why if found else "no latency histogram read")
+                if not found:
+                    out[key] = Scaling(None, "no latency histogram read", "no latency histogram read")
+                elif any(x.mean_only for x in ev.latencies if x.kind in declared.targets):
+                    out[key] = Scaling(None, why, "the server publishes only a mean")
+                else:
+                    out[key] = Scaling(None, why, "too few requests in the window")
+                continue
+            ratio = ev.ratio
+            if ratio is not None and not math.isfinite(ratio):  # cannot happen on checked input
+                out[key] = Scaling(None, "latency ratio not finite", "latency ratio not finite")
                 continue
             out[key] = Scaling(ev, None)
         return out
+
+
+def _refused(queues: list[_Queue]) -> dict[str, str]:
+    """Kinds refused in the latest poll of any of ``queues`` -> why (the first queue's reason)."""
+    out: dict[str, str] = {}
+    for q in queues:
+        if q.fresh:
+            for kind, why in q.refused.items():
+                out.setdefault(kind, why)
+    return out

@@ -130,3 +130,29 @@ def test_the_tracker_forgets_queues_and_their_counters_after_a_window() -> None:
     tracker.add(700.0, "q-b", {"namespace": "n", "workload": "b"}, "vllm", {"ttft": later})
     tracker.forget(700.0 - 600)  # q-a not seen for a whole window
     assert set(tracker.workloads()) == {("n", "b")} and set(tracker.counted) == {("n", "b", "ttft")}
+
+
+def test_merging_two_layouts_is_one_sorted_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two 3,000-bound layouts that differ in their last bound (a server alternating it every poll)
+    merge with a number of bound comparisons linear in the bounds, not 3,000 x 3,000."""
+    import rightsizing.latency as latency
+
+    compared = 0
+    real = latency.same_bound
+
+    def counting(a: float, b: float) -> bool:
+        nonlocal compared
+        compared += 1
+        return real(a, b)
+
+    monkeypatch.setattr(latency, "same_bound", counting)
+    n = 3000
+    one = Histogram(tuple(0.001 * k for k in range(1, n + 1)), tuple(float(k) for k in range(n + 1)), 9.0)
+    other = Histogram((*one.bounds[:-1], 4.5), tuple(float(k) for k in range(n + 1)), 9.0)
+    both = one.plus(other)
+    assert compared <= 4 * n, compared
+    assert both.bounds == one.bounds[:-1]  # the shared bounds
+    assert both.counts == (*(2.0 * k for k in range(n - 1)), 2.0 * n)
+    compared = 0
+    assert one.minus(other) == Histogram(both.bounds, (0.0,) * n, 0.0)  # nothing new on the shared bounds
+    assert compared <= 4 * n, compared

@@ -44,7 +44,7 @@ def split_parts(
         if mark is None:
             values.append(s)
             continue
-        index = int(mark[1:]) if mark[1:].isdigit() else -1
+        index = int(mark[1:]) if mark[1:].isascii() and mark[1:].isdigit() else -1
         if 0 <= index < len(parts):
             found[parts[index]].append(Series({k: v for k, v in s.labels.items() if k != MARKER}, s.value))
     return values, found

@@ -214,7 +214,7 @@ class RightsizingExtension:
             tracker.add(t, sample, cpu, stall)
         self.slo.begin_cycle()
         for q in self._queue_readings(t, live):
-            self.slo.add(t, q.name, q.labels, q.server, q.latency)
+            self.slo.add(t, q.name, q.labels, q.server, q.latency, q.latency_refused)
             trend = self.queues.get(q.name)
             if trend is None:
                 trend = self.queues[q.name] = QueueTrend(
@@ -405,6 +405,7 @@ class QueueExtensionFeed:
                     requests_total=value.requests_total,
                     latency=value.latency,
                     kv_cache_bytes=value.kv_cache_bytes,
+                    latency_refused=value.latency_refused,
                 )
             )
         return out

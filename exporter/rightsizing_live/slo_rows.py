@@ -5,12 +5,15 @@ right-sizing window: the requests observed, the latency at p50/p95/p99 and at th
 mean, and for a declared target its attainment, target, objective and the workload's latency
 ratio; the cumulative requests and good requests of each declared target; and over the scaling
 window the ratio and attainments the adapter serves, with ``rightsizer_workload_slo_scaling_up``
-saying whether they can be judged now. Figures a window cannot judge (fewer than the minimum
-requests, a mean-only server, an absent histogram) are absent, never 0.
+saying whether they can be judged now (and ``rightsizer_workload_slo_scaling_unjudged_info`` why
+not, while it is 0). Figures a window cannot judge (fewer than the minimum requests, a mean-only
+server, an absent or refused histogram) are absent, never 0, and a figure that is not finite is
+never published.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from rightsizer_core.snapshot import Row
@@ -29,15 +32,20 @@ GOOD_TOTAL = "rightsizer_workload_slo_good_requests_total"
 SCALING_RATIO = "rightsizer_workload_slo_scaling_latency_ratio"
 SCALING_ATTAINMENT = "rightsizer_workload_slo_scaling_attainment_ratio"
 SCALING_UP = "rightsizer_workload_slo_scaling_up"
+SCALING_UNJUDGED = "rightsizer_workload_slo_scaling_unjudged_info"
 LATENCY_SUM, LATENCY_COUNT = f"{LATENCY}_sum", f"{LATENCY}_count"  # the summary's other samples
 FAMILY_NAMES = (
     ATTAINMENT, TARGET, OBJECTIVE, LATENCY, MEAN, REQUESTS, RATIO, REQUESTS_TOTAL, GOOD_TOTAL,
-    SCALING_RATIO, SCALING_ATTAINMENT, SCALING_UP, LATENCY_SUM, LATENCY_COUNT,
+    SCALING_RATIO, SCALING_ATTAINMENT, SCALING_UP, SCALING_UNJUDGED, LATENCY_SUM, LATENCY_COUNT,
 )  # fmt: skip
 
 
 def _r(x: float, digits: int = 6) -> float:
     return round(x, digits)
+
+
+def _finite(rows: list[Row]) -> tuple[Row, ...]:
+    return tuple(r for r in rows if math.isfinite(r.value))
 
 
 def _mean_only(ev: SloEvidence, kind: str) -> bool:
@@ -83,6 +91,8 @@ def slo_rows(
         base = (("namespace", namespace), ("workload", workload))
         out[SCALING_UP].append(Row(1.0 if sc.evidence is not None else 0.0, base))
         if sc.evidence is None:
+            why = sc.reason or sc.why_not or "not judged"
+            out[SCALING_UNJUDGED].append(Row(1.0, (*base, ("reason", why))))
             continue
         ratio = sc.evidence.ratio
         if ratio is not None:
@@ -90,4 +100,4 @@ def slo_rows(
         for x in sc.evidence.judged:
             if x.attainment is not None:
                 out[SCALING_ATTAINMENT].append(Row(_r(x.attainment), (*base, ("slo", x.kind))))
-    return {name: tuple(rows) for name, rows in out.items()}
+    return {name: _finite(rows) for name, rows in out.items()}

@@ -195,7 +195,12 @@ def _slos(m: PageModel) -> str:
         return ""
     rows = []
     for s in shown:
-        why = "; ".join(str(w) for w in s.get("not_judged") or ())
+        notes = [str(w) for w in s.get("not_judged") or ()]
+        invalid = s.get("invalid_histograms")
+        for kind, reason in (invalid.items() if isinstance(invalid, Mapping) else ()):
+            if not any(str(reason) in n for n in notes):  # judged on earlier readings, refused now
+                notes.append(f"{kind}: histogram refused at the last poll: invalid histogram: {reason}")
+        why = "; ".join(notes)
         note = f'<div class="reason">{_e(why)}</div>' if why else ""
         rows.append(
             f'<tr class="slo"><td data-label="Workload"><b>{_e(s.get("workload"))}</b>'

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
+
+from rightsizer_core import strict_json
 
 GIB = 2**30
 
@@ -57,15 +58,5 @@ def to_csv(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
-
-
 def to_json(data: Any) -> str:
-    return json.dumps(_clean(data), indent=2) + "\n"
+    return strict_json.dumps(data, indent=2) + "\n"

@@ -81,7 +81,7 @@ def link_sample(labels: dict[str, str], capacity: float) -> GpuSample:
     """Just enough of a GpuSample for queue links (UUID, index, pod)."""
     gpu = labels.get("gpu", "")
     ident = GpuIdentity(
-        int(gpu) if gpu.isdigit() else -1,
+        int(gpu) if gpu.isascii() and gpu.isdigit() else -1,
         labels.get("UUID", ""),
         "",
         labels.get("modelName", ""),

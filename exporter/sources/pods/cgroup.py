@@ -81,7 +81,7 @@ def parse_cgroup(text: str) -> CgroupRef | None:
     for line in text.splitlines():
         hierarchy, sep1, rest = line.partition(":")
         controllers, sep2, path = rest.partition(":")
-        if not (sep1 and sep2) or not hierarchy.strip().isdigit():
+        if not (sep1 and sep2) or not (hierarchy.strip().isascii() and hierarchy.strip().isdigit()):
             continue
         if "cpuset" in controllers.split(","):
             cpuset = path.strip()

@@ -35,6 +35,8 @@ class QueueValue:
     # The server's KV-cache pool in bytes, over all of its GPUs, when its cache configuration and
     # model shape say (vLLM: ``kv_pool``); None when unknown.
     kv_cache_bytes: float | None = None
+    # Latency kinds whose histogram this poll refused (``histogram_series``) -> why; never used.
+    latency_refused: Mapping[str, str] | None = None
 
 
 class QueueSourceError(Exception):

@@ -12,9 +12,11 @@ queue), in seconds:
 - Triton without ``histogram_latencies`` has cumulative duration counters only: the request and
   queue durations over ``nv_inference_request_success`` give a mean (a histogram with no finite
   bound), never a percentile;
-- a histogram that is broken (a bound that is not a number, a count that is negative, not finite
-  or goes down from one bound to the next, a line that does not parse) is left out, like every
-  other extra: its kind is then unknown, never fast, and the queue depth is still read.
+- a histogram that is broken (see ``histogram_series``: a bound that is negative, repeated or out
+  of order, a count that is negative, not finite or goes down from one bound to the next, a
+  ``_count`` other than the ``+Inf`` bucket, a line that does not parse) is refused for the poll
+  with its reason (``refused``), never used: its kind is then unknown, never fast, and the queue
+  depth is still read.
 
 Histogram lines are most of what a preset keeps (vLLM: 88 of 100), so they are read by ``take``, a
 sample-line parser for exactly the text and OpenMetrics sample syntax (name, labels, value, then an
@@ -24,13 +26,15 @@ about 25 us; every other kept line still goes to prometheus-client.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from rightsizing.latency import Histogram
+
+from .histogram_series import MAX_COUNT, Family
 
 # Families whose unit is not the second.
 SCALES: Mapping[str, float] = {
@@ -40,23 +44,33 @@ SCALES: Mapping[str, float] = {
 }
 PARTS = ("_bucket", "_sum", "_count")
 LABEL_CACHE = 4096  # label sections remembered per source (a vLLM page has ~90)
+# Lines read between two releases of the GIL. The pollers run in their own thread: a page of
+# thousands of histogram lines would otherwise hold the GIL for up to the switch interval (5 ms)
+# at every turn, and each of the event loop's waits on it (a /healthz answer takes several) would
+# last that long.
+YIELD_LINES = 200
 _LINE = re.compile(
     rb'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?[ \t]+(\S+)(?:[ \t]+\S+)?'
     rb"(?:[ \t]+#.*)?[ \t]*"
 )
 _PAIR = re.compile(rb'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(?:,|$)')
+_LE_TAIL = re.compile(rb'(?:^|,)[ \t]*le[ \t]*=[ \t]*"([^"\\]*)"[ \t]*$')
 _ESCAPES = {b"\\\\": "\\", b'\\"': '"', b"\\n": "\n"}
 
 
-@dataclass
-class _Family:
-    """One histogram family's matching series, summed: le -> (count, series), sum, count."""
+class Labels(NamedTuple):
+    """A label section as read once: its labels, whether they pass the source's match, the series
+    they name (the labels but ``le``) and the ``le`` text."""
 
-    buckets: dict[float, list[float]] = field(default_factory=dict)
-    total: float = 0.0
-    count: float = 0.0
-    series: int = 0  # series with a +Inf bucket
-    broken: bool = False
+    labels: dict[str, str]
+    matches: bool
+    series: tuple[tuple[str, str], ...]
+    le: str | None
+
+
+def known(labels: dict[str, str], matches: bool) -> Labels:
+    series = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+    return Labels(labels, matches, series, labels.get("le"))
 
 
 class HistogramSums:
@@ -67,7 +81,7 @@ class HistogramSums:
         kinds: Mapping[str, tuple[str, ...]],
         means: Mapping[str, tuple[str, ...]],
         count_names: tuple[str, ...],
-        label_cache: dict[bytes, tuple[dict[str, str], bool] | None] | None = None,
+        label_cache: dict[bytes, Labels | None] | None = None,
     ) -> None:
         self.kinds = kinds
         self.means = means  # kind -> cumulative duration counter names (a mean over count_names)
@@ -82,8 +96,9 @@ class HistogramSums:
         # by the reader from poll to poll: a server repeats its label sets, bucket bounds included.
         self._label_cache = {} if label_cache is None else label_cache
         self._counters = {n for names in means.values() for n in names} | set(count_names)
-        self.families: dict[str, _Family] = {}
+        self.families: dict[str, Family] = {}
         self.counters: dict[str, float] = {}
+        self.refused: dict[str, str] = {}  # kind -> why its histogram was refused (``result``)
 
     @property
     def names(self) -> frozenset[str]:
@@ -94,7 +109,9 @@ class HistogramSums:
         others, for prometheus-client's parser."""
         rest: list[bytes] = []
         parts, cache = self._bytes, self._label_cache
-        for line in lines:
+        for at, line in enumerate(lines):
+            if at % YIELD_LINES == YIELD_LINES - 1:
+                time.sleep(0)  # let the exporter's event loop thread take the GIL (see YIELD_LINES)
             brace = line.find(b"{")
             name = line[:brace] if brace >= 0 else (line.split(None, 1) or [b""])[0]
             if name not in parts:
@@ -103,35 +120,64 @@ class HistogramSums:
             part = parts[name]
             split = _split(line, brace, len(name))
             if split is None:
-                self._broken(part)
+                self._broken(part, "a line does not parse")
                 continue
             section, text = split
-            known = cache.get(section)
-            if known is None:
+            found = cache.get(section)
+            if found is None:
                 if section in cache:  # not label syntax (remembered)
-                    self._broken(part)
+                    self._broken(part, "a line does not parse")
                     continue
-                labels = _labels(section)
-                known = None if labels is None else (labels, matches(labels))
-                if len(cache) >= LABEL_CACHE:
-                    cache.clear()
-                cache[section] = known
-                if known is None:
-                    self._broken(part)
+                found = self._bucket_labels(section, matches)
+                if found is None:
+                    labels = _labels(section)
+                    found = None if labels is None else known(labels, matches(labels))
+                    if len(cache) >= LABEL_CACHE:
+                        cache.clear()
+                    cache[section] = found
+                if found is None:
+                    self._broken(part, "a line does not parse")
                     continue
-            if not known[1]:
+            if not found.matches:
                 continue
             try:
                 value = float(text)
             except ValueError:
-                self._broken(part)
+                self._broken(part, "a value is not a number")
                 continue
-            self.add(part, known[0], value)
+            family_name, suffix = self._parts[part]
+            self._family(family_name).add(found.series, suffix, found.le, value)
         return rest
 
-    def _broken(self, name: str) -> None:
-        family_name, _ = self._parts[name]
-        self.families.setdefault(family_name, _Family()).broken = True
+    def _bucket_labels(self, section: bytes, matches: Callable[[Mapping[str, str]], bool]) -> Labels | None:
+        """A bucket's labels from those of its series (the section before ``,le="..."``, where every
+        client library writes it), parsed once for all of the series' bounds: a layout of thousands
+        of bounds is not thousands of label sections to parse and remember. None: not that shape."""
+        tail = _LE_TAIL.search(section)
+        if tail is None:
+            return None
+        cache, head = self._label_cache, section[: tail.start()]
+        series = cache.get(head)
+        if series is None:
+            labels = _labels(head)
+            if labels is None or "le" in labels:
+                return None
+            series = known(labels, matches(labels))
+            if len(cache) >= LABEL_CACHE:
+                cache.clear()
+            cache[head] = series
+        if series.le is not None:
+            return None
+        return series._replace(le=tail.group(1).decode())
+
+    def _family(self, name: str) -> Family:
+        fam = self.families.get(name)
+        if fam is None:
+            fam = self.families[name] = Family()
+        return fam
+
+    def _broken(self, name: str, why: str) -> None:
+        self._family(self._parts[name][0]).refuse(why)
 
     def add(self, name: str, labels: Mapping[str, str], value: float) -> bool:
         """Take one sample if it is a latency sample; False when it is not one (or is a counter that
@@ -142,48 +188,31 @@ class HistogramSums:
                 self.counters[name] = self.counters.get(name, 0.0) + value
             return False
         family_name, part = found
-        fam = self.families.get(family_name)
-        if fam is None:
-            fam = self.families[family_name] = _Family()
-        if not math.isfinite(value) or value < 0:
-            fam.broken = True
-            return True
-        if part == "_sum":
-            fam.total += value
-        elif part == "_count":
-            fam.count += value
-        else:
-            try:
-                le = float(labels.get("le", ""))
-            except ValueError:
-                fam.broken = True
-                return True
-            if math.isnan(le):
-                fam.broken = True
-                return True
-            slot = fam.buckets.setdefault(le, [0.0, 0.0])
-            slot[0] += value
-            slot[1] += 1
-            if math.isinf(le):
-                fam.series += 1
+        self._family(family_name).add(known(dict(labels), True).series, part, labels.get("le"), value)
         return True
 
     def result(self) -> dict[str, Histogram]:
         out: dict[str, Histogram] = {}
+        self.refused = {}
         for kind, names in self.kinds.items():
             for name in names:
-                h = _assemble(self.families.get(name), SCALES.get(name, 1.0))
-                if h is not None:
+                fam = self.families.get(name)
+                h = None if fam is None else fam.assemble(SCALES.get(name, 1.0))
+                if isinstance(h, str):  # refused: an older name of the kind may still be read
+                    self.refused.setdefault(kind, f"{name}: {h}")
+                elif h is not None:
                     out[kind] = h
+                    self.refused.pop(kind, None)
                     break
         count = next((self.counters[n] for n in self.count_names if n in self.counters), None)
         for kind, names in self.means.items():
-            if kind in out or count is None or not math.isfinite(count) or count < 0:
+            if kind in out or kind in self.refused or count is None or not 0 <= count <= MAX_COUNT:
                 continue
             total = next((self.counters[n] for n in names if n in self.counters), None)
             if total is not None and math.isfinite(total) and total >= 0:
                 scale = next(SCALES.get(n, 1.0) for n in names if n in self.counters)
-                out[kind] = Histogram((), (count,), total * scale)
+                if total * scale <= MAX_COUNT:
+                    out[kind] = Histogram((), (count,), total * scale)
         return out
 
 
@@ -224,16 +253,3 @@ def _labels(text: bytes | None) -> dict[str, str] | None:
             out[m.group(1).decode()] = raw.decode()
         at = m.end()
     return out
-
-
-def _assemble(fam: _Family | None, scale: float) -> Histogram | None:
-    if fam is None or fam.broken or fam.series == 0:
-        return None
-    kept = sorted(le for le, (_, n) in fam.buckets.items() if n == fam.series)
-    if not kept or not math.isinf(kept[-1]):
-        return None
-    counts = [fam.buckets[le][0] for le in kept]
-    if any(b < a for a, b in itertools.pairwise(counts)):
-        return None  # cumulative counts go down: not a histogram
-    bounds = tuple(le * scale for le in kept[:-1])
-    return Histogram(bounds, tuple(counts), fam.total * scale)

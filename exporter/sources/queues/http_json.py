@@ -57,12 +57,20 @@ def number(value: Any, where: str) -> float:
     return how_many(float(match.group(1)) * _SUFFIX[match.group(2)], f"value at {where}")
 
 
+_INDEX = re.compile(r"-?[0-9]{1,18}")
+
+
+def _index(part: str) -> bool:
+    """A list index in a path: ASCII digits (str.isdigit also accepts '²', which int() refuses)."""
+    return _INDEX.fullmatch(part) is not None
+
+
 def lookup(doc: Any, path: tuple[str, ...], text: str) -> Any:
     node = doc
     for i, part in enumerate(path):
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.lstrip("-").isdigit() and -len(node) <= int(part) < len(node):
+        elif isinstance(node, list) and _index(part) and -len(node) <= int(part) < len(node):
             node = node[int(part)]
         else:
             raise QueueSourceError(f"path {text} not found (no {'.'.join(path[: i + 1])})")

@@ -43,7 +43,8 @@ def dtype_bytes(cache_dtype: str) -> float:
 
 
 def _count(text: str | None, most: int) -> int | None:
-    if text is None or not text.strip().isdigit():
+    # ASCII digits only: str.isdigit also accepts '²' and other digits int() refuses
+    if text is None or not (text.strip().isascii() and text.strip().isdigit()):
         return None
     value = int(text.strip()[:12])
     return value if 0 < value <= most else None

@@ -26,7 +26,7 @@ from rightsizer_core.logs import event
 from rightsizing.models import Architecture
 
 from .base import QueueSourceError, QueueValue, how_many, shorten
-from .histograms import HistogramSums
+from .histograms import HistogramSums, Labels
 from .http_client import HttpGetter
 from .kv_pool import CACHE_INFO, architecture, pool_bytes, token_pool_bytes
 from .lines import SampleLines
@@ -182,7 +182,7 @@ class ExpositionReader:
         self._summed = {p.depth, *(n for n in (p.in_flight, p.preemptions) if n)}
         self._summed.update(n for names in p.counters for n in names)
         self._last: tuple[bytes, bool, QueueValue] | None = None
-        self._label_cache: dict[bytes, tuple[dict[str, str], bool] | None] = {}
+        self._label_cache: dict[bytes, Labels | None] = {}
         # The cache configuration's line changes only when the server restarts with another one:
         # its labels are parsed once per distinct line, not at every poll (13 labels cost ~100 us).
         self._info_prefix = None if preset.cache_info is None else preset.cache_info.encode()
@@ -294,7 +294,10 @@ class ExpositionReader:
                     found = token_pool_bytes(sums.pool_tokens, self.kv_cache_dtype, arch)
                 self._pool = (key, found)
             pool = self._pool[1]
-        return QueueValue(depth, in_flight, kv, preempted, generated, prompt, requests, latency or None, pool)
+        refused = dict(sums.latency.refused) or None
+        return QueueValue(
+            depth, in_flight, kv, preempted, generated, prompt, requests, latency or None, pool, refused
+        )
 
     def _matches(self, labels: Mapping[str, str]) -> bool:
         return all(labels.get(k) == v for k, v in self.match.items())
