@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 from queue_servers import FakeHttpServer
-from servers import exporter, http_get, wait_for
+from servers import exporter, http_get, require_binary, wait_for
 
 from exporter.sources.dcgm.page import read_page
 from exporter.sources.simulated.dcgm_page import WITH_SM, dcgm_page
@@ -52,6 +53,18 @@ def test_the_exporter_publishes_dcgm_exporter_ratios_and_drops_them_when_it_goes
             assert got[("DCGM_FI_PROF_DRAM_ACTIVE", l4)] == want["dram_active_ratio"]
             assert got[("rightsizer_dcgm_exporter_gpus", "")] == len(scenario.gpus)
             assert got[("rightsizer_collector_success", "dcgm_exporter")] == 1.0
+            # The source's own families lint clean.
+            text = http_get(p.url + "/metrics")[2].decode()
+            blocks = [b for b in text.split("# HELP ") if b.startswith("rightsizer_dcgm_exporter_")]
+            assert len(blocks) == 3
+            lint = subprocess.run(
+                [require_binary("promtool"), "check", "metrics"],
+                input="".join("# HELP " + b for b in blocks),
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert lint.returncode == 0 and not lint.stdout.strip(), lint.stdout + lint.stderr
             dcgm.route("/metrics", status=503, body=b"unavailable")
             down = wait_for(
                 lambda: (s := samples(p.url)).get(("rightsizer_dcgm_exporter_up", "")) == 0.0 and s,

@@ -107,7 +107,10 @@ class DcgmExporterExtension:
         next_at = time.monotonic() + self.cfg.interval_seconds
         while True:
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-            await self.poll()
+            try:
+                await self.poll()
+            except Exception:  # a bug must not end the polls: the source goes stale, then down
+                log.exception("dcgm-exporter read failed unexpectedly")
             next_at = max(next_at + self.cfg.interval_seconds, time.monotonic())
 
     async def poll(self) -> None:
