@@ -20,6 +20,7 @@ from exporter.sources.dcgm.extension import DcgmExporterExtension, merge
 from exporter.sources.dcgm.page import read_page
 from exporter.sources.dcgm.settings import DcgmExporterSettings
 from exporter.sources.simulated.dcgm_page import DEFAULT_COUNTERS, WITH_SM, dcgm_page
+from exporter.sources.simulated.scenario import SCENARIO_DIR
 from exporter.sources.simulated.source import SimulatedSource, load_scenario
 from rightsizer_core.snapshot import GpuReading, Snapshot
 from rightsizing.catalog import load_catalog
@@ -128,3 +129,23 @@ async def test_default_counters_give_dram_active_and_gr_engine_active_only() -> 
     assert l40s["verdict"] != "overprovisioned" and "compute" in l40s["bottlenecks"], l40s
     assert "dram active" in a100["reason"].lower() and "memory_bandwidth" in a100["bottlenecks"], a100
     assert extra.rows["rightsizer_dcgm_exporter_gpus"][0].value == 3.0
+
+
+def test_mig_instances_are_matched_by_parent_and_instance_and_gpm_stays_first() -> None:
+    # The built-in MIG fleet: an H100 (GPM) in MIG mode and a whole A100 (no GPM). dcgm-exporter
+    # publishes both; each H100 instance is found on the page under its parent's UUID and GPU_I_ID,
+    # but keeps GPM's own ratios; the A100 takes the page's.
+    scenario = dataclasses.replace(load_scenario(str(SCENARIO_DIR / "mig.yaml")), start=START, frozen=True)
+    source = SimulatedSource(scenario)
+    reading = source.reading_at(source.now())
+    values = read_page(dcgm_page(source, source.now(), WITH_SM)).values
+    merged, matched = merge(reading.gpus, values)
+    instances = [g for g in reading.gpus if g.identity.mig_instance_id is not None]
+    assert instances and all("sm_active_ratio" in g.fields for g in instances)  # GPM's
+    found = {m["uuid"]: m["fields"] for m in matched}
+    for before, after in zip(reading.gpus, merged, strict=True):
+        if before.identity.mig_instance_id is not None:
+            assert found[before.identity.uuid] == [] and after.fields == before.fields
+    a100 = next(g for g in merged if g.identity.model.startswith("NVIDIA A100"))
+    page_sm = values[(a100.identity.uuid, None)]["sm_active_ratio"]
+    assert a100.fields["sm_active_ratio"] == page_sm and "sm_active_ratio" in found[a100.identity.uuid]
