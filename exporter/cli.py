@@ -145,6 +145,10 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
     if xid_report is not None:  # after pod attribution, so XID rows carry the pod labels
         # A live NVML event watch reports its health; injected (simulated) XIDs have none to report.
         extensions.append(XidExtension(xid_report, collector=hasattr(source, "xid_report")))
+    if cfg.dcgm_exporter.enabled:  # before right-sizing, which reads the merged fields
+        from .sources.dcgm.extension import DcgmExporterExtension
+
+        extensions.append(DcgmExporterExtension(cfg.dcgm_exporter))
     if cfg.queues:
         from .sources.queues.manager import QueueExtension
 

@@ -15,6 +15,7 @@ from rightsizing.patches.settings import PatchSettings
 from rightsizing.settings import RightsizingSettings
 from rightsizing.slo import SloDeclaration
 
+from .sources.dcgm.settings import DcgmExporterSettings
 from .sources.pods.settings import PodSettings
 from .sources.queues.settings import QueueSettings, check_queue_names
 
@@ -103,6 +104,11 @@ class ExporterConfig:
     )
     pods: PodSettings = setting(
         PodSettings(), "Pod attribution from the kubelet pod-resources API; see the Pod attribution section."
+    )
+    dcgm_exporter: DcgmExporterSettings = setting(
+        DcgmExporterSettings(),
+        "The node's dcgm-exporter, read for the profiling ratios NVML lacks before Hopper (SM and DRAM "
+        "active); off unless its url is set. See the dcgm-exporter section of docs/exporter.md.",
     )
     rightsizing: RightsizingSettings = setting(
         RightsizingSettings(), "Right-sizing: windows, verdict and bottleneck thresholds, queue links."

@@ -49,10 +49,21 @@ def queue_table() -> str:
     return "\n".join(rows)
 
 
+def versions_table() -> str:
+    from .sources.queues.versions import rows as version_rows
+
+    out = ["| kind | reads | name | seen in | page in the tests |", "|---|---|---|---|---|"]
+    for kind, role, name, versions, page in version_rows():
+        where = f"`{page}`" if page else "—"
+        out.append(f"| `{kind}` | {role} | `{name}` | {cell(versions)} | {where} |")
+    return "\n".join(out)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "metrics-table": metrics_table,
     "config-table": config_table,
     "queue-table": queue_table,
+    "versions-table": versions_table,
 }
 
 
@@ -61,6 +72,7 @@ LOCATIONS: dict[str, str] = {
     "metrics-table": "docs/metrics.md",
     "config-table": "docs/configuration.md",
     "queue-table": "docs/queues.md",
+    "versions-table": "docs/queues.md",
 }
 
 

@@ -468,6 +468,29 @@ FAMILIES: tuple[Family, ...] = (
         "extension",
         extra_labels=("queue",),
     ),
+    # --- the node's dcgm-exporter (exporter/sources/dcgm), when dcgm_exporter.url is set ---
+    Family(
+        "rightsizer_dcgm_exporter_up",
+        "gauge",
+        "bool",
+        "1 when the node's dcgm-exporter was read well within dcgm_exporter.max_age_seconds, 0 when it is "
+        "down or answers junk (its profiling ratios are then not used, never taken as 0).",
+        "extension",
+    ),
+    Family(
+        "rightsizer_dcgm_exporter_gpus",
+        "gauge",
+        "GPUs",
+        "GPUs and MIG instances of this node matched on the dcgm-exporter page by UUID this cycle.",
+        "extension",
+    ),
+    Family(
+        "rightsizer_dcgm_exporter_last_success_timestamp_seconds",
+        "gauge",
+        "seconds",
+        "Unix time of the latest good read of the node's dcgm-exporter.",
+        "extension",
+    ),
     # --- right-sizing (rightsizing/); rows come from its extension (exporter/rightsizing_live) ---
     Family(
         "rightsizer_gpu_verdict",

@@ -27,7 +27,7 @@ from ..slo import SloEvidence
 from ..slo_verdict import assess_with_slo
 from ..verdicts import Assessment
 from ..words import exact_duration
-from . import report_queues, report_slo, report_span
+from . import report_dcgm, report_queues, report_slo, report_span
 from .promapi import PrometheusClient, ReportError, Sample, promql_duration
 from .report_shards import (
     DEFAULT_CONCURRENCY,
@@ -252,6 +252,14 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
     settings = dataclasses.replace(s, window_seconds=window, idle_after_seconds=idle_after)
     # A GPU in MIG mode is judged through its instances (as the live engine does): never twice.
     mig_parents = {(x.labels.get("instance"), x.labels.get("UUID")) for x in ident if x.labels.get("GPU_I_ID")}  # noqa: E501
+    # A GPU a node's dcgm-exporter publishes beside our exporter is one unit, with its profiling.
+    mine = report_dcgm.ours(total)
+    keys = [key_of({k: v for k, v in x.labels.items() if k in IDENTITY}) for x in ident]
+    twins = report_dcgm.twins(keys, mine)
+    units_of_ours = [k for k in keys if k[0] in mine]
+    profiling = [*act["sm_active"].values(), *act["gr_engine_active"].values()]
+    for values in (*profiling, sm_high, occupancy, tensor, dram95, dram_high, dram99):
+        report_dcgm.borrow(values, units_of_ours, mine)
     evidence: dict[Key, Evidence] = {}
     unit_labels: dict[Key, dict[str, str]] = {}
     starts: list[float] = []
@@ -260,6 +268,8 @@ def _collect(c: Collector, idle_after: float, s: RightsizingSettings, catalog: C
         if not labels.get("GPU_I_ID") and (labels.get("instance"), labels.get("UUID")) in mig_parents:
             continue
         k = key_of(labels)
+        if k in twins:
+            continue
         model = labels.get("modelName", "")
         spec = catalog.lookup(model)
         source = next((n for n, _, _ in ACTIVITY if k in act[n]["p95"]), "gpu_utilization")

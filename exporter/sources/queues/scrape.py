@@ -28,132 +28,14 @@ from rightsizing.models import Architecture
 from .base import QueueSourceError, QueueValue, how_many, shorten
 from .histograms import HistogramSums, Labels
 from .http_client import HttpGetter
-from .kv_pool import CACHE_INFO, architecture, pool_bytes, token_pool_bytes
+from .kv_pool import architecture, pool_bytes, token_pool_bytes
 from .lines import SampleLines
+from .presets import PRESETS, Preset, preset_for  # noqa: F401 (PRESETS: read from here too)
 from .settings import DEFAULT_MAX_SERIES, DEFAULT_MAX_SERIES_BYTES, QueueSettings
 
 log = logging.getLogger("rightsizer.queues")
 ACCEPT = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
 BATCH_BYTES = 256 * 1024  # kept lines parsed at once when an answer keeps more
-
-
-@dataclass(frozen=True)
-class Preset:
-    """What one kind of server is read for. Every name in it is a sample name read from the page;
-    ``read_names`` collects them all (a field marked ``histogram`` in its metadata names histogram
-    families, read as their ``_bucket``, ``_sum`` and ``_count`` samples), and only those lines are
-    kept from an answer: a name added here is read, with no other list to update."""
-
-    depth: str
-    in_flight: str | None
-    # Memory pressure, read on the same poll for right-sizing: KV-cache usage 0-1 (the first name
-    # found wins; several series: the highest) and a preemption counter (series summed).
-    kv_cache: tuple[str, ...] = ()
-    preemptions: str | None = None
-    # Throughput counters, read on the same poll for cost per inference (series summed; of several
-    # names, the first found wins): tokens generated, prompt tokens processed, requests finished.
-    generated_tokens: tuple[str, ...] = ()
-    prompt_tokens: tuple[str, ...] = ()
-    requests: tuple[str, ...] = ()
-    # Latency histograms (seconds unless ``histograms.SCALES`` says otherwise; of several names, the
-    # first found wins), and cumulative duration counters giving a mean over ``mean_count``.
-    ttft: tuple[str, ...] = dataclasses.field(default=(), metadata={"histogram": True})
-    itl: tuple[str, ...] = dataclasses.field(default=(), metadata={"histogram": True})
-    e2e: tuple[str, ...] = dataclasses.field(default=(), metadata={"histogram": True})
-    queue_time: tuple[str, ...] = dataclasses.field(default=(), metadata={"histogram": True})
-    mean_e2e: tuple[str, ...] = ()
-    mean_queue: tuple[str, ...] = ()
-    mean_count: tuple[str, ...] = ()
-    # The server's cache configuration (an info series: its labels are read, not its value), which
-    # sizes its KV-cache pool in bytes (``kv_pool``).
-    cache_info: str | None = None
-    # Or the pool's size in tokens, a gauge (several series: the largest).
-    pool_tokens: str | None = None
-
-    @property
-    def latency(self) -> dict[str, tuple[str, ...]]:
-        """Latency kind -> histogram names."""
-        return {"ttft": self.ttft, "itl": self.itl, "e2e": self.e2e, "queue": self.queue_time}
-
-    @property
-    def means(self) -> dict[str, tuple[str, ...]]:
-        return {"e2e": self.mean_e2e, "queue": self.mean_queue}
-
-    @property
-    def counters(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-        return (self.generated_tokens, self.prompt_tokens, self.requests)
-
-    @property
-    def read_names(self) -> frozenset[str]:
-        names: set[str] = set()
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            found = (value,) if isinstance(value, str) else tuple(value or ())
-            suffixes = ("_bucket", "_sum", "_count") if f.metadata.get("histogram") else ("",)
-            names.update(name + suffix for name in found for suffix in suffixes)
-        return frozenset(names)
-
-
-# The metric names each inference server publishes (see the README's presets table). TGI and
-# Triton publish no KV-cache usage share. TGI has no token counter: its generated-tokens and
-# input-length histograms' sums are the totals (its Rust exporter writes counters without _total;
-# either spelling is read). Triton counts inferences, not tokens.
-PRESETS: Mapping[str, Preset] = {
-    "vllm": Preset(
-        "vllm:num_requests_waiting",
-        "vllm:num_requests_running",
-        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-        "vllm:num_preemptions_total",
-        ("vllm:generation_tokens_total",),
-        ("vllm:prompt_tokens_total",),
-        ("vllm:request_success_total",),
-        ttft=("vllm:time_to_first_token_seconds",),
-        itl=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-        e2e=("vllm:e2e_request_latency_seconds",),
-        queue_time=("vllm:request_queue_time_seconds",),
-        cache_info=CACHE_INFO,
-    ),
-    "tgi": Preset(
-        "tgi_queue_size",
-        "tgi_batch_current_size",
-        generated_tokens=("tgi_request_generated_tokens_sum",),
-        prompt_tokens=("tgi_request_input_length_sum",),
-        requests=("tgi_request_success", "tgi_request_success_total", "tgi_request_generated_tokens_count"),
-        itl=("tgi_request_mean_time_per_token_duration",),
-        e2e=("tgi_request_duration",),
-        queue_time=("tgi_request_queue_duration",),
-    ),
-    "triton": Preset(
-        "nv_inference_pending_request_count",
-        None,
-        requests=("nv_inference_count", "nv_inference_request_success"),
-        ttft=("nv_inference_first_response_histogram_ms",),
-        mean_e2e=("nv_inference_request_duration_us", "nv_inference_request_duration_us_total"),
-        mean_queue=("nv_inference_queue_duration_us", "nv_inference_queue_duration_us_total"),
-        mean_count=("nv_inference_request_success", "nv_inference_request_success_total"),
-    ),
-    "sglang": Preset(
-        "sglang:num_queue_reqs",
-        "sglang:num_running_reqs",
-        ("sglang:token_usage",),
-        "sglang:num_retracted_requests_total",
-        ("sglang:generation_tokens_total",),
-        ("sglang:prompt_tokens_total",),
-        ("sglang:num_requests_total",),
-        ttft=("sglang:time_to_first_token_seconds",),
-        itl=("sglang:inter_token_latency_seconds",),
-        e2e=("sglang:e2e_request_latency_seconds",),
-        queue_time=("sglang:queue_time_seconds",),
-        pool_tokens="sglang:max_total_num_tokens",
-    ),
-}
-
-
-def preset_for(cfg: QueueSettings) -> Preset:
-    if cfg.kind == "prometheus":
-        assert cfg.metric is not None  # checked by the configuration schema
-        return Preset(cfg.metric, cfg.in_flight_metric)
-    return PRESETS[cfg.kind]
 
 
 class ExpositionReader:
@@ -179,7 +61,7 @@ class ExpositionReader:
         self.max_series_bytes = max_series_bytes
         self._names = preset.read_names
         p = preset
-        self._summed = {p.depth, *(n for n in (p.in_flight, p.preemptions) if n)}
+        self._summed = {*p.depth_names, *p.in_flight_names, *((p.preemptions,) if p.preemptions else ())}
         self._summed.update(n for names in p.counters for n in names)
         self._last: tuple[bytes, bool, QueueValue] | None = None
         self._label_cache: dict[bytes, Labels | None] = {}
@@ -217,8 +99,9 @@ class ExpositionReader:
                 for sample in family.samples:
                     if not self._matches(sample.labels):
                         continue
-                    if sample.name == self.preset.depth and sums.model_name is None:
-                        sums.model_name = sample.labels.get("model_name")
+                    if sums.model_name is None and sample.name in self.preset.depth_names:
+                        # SGLang 0.3 named its model in a `name` label.
+                        sums.model_name = sample.labels.get("model_name") or sample.labels.get("name")
                     if sums.latency.add(sample.name, sample.labels, sample.value):
                         continue
                     if sample.name == self.preset.pool_tokens:
@@ -263,12 +146,14 @@ class ExpositionReader:
 
     def _value(self, sums: _Sums) -> QueueValue:
         p, totals = self.preset, sums.totals
-        if p.depth not in totals:
-            raise QueueSourceError(self._missing(p.depth))
-        depth = how_many(totals[p.depth], p.depth)
+        depth_name = next((n for n in p.depth_names if n in totals), None)
+        if depth_name is None:
+            raise QueueSourceError(self._missing(p.depth_names))
+        depth = how_many(totals[depth_name], depth_name)
         in_flight = None
-        if p.in_flight is not None and p.in_flight in totals:
-            in_flight = how_many(totals[p.in_flight], p.in_flight)
+        in_flight_name = next((n for n in p.in_flight_names if n in totals), None)
+        if in_flight_name is not None:
+            in_flight = how_many(totals[in_flight_name], in_flight_name)
         # Memory-pressure figures are extras: a missing or broken one is left out, never a fault.
         kv = next((sums.highest[n] for n in p.kv_cache if n in sums.highest), None)
         kv = kv if kv is not None and 0.0 <= kv <= 1.0 else None
@@ -302,7 +187,8 @@ class ExpositionReader:
     def _matches(self, labels: Mapping[str, str]) -> bool:
         return all(labels.get(k) == v for k, v in self.match.items())
 
-    def _missing(self, name: str) -> str:
+    def _missing(self, names: tuple[str, ...]) -> str:
+        name = names[0] + "".join(f" (or {n})" for n in names[1:])
         if self.match:
             wanted = ",".join(f'{k}="{v}"' for k, v in self.match.items())
             return f"no {name} series matches {{{wanted}}}"

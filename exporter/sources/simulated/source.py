@@ -316,6 +316,20 @@ class SimulatedSource:
         ]
         return sorted(events, key=lambda e: (e.timestamp, e.gpu_uuid))
 
+    def activities_at(self, t: float) -> list[tuple[GpuIdentity, Activity]]:
+        """Each present GPU's activity at ``t`` (in MIG mode, each instance's): what a profiler such
+        as DCGM measures, GPM or not (``dcgm_page``)."""
+        out: list[tuple[GpuIdentity, Activity]] = []
+        for d in self.devices:
+            if not self._present(d, t):
+                continue
+            if not d.instances:
+                out.append((d.identity, self._activity(d, t)))
+                continue
+            for inst, a in zip(d.instances, self._instance_activities(d, t), strict=True):
+                out.append((inst.identity, a))
+        return out
+
     # -- internals ----------------------------------------------------------------------------------
     def _present(self, d: _Device, t: float) -> bool:
         """Whether the GPU existed at ``t`` (GPUs with a short ``history_seconds`` appeared lately)."""
