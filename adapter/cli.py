@@ -37,7 +37,7 @@ from .server import create_app, status_body
 from .sources import Source
 from .sources.prometheus import PrometheusSource
 from .sources.scrape import ScrapeSource
-from .startcheck import start_problems
+from .startcheck import start_problems, token_problem
 
 log = logging.getLogger("rightsizer.adapter")
 REFRESH_STOP_WAIT = 2.0  # seconds a stop waits for the refresh task to end
@@ -238,6 +238,9 @@ async def serve(cfg: AdapterConfig) -> int:
         keda_auth = MetricsApiAuth(cfg.metrics_api) if cfg.metrics_api.enabled else None
     except ValueError as exc:
         return fail(str(exc))
+    token = token_problem(cfg)
+    if token:
+        return fail(token)
     tls = security.tls.context if security.tls else None
     source = make_source(cfg, metrics)
     try:

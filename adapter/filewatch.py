@@ -18,6 +18,8 @@ from typing import Generic, TypeVar
 from rightsizer_core.files import MAX_TLS_BYTES, read_bytes
 from rightsizer_core.logs import event
 
+from .certdates import NotYetValid
+
 log = logging.getLogger("rightsizer.adapter.files")
 T = TypeVar("T")
 Stamp = tuple[tuple[int, int, int, int] | None, ...]
@@ -79,10 +81,12 @@ class WatchedFiles(Generic[T]):
         stamp = _stamp(self.paths)
         if stamp == self._stamp:
             return False
-        self._stamp = stamp
+        previous, self._stamp = self._stamp, stamp
         try:
             loaded = self._load(self._read())
         except ValueError as exc:
+            if isinstance(exc, NotYetValid):  # valid later: read the same files again at the next check
+                self._stamp = previous
             reason = str(exc)
             if reason != self._failed:
                 self._failed = reason

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from rightsizer_core.files import read_secret
+
 from .config import AdapterConfig
 from .keda.metrics_api import MetricsApiAuth
 from .security import Security
@@ -40,4 +42,21 @@ async def start_problems(cfg: AdapterConfig) -> list[str]:
             ssl_context(cfg.prometheus)
         except ValueError as exc:
             problems.append(str(exc))
+    problem = token_problem(cfg)
+    if problem:
+        problems.append(problem)
     return problems
+
+
+def token_problem(cfg: AdapterConfig) -> str | None:
+    """Why Prometheus's bearer token file cannot be sent (missing, unreadable, empty):
+    it is read again on every refresh, but one that is unusable at start is a mistake, not a
+    rotation, and every query would fail (401 at best)."""
+    path = cfg.prometheus.bearer_token_file
+    if cfg.mode != "prometheus" or not path:
+        return None
+    try:
+        token = read_secret(path)  # what else it holds (a line break) is refused by each refresh
+    except OSError as exc:
+        return f"prometheus.bearer_token_file {path}: cannot read it: {exc.strerror or exc}"
+    return None if token else f"prometheus.bearer_token_file {path}: it is empty (a bearer token is one line)"

@@ -19,6 +19,7 @@ from typing import Any
 
 from rightsizer_core.logs import event
 
+from .certdates import check_pem_dates
 from .config import TlsSettings
 from .filewatch import WatchedFiles
 from .kubernetes.auth import load_pem_pair, self_signed_certificate, why
@@ -34,6 +35,7 @@ def _pair(cert_file: str, key_file: str) -> WatchedFiles[tuple[bytes, bytes]]:
             load_pem_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), cert, key)
         except (OSError, ssl.SSLError) as exc:
             raise ValueError(f"cannot load the serving certificate {cert_file}: {why(exc)}") from None
+        check_pem_dates(f"the serving certificate {cert_file}", cert)  # refused at start, kept out on reload
         return cert, key
 
     return WatchedFiles("serving certificate", [cert_file, key_file], load, min_interval=0)
@@ -49,9 +51,9 @@ class ServingTls:
         if tls.cert_file and tls.private_key_file:
             try:
                 self.files = _pair(tls.cert_file, tls.private_key_file)
-            except ValueError as exc:  # a file that cannot be read (missing, a FIFO, too large)
+            except ValueError as exc:  # a file that cannot be read (missing, a FIFO, too large), or dates
                 reason = str(exc)
-                if not reason.startswith("cannot load the serving certificate"):
+                if not reason.startswith(("cannot load the serving certificate", "the serving certificate")):
                     reason = f"cannot load the serving certificate: {reason}"
                 raise ValueError(reason) from None
             self._self_signed: tuple[bytes, bytes] | None = None

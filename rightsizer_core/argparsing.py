@@ -5,7 +5,8 @@ something else, or nothing, once a flag beginning the same way is added.
 
 argparse checks required options before it reports unknown ones, so ``rightsizer plan --parms 7B``
 would only say that one of --params, --model, --config is required; here unknown flags are looked
-at first, and the nearest known flag (difflib) is named.
+at first, and the nearest known flag (difflib) is named; so is the nearest command for an unknown
+one (``rightsizer reprot``: did you mean report?).
 """
 
 from __future__ import annotations
@@ -68,9 +69,16 @@ class Parser(argparse.ArgumentParser):
     def _check_flags(self, argv: Sequence[str]) -> None:
         commands = self._commands()
         known = sorted(self._option_string_actions)
+        value_next = False  # the token is the value of the flag before it
         for token in argv:
             if token == "--" or token in commands:
                 return  # the rest belongs to the positional arguments or to a command's own parser
+            if commands and not token.startswith("-") and not value_next:
+                close = difflib.get_close_matches(token, sorted(commands), n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                self.error(f"unknown command {token!r} (commands: {', '.join(sorted(commands))}){hint}")
+            action = self._option_string_actions.get(token)
+            value_next = action is not None and action.nargs != 0
             if not token.startswith("--") or len(token) < 3:
                 continue
             name = token.split("=", 1)[0]

@@ -12,7 +12,7 @@ import difflib
 import os
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
@@ -140,13 +140,23 @@ def _convert(tp: Any, value: Any, where: str, meta: Mapping[str, Any]) -> Any:
     raise TypeError(f"unsupported setting type {tp!r} at {where}")
 
 
+def _closest(key: object, known: Iterable[str]) -> str:
+    """"; did you mean 'KEY'?" for the known key closest to a mistyped one ("" when none is close)."""
+    close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
     """Build dataclass ``cls`` from a mapping, rejecting unknown keys."""
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     prefix = f"{where}: " if where else ""  # the caller names the file for the top level
     known = ", ".join(sorted(fields))
-    problems = [f"{prefix}unknown key {k!r} (known keys: {known})" for k in data if k not in fields]
+    problems = [
+        f"{prefix}unknown key {k!r} (known keys: {known}){_closest(k, fields)}"
+        for k in data
+        if k not in fields
+    ]
     kwargs = {
         name: _gather(problems, _convert, hints[name], value, f"{where}.{name}" if where else name, meta)
         for name, value in data.items()

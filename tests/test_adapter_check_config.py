@@ -24,6 +24,8 @@ CASES = {  # name -> (flags, a piece of the one line both say)
     "missing request-header CA": (["--requestheader-client-ca-file", "{tmp}/none.pem"], "No such file"),
     "empty metrics-api key file": (["--metrics-api-key-file", "{empty}"], "is empty"),
     "metrics-api key file is a directory": (["--metrics-api-key-file", "{tmp}"], "is a directory"),
+    "empty Prometheus bearer token file": (
+        ["--prometheus-url", "http://p:9", "--prometheus-bearer-token-file", "{empty}"], "it is empty"),
     "Prometheus CA /dev/zero": (
         ["--prometheus-url", "https://p:9090", "--prometheus-ca-file", "/dev/zero"], "Prometheus TLS files"),
 }  # fmt: skip

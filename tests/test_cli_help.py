@@ -108,6 +108,21 @@ def test_a_typo_names_the_close_flag(name: str, args: list[str], meant: str) -> 
 
 
 @pytest.mark.parametrize(
+    ("args", "last_line"),
+    [
+        (["reprot", "--prometheus-url", "http://127.0.0.1:1"], "unknown command 'reprot' (commands: plan, "
+         "report); did you mean report?"),
+        (["paln", "--params", "7B"], "unknown command 'paln' (commands: plan, report); did you mean plan?"),
+        (["status"], "unknown command 'status' (commands: plan, report)"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_command_names_the_close_one(args: list[str], last_line: str) -> None:
+    out = run([*RIGHTSIZER, *args])
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines()[-1] == f"rightsizer: error: {last_line}", out.stderr
+
+
+@pytest.mark.parametrize(
     ("name", "args", "meant"),
     [
         ("rightsizer plan", ["--param", "7B"], "--params"),

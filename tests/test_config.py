@@ -45,6 +45,27 @@ def test_bad_file_names_file_key_and_value(tmp_path: Path, text: str, message: s
     assert message in str(exc.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "meant"),
+    [
+        ("intervall: 2\n", "interval"),
+        ("nvml:\n  call_timout: 1\n", "call_timeout_seconds"),
+        ("queues:\n  - {name: q, kind: redis, url: 'redis://127.0.0.1:1/0', kee: jobs}\n", "key"),
+        ("rightsizing:\n  windw_seconds: 600\n", "window_seconds"),
+    ],
+)
+def test_an_unknown_key_names_the_close_one(tmp_path: Path, text: str, meant: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_config(write(tmp_path, text), {}, environ={})
+    assert str(exc.value).endswith(f"); did you mean {meant!r}?"), str(exc.value)
+
+
+def test_an_unknown_key_far_from_every_key_gets_no_guess(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_config(write(tmp_path, "nvml:\n  bogus: 1\n"), {}, environ={})
+    assert "did you mean" not in str(exc.value) and str(exc.value).endswith(")")
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(str(tmp_path / "absent.yaml"), {}, environ={})

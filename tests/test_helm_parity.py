@@ -2,8 +2,10 @@
 the objects of ``kubectl kustomize deploy/base`` (same kinds and names, containers, images,
 arguments, ports, probes, environment, mounts and volumes, RBAC rules and bindings, APIServices,
 configuration files), and each of the chart's switches the objects of the overlay it stands for.
-Only what Helm adds is normalised away: its labels (selectors must still hold deploy/'s),
-``app.kubernetes.io/instance`` in selectors, the pods' config checksum; configuration files are
+Only what Helm adds is normalised away: its labels and the pods' config checksum; selectors are
+compared as they are (an install moves between the two without an immutable ``spec.selector``
+changing), and a release installed when the chart's selectors also held
+``app.kubernetes.io/instance`` keeps its own on upgrade; configuration files are
 compared as YAML (the chart renders them from values, without comments). A difference fails with
 a diff of the two objects. The prometheus-operator objects are compared with deploy/monitoring,
 and the PrometheusRule's rules are read from the same file.
@@ -17,10 +19,10 @@ from typing import Any
 
 import pytest
 import yaml
-from helm import CHART, template
+from fake_discovery import discovery_server
+from helm import CHART, helm, template
 from kube import DEPLOY, key, render
 
-HELM_ONLY_SELECTOR_LABELS = {"app.kubernetes.io/instance"}
 HELM_ONLY_ANNOTATIONS = {"checksum/config"}
 
 
@@ -38,8 +40,6 @@ def normalised(obj: dict[str, Any]) -> dict[str, Any]:
                     v = {a: b for a, b in v.items() if a not in HELM_ONLY_ANNOTATIONS}
                     if not v:
                         continue
-                if k in ("matchLabels", "selector") and isinstance(v, dict) and "matchLabels" not in v:
-                    v = {a: b for a, b in v.items() if a not in HELM_ONLY_SELECTOR_LABELS}
                 result[k] = walk(v, (*path, k))
             return result
         if isinstance(node, list):
@@ -76,6 +76,79 @@ def test_defaults_install_what_deploy_base_installs() -> None:
     """The one difference: deploy/base creates the namespace, a Helm release is installed into one
     (``--create-namespace``, or namespace.create, compared below)."""
     assert differences(template(), without_namespace(render(DEPLOY / "base")), "deploy/base") == ""
+
+
+def selectors(objs: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:
+    """Every selector of ``objs``: workloads', PodDisruptionBudgets' and the monitors' matchLabels,
+    Services' selector, the pod anti-affinity's."""
+    out: dict[tuple[str, str], Any] = {}
+    for o in objs:
+        spec = o.get("spec") or {}
+        name = (o["kind"], o["metadata"]["name"])
+        if o["kind"] == "Service":
+            out[name] = spec.get("selector")
+        elif isinstance(spec.get("selector"), dict):
+            out[name] = spec["selector"].get("matchLabels")
+        pod = (spec.get("template") or {}).get("spec") or {}
+        affinity = (pod.get("affinity") or {}).get("podAntiAffinity")
+        for term in (affinity or {}).get("preferredDuringSchedulingIgnoredDuringExecution", []):
+            out[(*name[:1], name[1] + " anti-affinity")] = term["podAffinityTerm"]["labelSelector"]
+    return out
+
+
+@pytest.mark.parametrize("overlay", ["base", "monitoring"])
+def test_selectors_are_deploy_s_exactly(overlay: str) -> None:
+    """Selectors are immutable on Deployments and DaemonSets: a release and a kustomize install of
+    the same objects must select with the same labels, no more (app.kubernetes.io/instance stays a
+    label of every object, never a selector)."""
+    chart = template("--set", "monitoring.serviceMonitors.enabled=true")
+    kustomize = render(DEPLOY / overlay)
+    theirs, ours = selectors(kustomize), selectors(chart)
+    assert theirs and set(theirs) <= set(ours)
+    assert {k: ours[k] for k in theirs} == theirs
+    for labels in ours.values():
+        assert "app.kubernetes.io/instance" not in labels
+    for o in chart:
+        if o["kind"] in ("Deployment", "DaemonSet"):
+            assert o["metadata"]["labels"]["app.kubernetes.io/instance"] == "rightsizer"
+            pod_labels = o["spec"]["template"]["metadata"]["labels"]
+            assert pod_labels["app.kubernetes.io/instance"] == "rightsizer"
+
+
+def test_an_upgraded_release_keeps_its_workloads_immutable_selectors(tmp_path: Path) -> None:
+    """A release installed when the chart's selectors also held app.kubernetes.io/instance: the
+    chart reads the workload in the cluster (``lookup``, here through ``helm template
+    --dry-run=server`` against a fake API server that holds the old DaemonSet and no adapter) and
+    keeps its selector, which the new pods still satisfy; objects not there get deploy/'s."""
+    old = {"app.kubernetes.io/name": "rightsizer", "app.kubernetes.io/instance": "rightsizer",
+           "app.kubernetes.io/component": "exporter"}  # fmt: skip
+    daemonset = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": "rightsizer-exporter",
+            "namespace": "rightsizer",
+            "labels": {"app.kubernetes.io/managed-by": "Helm", **old},
+            "annotations": {
+                "meta.helm.sh/release-name": "rightsizer",
+                "meta.helm.sh/release-namespace": "rightsizer",
+            },
+        },
+        "spec": {"selector": {"matchLabels": old}},
+    }
+    with discovery_server(tmp_path, [daemonset]) as kubeconfig:
+        result = helm("template", "rightsizer", str(CHART), "--namespace", "rightsizer", "--dry-run=server",
+                      "--disable-openapi-validation", "--kubeconfig", str(kubeconfig))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    objs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    (exporter,) = [o for o in objs if o["kind"] == "DaemonSet"]
+    assert exporter["spec"]["selector"]["matchLabels"] == old
+    assert old.items() <= exporter["spec"]["template"]["metadata"]["labels"].items()
+    (adapter,) = [o for o in objs if o["kind"] == "Deployment"]
+    (base_adapter,) = [o for o in render(DEPLOY / "base") if o["kind"] == "Deployment"]
+    assert adapter["spec"]["selector"] == base_adapter["spec"]["selector"]
+    services = {k: v for k, v in selectors(objs).items() if k[0] == "Service"}
+    assert services == {k: v for k, v in selectors(render(DEPLOY / "base")).items() if k[0] == "Service"}
 
 
 def test_namespace_create_renders_deploy_bases_namespace() -> None:

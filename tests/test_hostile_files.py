@@ -261,12 +261,14 @@ def test_plan_config_json_nested_deep_is_one_line(tmp_path: Path) -> None:
 
 
 def test_adapter_keeps_serving_when_its_prometheus_token_file_is_a_fifo(tmp_path: Path) -> None:
-    """The token is read again before every refresh (rotation): a FIFO there is one logged error,
-    not an event loop stuck in open() for good."""
-    token = fifo(tmp_path)
+    """The token is read again before every refresh (rotation): a FIFO put there while it runs is
+    one logged error, not an event loop stuck in open() for good. (At start, the start refuses it.)"""
+    token = write(tmp_path, "a-token\n", "token")
     args = ["--insecure-http", "--prometheus-url", "http://127.0.0.1:1", "--prometheus-bearer-token-file",
             str(token), "--refresh-interval", "0.5"]  # fmt: skip
     with adapter(args, ready=False) as p:
+        token.unlink()
+        os.mkfifo(token)  # nobody ever writes it
         wait_for(lambda: "not a regular file (a FIFO)" in p.log(), 30, what="the token file's error")
         assert get(p.url + "/healthz", timeout=5)[0] == 200
         assert "Traceback" not in p.log()

@@ -15,6 +15,8 @@ from cryptography.hazmat.primitives import serialization
 
 from rightsizer_core.files import MAX_TLS_BYTES, read_bytes
 
+from ..certdates import check_dates
+
 
 def _read(key: str, path: str) -> bytes:
     try:
@@ -32,7 +34,8 @@ def _certificates(key: str, path: str, data: bytes) -> list[x509.Certificate]:
 
 def check_pair(cert_file: str, cert_pem: bytes, key_file: str, key_pem: bytes) -> None:
     """ValueError naming the file and the fault unless ``cert_pem`` is a PEM chain whose first
-    certificate belongs to the unencrypted PEM private key ``key_pem``."""
+    certificate belongs to the unencrypted PEM private key ``key_pem``, each of the chain valid now
+    (``certdates.py``)."""
     chain = _certificates("grpc.tls_cert_file", cert_file, cert_pem)
     try:
         private_key = serialization.load_pem_private_key(key_pem, password=None)
@@ -44,6 +47,7 @@ def check_pair(cert_file: str, cert_pem: bytes, key_file: str, key_pem: bytes) -
         raise ValueError(
             f"grpc.tls_private_key_file {key_file} is not the key of the certificate in {cert_file}"
         )
+    check_dates(f"grpc.tls_cert_file {cert_file}", chain)
 
 
 def check_client_ca(ca_file: str, ca_pem: bytes) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 
 from rightsizer_core.files import checked_path, read_secret, read_token
+from rightsizer_core.httpauth import auth_refusal, describe_credentials
 from rightsizer_core.logs import event
 
 from ..config import PrometheusSettings
@@ -67,9 +68,12 @@ def ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
 
 def _read_secret(path: str, what: str, token: bool = False) -> str:
     try:
-        return read_token(path) if token else read_secret(path)
+        value = read_token(path) if token else read_secret(path)
     except OSError as exc:
         raise QueryError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if token and not value:
+        raise QueryError(f"{what} {path} is empty")
+    return value
 
 
 def partial(data: dict[str, Any]) -> str:
@@ -198,7 +202,16 @@ class PrometheusSource:
             raise QueryError(f"prometheus at {self.cfg.url} is unreachable: {why}") from None
         except (aiohttp.ClientError, ssl.SSLError, OSError, ValueError) as exc:  # ValueError: a bad header
             raise QueryError(f"prometheus request failed: {type(exc).__name__}: {exc}"[:300]) from None
+        refused = auth_refusal("prometheus", self.cfg.url or "", status, self.credentials())
+        if refused is not None:  # a proxy's page, not the query API's: the status says it all
+            raise QueryError(refused)
         return parse_answer(status, body, self.cfg.max_series_per_rule, states)
+
+    def credentials(self) -> str:
+        cfg = self.cfg
+        return describe_credentials(
+            cfg.bearer_token_file, cfg.username, cfg.headers, cfg.cert_file, "prometheus.bearer_token_file"
+        )
 
     async def _timed(self, promql: str, at: float | None = None, states: bool = False) -> Answer:
         started = time.perf_counter()

@@ -22,7 +22,7 @@ from ..planner import (
 )
 from .output import gib, money, pct, rate, table, to_csv, to_json
 from .plan_measured import Measured, measure, measured_dict, projected, render_measured
-from .promapi import ReportError, add_auth_arguments, auth_headers
+from .promapi import ReportError, add_auth_arguments, auth_headers, credentials_of
 
 ESTIMATE_MARK = "*"
 
@@ -127,7 +127,14 @@ def run(args: argparse.Namespace, catalog: Catalog) -> tuple[str, Plan]:
     result = plan(arch, w, catalog)
     measured = None
     if args.measured_from:
-        measured = measure(args.measured_from, args.workload, catalog, time.time(), headers=headers)
+        measured = measure(
+            args.measured_from,
+            args.workload,
+            catalog,
+            time.time(),
+            headers=headers,
+            credentials=credentials_of(args),
+        )
     if not args.all:
         best = frontier(result.options)
         hidden = len(result.options) - len(best)

@@ -108,10 +108,11 @@ def measure(
     at: float,
     timeout: float = 30.0,
     headers: Mapping[str, str] | None = None,
+    credentials: str | None = None,
 ) -> Measured:
     """The live measurement of ``workload``; PlanError (exit 2) when unknown or the source is down."""
     try:
-        client = PrometheusClient(url, timeout, headers)
+        client = PrometheusClient(url, timeout, headers, credentials)
     except ReportError as exc:
         raise PlanError(str(exc).replace("--prometheus-url", "--measured-from")) from None
     namespace, slash, name = workload.partition("/")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rightsizer_core.files import read_token
+from rightsizer_core.httpauth import auth_refusal, describe_credentials
 
 
 class ReportError(Exception):
@@ -77,13 +78,21 @@ def sample_span(metric: str, by: str, window: str, step: str) -> tuple[str, str]
 
 
 class PrometheusClient:
-    def __init__(self, url: str, timeout: float, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+        credentials: str | None = None,
+    ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ReportError(f"--prometheus-url {url!r} must be an http:// or https:// URL")
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.headers = dict(headers or {})
+        # in words, for a 401 or 403 (``credentials_of``; else what the headers carry)
+        self.credentials = credentials or describe_credentials(headers=self.headers)
 
     def query(self, expr: str, at: float) -> list[Sample]:
         return _vector(self._post("query", {"query": expr, "time": f"{at:.3f}"}, expr), self.url)
@@ -103,6 +112,9 @@ class PrometheusClient:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
+            refused = auth_refusal("Prometheus", self.url, exc.code, self.credentials)
+            if refused is not None:  # a proxy's page, not the query API's: the status says it all
+                raise ReportError(refused) from None
             detail = _error_of(exc.read())
             if detail is None:  # Prometheus answers every error in JSON: this is some other server
                 raise ReportError(
@@ -201,6 +213,12 @@ def add_auth_arguments(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument(
         "--bearer-token-file", metavar="FILE", help=f"send 'Authorization: Bearer <file contents>' to {what}"
     )
+
+
+def credentials_of(args: argparse.Namespace) -> str:
+    """The credentials ``add_auth_arguments`` sends, in words (for a 401 or 403)."""
+    headers = {name.strip(): value.strip() for name, _, value in (h.partition(":") for h in args.header)}
+    return describe_credentials(args.bearer_token_file, headers=headers, bearer_setting="--bearer-token-file")
 
 
 def auth_headers(args: argparse.Namespace) -> dict[str, str]:

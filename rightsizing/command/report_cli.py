@@ -16,7 +16,14 @@ from ..cost import cost_json
 from . import report_slo
 from .output import money, table, to_csv, to_json
 from .output_file import OutputError, check_output, write_output
-from .promapi import PrometheusClient, ReportError, add_auth_arguments, auth_headers, parse_duration
+from .promapi import (
+    PrometheusClient,
+    ReportError,
+    add_auth_arguments,
+    auth_headers,
+    credentials_of,
+    parse_duration,
+)
 from .report import collect
 from .report_assumptions import assumptions
 from .report_common import HOURS_PER_MONTH, history_line
@@ -141,7 +148,8 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
             raise ReportError(f"--timeout must be positive and at most {MAX_TIMEOUT_SECONDS} seconds")
         if args.max_series_per_query < 1 or args.concurrency < 1:
             raise ReportError("--max-series-per-query and --concurrency must be at least 1")
-        client = PrometheusClient(args.prometheus_url, args.timeout, auth_headers(args))
+        sent = auth_headers(args)
+        client = PrometheusClient(args.prometheus_url, args.timeout, sent, credentials_of(args))
         at = _at(args.at)
         progress = Progress(args.progress)
         try:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from rightsizer_core.files import checked_path
+from rightsizer_core.files import checked_path, read_secret
 from rightsizer_core.settings import setting
 from rightsizing.models import BUILTIN, Architecture, PlanError, builtin, from_config
 
@@ -109,7 +109,9 @@ class QueueSettings:
         {}, "Static labels added to the depth and in-flight series (e.g. namespace, workload)."
     )
     bearer_token_file: str | None = setting(
-        None, "HTTP kinds: file holding a bearer token for `Authorization: Bearer` (re-read every minute)."
+        None,
+        "HTTP kinds: file holding a bearer token for `Authorization: Bearer` (re-read every minute; "
+        "missing or empty: refused at start).",
     )
     basic_auth: BasicAuthSettings | None = setting(
         None, "HTTP basic auth, or Redis ACL user/password: {username, password | password_file}."
@@ -229,6 +231,7 @@ class QueueSettings:
         self._check_headers()
         for key in ("bearer_token_file", "tls_ca_file"):
             _check_readable(self.who, key, getattr(self, key))
+        _check_token(self.who, self.bearer_token_file)
         if self.basic_auth is not None:
             _check_readable(self.who, "basic_auth.password_file", self.basic_auth.password_file)
 
@@ -282,6 +285,18 @@ def _check_readable(who: str, key: str, path: str | None) -> None:
         checked_path(path)  # readable, and a regular file: a FIFO would stall the poller
     except OSError as exc:
         raise ValueError(f"{who}: {key} {path!r} cannot be read: {exc.strerror or exc}") from None
+
+
+def _check_token(who: str, path: str | None) -> None:
+    """A bearer token file must hold one: an empty one would send ``Authorization: Bearer``."""
+    if path is None:
+        return
+    try:
+        token = read_secret(path)  # what else it holds (a line break) is refused by each poll
+    except OSError as exc:
+        raise ValueError(f"{who}: bearer_token_file {path!r} cannot be used: {exc.strerror or exc}") from None
+    if not token:
+        raise ValueError(f"{who}: bearer_token_file {path!r} is empty (a bearer token is one line of text)")
 
 
 def check_queue_names(entries: Sequence[QueueSettings]) -> None:

@@ -21,6 +21,7 @@
 {{- define "rightsizer.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
 {{ include "rightsizer.selectorLabels" . }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 app.kubernetes.io/part-of: rightsizer
@@ -37,13 +38,29 @@ app.kubernetes.io/part-of: rightsizer
 {{- end }}
 {{- end -}}
 
-{{/* What a component's selectors match: name, instance and component. */}}
+{{/* What a component's selectors match: name and component, exactly as deploy/'s kustomizations,
+so an install moves between the chart and kustomize without touching an immutable spec.selector
+(every object still carries app.kubernetes.io/instance as a label). */}}
 {{- define "rightsizer.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "rightsizer.name" .root }}
-app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- if .component }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
+{{- end -}}
+
+{{/* A workload's spec.selector.matchLabels (immutable): the selector of the object already in
+the cluster when there is one, else selectorLabels. Releases installed when the selectors also
+held app.kubernetes.io/instance keep it, so helm upgrade does not fail on an immutable field;
+their pods carry every label of either selector. Call with (dict "root" $ "component" C "kind"
+"Deployment"|"DaemonSet" "name" NAME); lookup finds nothing under helm template. */}}
+{{- define "rightsizer.workloadSelector" -}}
+{{- $existing := lookup "apps/v1" .kind .root.Release.Namespace .name -}}
+{{- $kept := dig "spec" "selector" "matchLabels" dict $existing -}}
+{{- if $kept -}}
+{{ toYaml $kept }}
+{{- else -}}
+{{ include "rightsizer.selectorLabels" . }}
+{{- end -}}
 {{- end -}}
 
 {{/* <registry>/<repository>:<tag>, the tag defaulting to appVersion; @<digest> when one is given. */}}
