@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..catalog import LABEL_VALUE
-from ..command.report_markdown import cell, md_table
+from ..markdown import cell, md_table
 from ..verdicts import duration
 from .names import TEMPLATES
 from .plan import Context, Move
