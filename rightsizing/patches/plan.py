@@ -25,7 +25,7 @@ from rightsizer_core.workloads import workload_of
 from ..catalog import Candidate, Catalog
 from ..evidence import Evidence
 from ..verdicts import Assessment, duration, price_source
-from . import change
+from . import change, selection
 from .change import Body
 from .latency import SloView, slo_view
 from .manifests import Manifests
@@ -215,6 +215,7 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
     if odd := next((c for c, n in counts.items() if len(n) > 1), None):
         return replace(move, why=f"its pods hold different numbers of GPUs in container {odd}")
     where: dict[str, tuple[Placement, Placement]] = {}
+    gpus_of: dict[str, tuple[Candidate, Candidate]] = {}
     for c, ((cur, rec),) in ((c, tuple(t)) for c, t in targets.items()):
         now, then = ctx.catalog.candidate(cur), ctx.catalog.candidate(rec)
         if now is None or then is None:
@@ -223,6 +224,7 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
         if isinstance(p, str) or isinstance(q, str):
             return replace(move, why=p if isinstance(p, str) else str(q))
         where[c] = (p, q)
+        gpus_of[c] = (now, then)
     products = sorted({q.product for _, q in where.values()})
     if len(products) > 1:
         return replace(
@@ -248,9 +250,15 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
         return replace(move, outcome="manual", why=(
             f"{owner.kind} is not a kind this tool patches (its pod template's place is not known here): "
             f"by hand, in its pod template select {'; '.join(words)}"))  # fmt: skip
-    body = change.build(owner, product, held, ctx.manifests)
+    (now, then), gpus = next(iter(gpus_of.values())), sum(max(counts[c]) for c in where)
+    mig = any(x.mig is not None for pair in gpus_of.values() for x in pair)
+    target = selection.Move(now.gpu.key, then.gpu.key, product, mig, gpus, None)
+    body = change.build(owner, target, held, ctx.manifests)
     if isinstance(body, str):
         return replace(move, why=body)
+    if isinstance(body, change.ByHand):
+        return replace(move, outcome="manual", why=f"{body.why}; the move: {'; '.join(words[1:])}")
+    words[0] = "nodes labelled " + ", ".join(body.labels) if body.labels else "the node selection is kept"
     notes = list(body.notes)
     if owner.kind in ("Job", "Pod"):
         notes.append(
