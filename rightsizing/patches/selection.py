@@ -110,20 +110,27 @@ def target_shapes(cloud: str, m: Move, shapes: Shapes, label: str) -> list[Shape
 
 def _pool(key: str, value: str, m: Move, shapes: Shapes) -> str:
     cloud, what = POOLS[key]
-    fit = _fitting(shapes.of(cloud, m.target), m)
+    offered = sorted(shapes.of(cloud, m.target), key=lambda s: (s.gpus, s.vcpus, s.memory_mib))
+    fit, misfit = _fitting(offered, m), ""
+    if offered and not fit:
+        try:
+            target_shapes(cloud, m, shapes, key)
+        except Manual as exc:
+            misfit = f"{exc}; then "
     if cloud == "aws" and key.startswith("karpenter"):
         step = (
             f"allow {KARPENTER}instance-gpu-name {shapes.gpu_names.get(m.target, '?')} in a NodePool's "
-            f"requirements and select that NodePool here"
+            "requirements and select that NodePool here"
         )
-    elif not fit:
-        step = f"{CLOUD_NAMES[cloud]} has no {m.target} host that holds its pods' requests"
+    elif not offered:
+        step = f"{CLOUD_NAMES[cloud]} offers no {m.target} host: keep {m.current}"
     else:
         extra = f" with accelerator {shapes.accelerators[m.target][0]}" if cloud == "gcp" else ""
-        step = f"create one of {fit[0].name}{extra} (or a larger shape), and select it in {key}"
+        first = (fit or offered)[0].name
+        step = f"{misfit}create one of {first}{extra} (or a larger shape) and select it in {key}"
     return (
-        f"it selects {what} ({key}={value}), whose nodes carry {m.current}; no label value of ours names "
-        f"the {m.target}'s: by hand, {step}"
+        f"it selects {what} ({key}={value}), whose nodes carry {m.current}; no label value names the "
+        f"{m.target}'s pool: by hand, {step}"
     )
 
 
@@ -203,6 +210,8 @@ def rewrite(selector: dict[str, Any], terms: list[Any], m: Move, shapes: Shapes)
     out = Rewrite()
     keys = _keys(selector, terms)
     primary = keys[0][0] if keys else PRODUCT_LABEL
+    if m.current != m.target and (pool := next(((k, v) for k, v in keys if kind(k) == "pool"), None)):
+        raise Manual(_pool(pool[0], ",".join(pool[1]), m, shapes))  # the pool decides, whatever else is said
     for key, value in selector.items():
         if kind(str(key)) is not None:
             (new,) = values_for(str(key), [str(value)], m, shapes, True)
