@@ -218,6 +218,9 @@ def rewrite(selector: dict[str, Any], terms: list[Any], m: Move, shapes: Shapes)
             if new != value:
                 out.node_selector[str(key)] = new
             out.labels.append(f"{key}={new}")
+            if (memory := _memory_too(str(key), list(selector), m, shapes)) is not None:
+                out.node_selector[memory[0]] = memory[1]
+                out.labels.append(f"{memory[0]}={memory[1]}")
     if not terms and not keys:
         out.node_selector[PRODUCT_LABEL] = m.product
         out.labels.append(f"{PRODUCT_LABEL}={m.product}")
@@ -247,10 +250,24 @@ def _term(term: Any, m: Move, shapes: Shapes, primary: str, add: bool, labels: l
             exprs.append({"key": key, "operator": "In", "values": new})
             labels.append(f"{key} in ({','.join(new)})")
             placed = True
+            keys = [str(x.get("key")) for x in term.get("matchExpressions") or [] if isinstance(x, dict)]
+            if (memory := _memory_too(key, keys, m, shapes)) is not None:
+                exprs.append({"key": memory[0], "operator": "In", "values": [memory[1]]})
+                labels.append(f"{memory[0]} in ({memory[1]})")
     if not placed and add and (kind(primary) == "gfd" or m.current != m.target):
         exprs.append({"key": primary, "operator": "In", "values": _fresh(primary, m, shapes)})
     term["matchExpressions"] = exprs
     return term
+
+
+def _memory_too(key: str, keys: list[str], m: Move, shapes: Shapes) -> tuple[str, str] | None:
+    """A GPU name two GPUs share (``a100``: 40 and 80 GB) needs the GPU memory beside it."""
+    if kind(key) != "instance-gpu-name" or m.current == m.target:
+        return None
+    memory = key.replace("instance-gpu-name", "instance-gpu-memory")
+    if memory in keys or len(shapes.aws_gpus(shapes.gpu_names[m.target])) < 2:
+        return None
+    return memory, shapes.gpu_memory[m.target]
 
 
 def _fresh(key: str, m: Move, shapes: Shapes) -> list[str]:
