@@ -257,7 +257,8 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
     if isinstance(body, str):
         return replace(move, why=body)
     if isinstance(body, change.ByHand):
-        return replace(move, outcome="manual", why=f"{body.why}; the move: {'; '.join(words[1:])}")
+        renamed = f"; and {'; '.join(words[1:])}" if renames else ""
+        return replace(move, outcome="manual", why=body.why[:1].upper() + body.why[1:] + renamed)
     words[0] = "nodes labelled " + ", ".join(body.labels) if body.labels else "the node selection is kept"
     notes = list(body.notes)
     if owner.kind in ("Job", "Pod"):
