@@ -6,6 +6,8 @@ The GPUs (and MIG instances) are grouped by owner (``owners``). A group gets one
   priced by list or configured prices (estimates only with ``include_estimated_prices``), all of
   the pod's containers land on one node type, and the owner is a kind with a known pod template;
 - ``idle``: every GPU idle: scale to zero or delete (no patch);
+- ``replicas``: no bigger GPU carries the work ("add replicas"): how many, from the measured arrival
+  rate or the SLO (``replicas``), and the autoscalers that keep at least that many (no patch);
 - ``manual``: a multi-GPU move that changes the GPU count (the server's parallelism must change
   too), or an owner of a kind this tool does not patch: the change is spelled out instead;
 - ``refused``: anything else a patch would have to guess, with the reason.
@@ -19,6 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rightsizer_core.workloads import workload_of
 
@@ -31,9 +34,10 @@ from .latency import SloView, slo_view
 from .manifests import Manifests
 from .names import PRODUCT_LABEL, TEMPLATES, Placement, name_problem, placement
 from .owners import Owner, OwnerSeries, resolve
+from .replicas import Replicas, adds_replicas, autoscalers, count
 from .settings import PatchSettings
 
-OUTCOMES = ("patch", "idle", "manual", "refused")
+OUTCOMES = ("patch", "idle", "replicas", "manual", "refused")
 _CHANGE = re.compile(r"^(\d+) x (\S+) -> (\d+) x (\S+)$")
 
 
@@ -86,6 +90,8 @@ class Move:
     file: str = ""
     slo: SloView | None = None  # the declared latency SLO, today and projected on the option
     notes: tuple[str, ...] = field(default=())
+    replicas: Replicas | None = None  # outcome "replicas": today, needed, how
+    autoscalers: tuple[dict[str, Any], ...] = ()  # an HPA and a KEDA ScaledObject keeping that many
 
 
 def _moves(a: Assessment) -> bool:
@@ -127,9 +133,11 @@ def decide(units: list[Held], owner: Owner | str, ctx: Context) -> Move | None:
     s, catalog = ctx.settings, ctx.catalog
     moving = [u for u in units if _moves(u.assessment)]
     idle = [u for u in units if u.assessment.verdict == "idle"]
-    if not moving and not idle:
+    adding = [] if moving or idle else [u for u in units if adds_replicas(
+        u.assessment.verdict, u.assessment.recommended, u.assessment.reason)]  # fmt: skip
+    if not moving and not idle and not adding:
         return None
-    first = (moving or idle)[0]
+    first = (moving or idle or adding)[0]
     pods = Counter(u.pod for u in units)
     pairs = sorted({f"{u.assessment.current} -> {u.assessment.recommended}" for u in moving})
     savings = [u.assessment.hourly_savings_dollars for u in moving or idle]
@@ -143,7 +151,7 @@ def decide(units: list[Held], owner: Owner | str, ctx: Context) -> Move | None:
         verdict=", ".join(f"{n} {v}" for v, n in Counter(u.assessment.verdict for u in units).most_common()),
         gpus=len(units),
         pods=len(pods),
-        change="release" if not moving else "; ".join(pairs),
+        change="add replicas" if adding else "release" if not moving else "; ".join(pairs),
         why="",
         reason=first.assessment.reason,
         hourly_savings_dollars=None
@@ -176,6 +184,8 @@ def decide(units: list[Held], owner: Owner | str, ctx: Context) -> Move | None:
         return replace(move, why=problem)
     if idle:
         return replace(move, outcome="idle", why="every GPU stayed idle: scale to zero or delete")
+    if adding:
+        return _scale_out(units, owner, move, ctx)
     need = max(s.min_history_seconds, s.min_window_coverage_ratio * ctx.window_seconds)
     if (short := min(u.evidence.history_seconds for u in moving)) < need:
         return replace(move, why=(
@@ -189,6 +199,16 @@ def decide(units: list[Held], owner: Owner | str, ctx: Context) -> Move | None:
             "--include-estimated-prices or patches.include_estimated_prices, or set your price in "
             "catalog.prices)"))  # fmt: skip
     return _targeted(units, moving, owner, move, ctx)
+
+
+def _scale_out(units: list[Held], owner: Owner, move: Move, ctx: Context) -> Move:
+    pods: dict[str, list[Evidence]] = {}
+    for u in units:
+        pods.setdefault(u.pod, []).append(u.evidence)
+    r = count(pods, ctx.slo_margin_ratio)
+    slo = any(q.slo is not None and q.slo.declared is not None for u in units for q in u.evidence.queues)
+    scale = autoscalers(owner, r, move.queues, move.pod_workload, slo, ctx.slo_margin_ratio)
+    return replace(move, outcome="replicas", why=r.words, replicas=r, autoscalers=tuple(scale))
 
 
 def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, ctx: Context) -> Move:
