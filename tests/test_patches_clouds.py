@@ -122,9 +122,12 @@ def test_every_vocabulary_schedules_on_the_target_shape_and_not_on_the_old(writt
             assert why_not(node, new) is None, f"{key} on {node.name}: {why_not(node, new)}"
         for node in refuse:
             assert why_not(node, new) is not None, f"{key} would still land on {node.name}"
-        # Only the node selection changed: the containers, tolerations and requests are the manifest's.
-        assert {k: v for k, v in new.items() if k not in ("nodeSelector", "affinity")} == \
-            {k: v for k, v in old.items() if k not in ("nodeSelector", "affinity")}  # fmt: skip
+        # Only the node selection changed (and GKE chat's vLLM reservation: 0.9 of the L4's 22.49 GiB
+        # is 20.2 GiB, short of the 21.3 GiB its 18.5 GiB peak needs with the 15 % margin: 0.95).
+        want = {k: v for k, v in old.items() if k not in ("nodeSelector", "affinity")}
+        if key == ("Deployment", "gke", "chat"):
+            want["containers"][0]["args"][-1] = "0.95"  # --gpu-memory-utilization
+        assert {k: v for k, v in new.items() if k not in ("nodeSelector", "affinity")} == want
     assert after[("Deployment", "gke", "pooled")] == before[("Deployment", "gke", "pooled")]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import selection
+from . import selection, server
 from .manifests import Manifests, pod_spec
 from .names import PRODUCT_LABEL, TEMPLATES
 from .owners import Owner
@@ -157,19 +157,29 @@ def build(
     if sel.node_selector:
         spec["nodeSelector"] = sel.node_selector
     placed: set[str] = set()
+    notes = list(sel.notes)
     for field in ("initContainers", "containers"):
         names = [c.get("name") for c in _containers(template, field)]
         changed: dict[str, dict[str, Any]] = {}
         for r in held:
             if r.container in names:
-                new = _renamed(_containers(template, field)[names.index(r.container)], r, owner, where)
+                container = _containers(template, field)[names.index(r.container)]
+                new = _renamed(container, r, owner, where)
                 if isinstance(new, str):
                     return new
-                if new is not None:
-                    changed[r.container] = new
+                entry: dict[str, Any] = {} if new is None else {"resources": new}
+                if move.memory > 0 and move.current_memory != move.memory:
+                    flags = server.check(container, r.count, move.target, move.memory, move.need)
+                    if flags.manual is not None:
+                        return ByHand(f"container {r.container}: {flags.manual}")
+                    notes += [f"container {r.container}: {n}" for n in flags.notes]
+                    if flags.value is not None:
+                        entry[flags.field] = flags.value
+                if entry:
+                    changed[r.container] = entry
                 placed.add(r.container)
         if changed:  # every container named, in the manifest's order: kustomize keeps that order
-            spec[field] = [{"name": n, **({"resources": changed[n]} if n in changed else {})} for n in names]
+            spec[field] = [{"name": n, **changed.get(str(n), {})} for n in names]
     missing = [r.container for r in held if r.container not in placed]
     if missing:
         return f"{where}: {owner.kind} {owner.name} has no container {missing[0]} in its pod template"
@@ -177,4 +187,4 @@ def build(
         "name": owner.name,
         **({"namespace": owner.namespace} if (obj["metadata"].get("namespace")) else {}),
     }
-    return Body(_document(owner, meta, spec), where, tuple(sel.notes), tuple(sel.labels))
+    return Body(_document(owner, meta, spec), where, tuple(notes), tuple(sel.labels))

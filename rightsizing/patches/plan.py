@@ -272,7 +272,9 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
             f"by hand, in its pod template select {'; '.join(words)}"))  # fmt: skip
     (now, then), gpus = next(iter(gpus_of.values())), sum(max(counts[c]) for c in where)
     mig = any(x.mig is not None for pair in gpus_of.values() for x in pair)
-    target = selection.Move(now.gpu.key, then.gpu.key, product, mig, gpus, None)
+    needs = [u.assessment.memory_need_bytes for u in moving if u.assessment.memory_need_bytes]
+    target = selection.Move(now.gpu.key, then.gpu.key, product, mig, gpus, None, then.usable_memory,
+                            now.usable_memory, max(needs) if needs else None)  # fmt: skip
     body = change.build(owner, target, held, ctx.manifests)
     if isinstance(body, str):
         return replace(move, why=body)

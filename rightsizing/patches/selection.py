@@ -67,6 +67,9 @@ class Move:
     mig: bool  # a MIG slice on either side
     gpus: int  # GPUs per pod
     requests: Requests | None  # None: not known (no manifest)
+    memory: float = 0.0  # bytes of one target GPU (or slice) a server may use; 0: not known
+    current_memory: float = 0.0  # the same of today's
+    need: float | None = None  # bytes the engine says the target must hold (per GPU)
 
 
 @dataclass
