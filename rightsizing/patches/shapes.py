@@ -11,7 +11,7 @@ vCPUs and memory with GKE's reservation rule (see the file's header).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -89,12 +89,14 @@ class Shapes:
     gpu_names: dict[str, str]  # catalog GPU -> Karpenter's / Auto Mode's instance-gpu-name
     gpu_memory: dict[str, str]  # catalog GPU -> instance-gpu-memory (MiB, as a label value)
     accelerators: dict[str, tuple[str, ...]]  # catalog GPU -> GKE accelerator values (the first written)
+    names: dict[str, Shape] = field(default_factory=dict)  # by instance type (filled by load_shapes)
+    carrying: dict[tuple[str, str], list[Shape]] = field(default_factory=dict)  # by (cloud, GPU)
 
     def by_name(self, name: str) -> Shape | None:
-        return next((x for x in self.shapes if x.name == name), None)
+        return self.names.get(name)
 
     def of(self, cloud: str, gpu: str) -> list[Shape]:
-        return [s for s in self.shapes if s.cloud == cloud and s.gpu == gpu]
+        return list(self.carrying.get((cloud, gpu), ()))
 
     def gke_gpu(self, value: str) -> str | None:
         return next((g for g, vs in self.accelerators.items() if value in vs), None)
@@ -131,4 +133,7 @@ def load_shapes() -> Shapes:
     for name, gpu, gpus, vcpus, gib in azure["shapes"]:
         labels = {"kubernetes.azure.com/accelerator": "nvidia"}
         shapes.append(_derived("azure", name, gpu, gpus, vcpus, gib, labels))
-    return Shapes(tuple(shapes), names, memory, accelerators)
+    carrying: dict[tuple[str, str], list[Shape]] = {}
+    for x in shapes:
+        carrying.setdefault((x.cloud, x.gpu), []).append(x)
+    return Shapes(tuple(shapes), names, memory, accelerators, {x.name: x for x in shapes}, carrying)
