@@ -36,6 +36,7 @@ GFD_OTHER = (
     "nvidia.com/gpu.compute.minor",
 )
 INSTANCE_TYPES = (INSTANCE_TYPE, "beta.kubernetes.io/instance-type")
+PARTITION = "cloud.google.com/gke-gpu-partition-size"
 
 
 def kind(key: str) -> str | None:
@@ -48,7 +49,7 @@ def kind(key: str) -> str | None:
         return "type"
     if key in POOLS:
         return "pool"
-    if key in GFD_OTHER or key == "cloud.google.com/gke-gpu-partition-size":
+    if key in GFD_OTHER or key == PARTITION:
         return "other"
     for prefix in (KARPENTER, AUTO_MODE):
         rest = key.removeprefix(prefix)
@@ -158,6 +159,10 @@ def values_for(key: str, values: list[str], m: Move, shapes: Shapes, single: boo
     k = kind(key)
     if k == "gfd":
         return [m.product]
+    if key == PARTITION and m.mig:
+        named = f"{key}={','.join(values)}"
+        raise Manual(f"it selects GKE's MIG partitions ({named}), set per node pool: by hand, create a node "
+                     f"pool of {m.target} partitioned for the new profile and select its size")  # fmt: skip
     if m.current == m.target:
         return values  # a MIG move on the same GPU model: the same nodes
     if k == "pool":
