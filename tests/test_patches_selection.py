@@ -114,3 +114,21 @@ def test_without_manifests_host_fit_is_said_unchecked() -> None:
     ps = patch_set([held("chat-7b9c4-x2k9q", "H100-SXM-80GB", "L4-24GB")], owners=OWNERS)
     assert "host fit was not checked" in ps.files["llm_deployment_chat.yaml"]
     assert "host fit was not checked" in ps.files["README.md"]
+
+
+def test_numbers_the_target_hosts_carry_are_kept_or_named() -> None:
+    def term(*exprs: dict[str, Any]) -> dict[str, Any]:
+        return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": list(exprs)}]}}}}  # fmt: skip
+
+    name = {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["h100"]}
+    one = {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "In", "values": ["1"]}
+    # One GPU per host: g6.xlarge carries one L4, so the requirement stays as written.
+    m, ps = move(term(name, one))
+    exprs = selection_of(ps)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"]  # fmt: skip
+    assert m.outcome == "patch" and exprs == [{**name, "values": ["l4"]}, one]
+    # More than 40,000 MiB of GPU memory: an L4 has 22,888 MiB, so no L4 host meets it.
+    big = {"key": "karpenter.k8s.aws/instance-gpu-memory", "operator": "Gt", "values": ["40000"]}
+    m, _ = move(term(name, big))
+    assert m.outcome == "manual" and "instance-gpu-memory Gt 40000: no L4-24GB host meets it" in m.why

@@ -53,7 +53,12 @@ def kind(key: str) -> str | None:
         return "other"
     for prefix in (KARPENTER, AUTO_MODE):
         rest = key.removeprefix(prefix)
-        if rest != key and rest in ("instance-gpu-name", "instance-gpu-memory", "instance-family"):
+        if rest != key and rest in (
+            "instance-gpu-name",
+            "instance-gpu-memory",
+            "instance-family",
+            "instance-gpu-count",
+        ):
             return rest
     return None
 
@@ -205,6 +210,29 @@ def values_for(key: str, values: list[str], m: Move, shapes: Shapes, single: boo
     return families[:1] if single else families
 
 
+def _meets(op: str, have: str, values: list[str]) -> bool:
+    if op in ("Gt", "Lt"):
+        if not values or not have.isdigit() or not values[0].lstrip("-").isdigit():
+            return False
+        return int(have) > int(values[0]) if op == "Gt" else int(have) < int(values[0])
+    return {"In": have in values, "NotIn": have not in values, "Exists": True}.get(op, False)
+
+
+def _kept(key: str, op: str, values: list[str], m: Move, shapes: Shapes) -> bool:
+    """A requirement on a number the target's hosts also carry (GPU count, GPU memory compared with
+    Gt or Lt): kept as written when some target host meets it. Raises Manual when none does."""
+    k = kind(key)
+    if not (k == "instance-gpu-count" or (k == "instance-gpu-memory" and op in ("Gt", "Lt"))):
+        return False
+    if m.current == m.target:
+        return True
+    for x in _fitting(shapes.of("aws", m.target), m):
+        have = dict(x.labels).get(key)
+        if have is not None and _meets(op, have, values):
+            return True
+    raise Manual(f"{key} {op} {','.join(values)}: no {m.target} host meets it: by hand, change or drop it")
+
+
 def _keys(selector: dict[str, Any], terms: list[Any]) -> list[tuple[str, list[str]]]:
     found = [(str(k), [str(v)]) for k, v in selector.items()]
     for t in (t for t in terms if isinstance(t, dict)):
@@ -217,10 +245,12 @@ def rewrite(selector: dict[str, Any], terms: list[Any], m: Move, shapes: Shapes)
     """The new node selection. Raises Manual."""
     out = Rewrite()
     keys = _keys(selector, terms)
-    primary = keys[0][0] if keys else PRODUCT_LABEL
+    primary = next((k for k, _ in keys if kind(k) != "instance-gpu-count"), PRODUCT_LABEL)
     if m.current != m.target and (pool := next(((k, v) for k, v in keys if kind(k) == "pool"), None)):
         raise Manual(_pool(pool[0], ",".join(pool[1]), m, shapes))  # the pool decides, whatever else is said
     for key, value in selector.items():
+        if _kept(str(key), "In", [str(value)], m, shapes):
+            continue
         if kind(str(key)) is not None:
             (new,) = values_for(str(key), [str(value)], m, shapes, True)
             if new != value:
@@ -229,7 +259,7 @@ def rewrite(selector: dict[str, Any], terms: list[Any], m: Move, shapes: Shapes)
             if (memory := _memory_too(str(key), list(selector), m, shapes)) is not None:
                 out.node_selector[memory[0]] = memory[1]
                 out.labels.append(f"{memory[0]}={memory[1]}")
-    if not terms and not keys:
+    if not terms and all(kind(k) == "instance-gpu-count" for k, _ in keys):
         out.node_selector[PRODUCT_LABEL] = m.product
         out.labels.append(f"{PRODUCT_LABEL}={m.product}")
     if terms:
@@ -247,7 +277,7 @@ def _term(term: Any, m: Move, shapes: Shapes, primary: str, add: bool, labels: l
         key = str(e.get("key")) if isinstance(e, dict) else ""
         op = e.get("operator") if isinstance(e, dict) else None
         values = [str(v) for v in e.get("values") or []] if isinstance(e, dict) else []
-        if kind(key) is None or op not in ("In", "NotIn"):
+        if _kept(key, str(op), values, m, shapes) or kind(key) is None or op not in ("In", "NotIn"):
             exprs.append(e)
         elif op == "NotIn":
             if _target_value(key, m, shapes) in values:
