@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import kube
 import yaml
 from patches_units import AT, HOUR, evidence, held, patch_set
 
@@ -58,6 +59,10 @@ def test_little_law_from_what_was_served_and_what_queued() -> None:
         "metricType" not in t for t in keda["spec"]["triggers"]
     )
     assert ps.json()["moves"][0]["replicas"] == {"today": 2, "needed": 3, "words": m.why}
+    # Ready to apply: as every supported API server and KEDA's CRD would take them (strict).
+    for version in kube.supported_versions():
+        kube.validate_core(hpa, version)
+    kube.validate_custom(keda)
 
 
 def test_a_missed_slo_scales_by_its_latency_ratio_with_a_value_target() -> None:
@@ -74,6 +79,7 @@ def test_a_missed_slo_scales_by_its_latency_ratio_with_a_value_target() -> None:
     ]
     # Already per replica: a Value target (desired = ceil(ratio / 0.9 x ready pods)), never AverageValue.
     assert ratio["external"]["target"] == {"type": "Value", "value": "0.9"}
+    kube.validate_custom(keda)
     (trigger,) = [t for t in keda["spec"]["triggers"] if t["metadata"]["metric"].endswith("latency_ratio")]
     assert trigger["metricType"] == "Value" and trigger["metadata"]["labelSelector"] == "workload=chat"
 
