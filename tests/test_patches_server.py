@@ -83,3 +83,39 @@ def test_max_model_len_against_the_kv_cache_the_target_leaves() -> None:
 def test_a_tensor_parallel_size_that_does_not_match_the_gpus_is_said() -> None:
     _, ps = run(["--tensor-parallel-size", "2"], 16.0)
     assert "--tensor-parallel-size 2 while the container holds 1 GPU" in ps.files["llm_deployment_chat.yaml"]
+
+
+def tp_group(args: list[str]):  # type: ignore[no-untyped-def]
+    """One pod whose one vLLM container holds 4 H100s as a tensor-parallel group; the engine moves
+    the group to 2 H200s (the H200's price is an estimate: patched when asked)."""
+    change = "4 x H100-SXM-80GB -> 2 x H200-SXM-141GB"
+    resources = {
+        "limits": {"nvidia.com/gpu": 4},
+        "requests": {"cpu": "16", "memory": "200Gi", "nvidia.com/gpu": 4},
+    }
+    container = {"name": "server", "image": "vllm/vllm-openai:v0.6.3", "args": args, "resources": resources}
+    obj = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "chat", "namespace": "llm"},
+           "spec": {"template": {"spec": {"containers": [container]}}}}  # fmt: skip
+    units = [dataclasses.replace(held("chat-7b9c4-x2k9q", "H100-SXM-80GB", "H200-SXM-141GB", change=change),
+                                 gpu=f"GPU-{i}") for i in range(4)]  # fmt: skip
+    ps = patch_set(
+        units, owners=OWNERS, manifests=Manifests([("chat.yaml", obj)]), include_estimated_prices=True
+    )
+    (m,) = ps.moves
+    return m, ps
+
+
+def test_a_tensor_parallel_group_resized_with_its_flag() -> None:
+    m, ps = tp_group(["--model", "x/y", "--tensor-parallel-size", "4"])
+    assert (m.outcome, m.change) == ("patch", "4 x H100-SXM-80GB -> 2 x H200-SXM-141GB")
+    spec = yaml.safe_load(ps.files["llm_deployment_chat.yaml"])["spec"]["template"]["spec"]
+    # Two GPUs in limits and requests, the degree with them, the H200's nodes.
+    two = {"limits": {"nvidia.com/gpu": 2}, "requests": {"nvidia.com/gpu": 2}}
+    args = ["--model", "x/y", "--tensor-parallel-size", "2"]
+    assert spec["containers"] == [{"name": "server", "args": args, "resources": two}]
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    # Without the flag (vLLM would run on one GPU), or with another degree: a person decides.
+    m, _ = tp_group(["--model", "x/y"])
+    assert m.outcome == "manual" and "no tensor-parallel size in its args" in m.why
+    m, _ = tp_group(["--model", "x/y", "-tp", "8"])
+    assert m.outcome == "manual" and "the server says -tp 8" in m.why

@@ -21,7 +21,7 @@ from . import selection, server
 from .manifests import Manifests, pod_spec
 from .names import PRODUCT_LABEL, TEMPLATES
 from .owners import Owner
-from .requests import pod_requests
+from .requests import pod_requests, quantity
 from .shapes import load_shapes
 
 AFFINITY = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
@@ -35,6 +35,7 @@ class Rename:
     count: int  # what one pod's container holds (pod attribution)
     old: str
     new: str
+    to_count: int | None = None  # a tensor-parallel group resized: what it holds after the move
 
 
 @dataclass(frozen=True)
@@ -117,12 +118,16 @@ def _renamed(c: dict[str, Any], r: Rename, owner: Owner, where: str) -> dict[str
             asks += "; is patches.mig_strategy the cluster's?"
         return (f"{where}: container {r.container} of {owner.kind} {owner.name} does not ask for {r.old} in "
                 f"its limits (it asks for {asks}): the manifest and the measured pod differ")  # fmt: skip
-    if r.old == r.new:
+    if r.old == r.new and r.to_count is None:
         return None
-    new: dict[str, Any] = {"limits": {r.old: None, r.new: limits[r.old]}}
+    if r.to_count is not None and quantity(limits[r.old]) != r.count:
+        return (f"{where}: container {r.container} asks for {limits[r.old]} {r.old}, the measured pod held "
+                f"{r.count}: the manifest and the measured pod differ")  # fmt: skip
+    gone = {r.old: None} if r.old != r.new else {}
+    new: dict[str, Any] = {"limits": {**gone, r.new: r.to_count or limits[r.old]}}
     requests = resources.get("requests")
     if isinstance(requests, dict) and r.old in requests:
-        new["requests"] = {r.old: None, r.new: requests[r.old]}
+        new["requests"] = {**gone, r.new: r.to_count or requests[r.old]}
     return new
 
 
@@ -168,8 +173,12 @@ def build(
                 if isinstance(new, str):
                     return new
                 entry: dict[str, Any] = {} if new is None else {"resources": new}
-                if move.memory > 0 and move.current_memory != move.memory:
-                    flags = server.check(container, r.count, move.target, move.memory, move.need)
+                resized = (r.count, r.to_count) if r.to_count is not None else None
+                if resized or (move.memory > 0 and move.current_memory != move.memory):
+                    need = None if resized else move.need  # a group's need per GPU changes with its size
+                    flags = server.check(
+                        container, r.to_count or r.count, move.target, move.memory, need, resized
+                    )
                     if flags.manual is not None:
                         return ByHand(f"container {r.container}: {flags.manual}")
                     notes += [f"container {r.container}: {n}" for n in flags.notes]

@@ -32,7 +32,7 @@ from . import change, selection
 from .change import Body
 from .latency import SloView, slo_view
 from .manifests import Manifests
-from .names import PRODUCT_LABEL, TEMPLATES, Placement, name_problem, placement
+from .names import GPU_RESOURCE, PRODUCT_LABEL, TEMPLATES, Placement, name_problem, placement
 from .owners import Owner, OwnerSeries, resolve
 from .replicas import Replicas, adds_replicas, autoscalers, count
 from .settings import PatchSettings
@@ -211,6 +211,18 @@ def _scale_out(units: list[Held], owner: Owner, move: Move, ctx: Context) -> Mov
     return replace(move, outcome="replicas", why=r.words, replicas=r, autoscalers=tuple(scale))
 
 
+def _resized(
+    held: list[change.Rename], today: int, then: int, owner: Owner, ctx: Context
+) -> list[change.Rename]:
+    """A tensor-parallel group that one pod's one container holds whole, resized: patched when its
+    manifest is read (the server's flag is checked there); [] when not this case."""
+    if ctx.manifests is None or owner.kind not in TEMPLATES or len(held) != 1 or held[0].count != today:
+        return []
+    if held[0].old != GPU_RESOURCE or held[0].new != GPU_RESOURCE:
+        return []
+    return [replace(held[0], to_count=then)]
+
+
 def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, ctx: Context) -> Move:
     """Where each container goes: one node type for the pod, the resource each asks for."""
     changes = {u.assessment.workload_change for u in moving if u.assessment.workload_change}
@@ -259,7 +271,10 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
     words += [f"container {r.container}: {r.old} -> {r.new}" for r in renames] or ["the GPU count is kept"]
     if changes:
         m = _CHANGE.match(next(iter(changes)))
-        if m is None or m[1] != m[3]:
+        if m is not None and m[1] != m[3] and (resized := _resized(held, int(m[1]), int(m[3]), owner, ctx)):
+            held = resized
+            words[1:] = [f"the GPU count per pod {m[1]} -> {m[3]}, the server's tensor-parallel size with it"]
+        elif m is None or m[1] != m[3]:
             return replace(move, outcome="manual", change=next(iter(changes)), why=(
                 f"the GPU count changes ({next(iter(changes))}), so the server's parallelism must change "
                 "with it (vLLM --tensor-parallel-size, a trainer's world size): no automatic patch. By hand: "
@@ -270,7 +285,7 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
         return replace(move, outcome="manual", why=(
             f"{owner.kind} is not a kind this tool patches (its pod template's place is not known here): "
             f"by hand, in its pod template select {'; '.join(words)}"))  # fmt: skip
-    (now, then), gpus = next(iter(gpus_of.values())), sum(max(counts[c]) for c in where)
+    (now, then), gpus = next(iter(gpus_of.values())), sum(r.to_count or r.count for r in held)
     mig = any(x.mig is not None for pair in gpus_of.values() for x in pair)
     needs = [u.assessment.memory_need_bytes for u in moving if u.assessment.memory_need_bytes]
     target = selection.Move(now.gpu.key, then.gpu.key, product, mig, gpus, None, then.usable_memory,

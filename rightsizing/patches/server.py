@@ -63,9 +63,13 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
-def check(container: dict[str, Any], gpus: int, gpu: str, memory: float, need: float | None) -> Check:
+def check(
+    container: dict[str, Any], gpus: int, gpu: str, memory: float, need: float | None,
+    resized: tuple[int, int] | None = None,
+) -> Check:  # fmt: skip
     """The container's server flags against a target of ``memory`` bytes per GPU, ``need`` bytes
-    needed on it (the engine's), ``gpus`` GPUs held."""
+    needed on it (the engine's), ``gpus`` GPUs held after the move; ``resized``: a tensor-parallel
+    group's GPUs (today, after), whose degree the flag must follow."""
     field, words = "args", _strings(container.get("args")) or []
     if not any(_find(words, names) for names in (SHARE, TP, LENGTH)):
         field, words = "command", _strings(container.get("command")) or []
@@ -93,7 +97,17 @@ def check(container: dict[str, Any], gpus: int, gpu: str, memory: float, need: f
         share = wanted
     tp_at = _find(words, TP)
     tp = _number(tp_at[2]) if tp_at else None
-    if tp_at and tp is not None and int(tp) != gpus:
+    if resized is not None:
+        if tp_at is None or tp is None or int(tp) != resized[0]:
+            said = f"{tp_at[1]} {tp_at[2]}" if tp_at else "no tensor-parallel size in its args"
+            return Check(field, None, (), (
+                f"its {resized[0]} GPUs become {resized[1]}, and the server says {said}: by hand, set its "
+                f"parallelism to {resized[1]} with the GPUs"))  # fmt: skip
+        i, flag, _ = tp_at
+        new[i] = f"{flag}={resized[1]}" if "=" in words[i] else str(resized[1])
+        notes.append(f"{flag} {resized[0]} -> {resized[1]}, with its GPUs")
+        tp = resized[1]
+    elif tp_at and tp is not None and int(tp) != gpus:
         notes.append(f"{tp_at[1]} {tp_at[2]} while the container holds {gpus} GPU{'s' if gpus > 1 else ''}: "
                      "the server's parallelism and its GPUs differ already")  # fmt: skip
     if (length_at := _find(words, LENGTH)) is not None:
