@@ -3,6 +3,9 @@ moves, each patch's YAML, kustomization.yaml and README.md) for N synthetic work
 single-GPU pod on an H100 recommended the L4 (every one patched: the most work per workload), with
 owners from kube-state-metrics-shaped series. What ``rightsizer report --format patches`` adds to a
 report after its queries, and the exporter's ``/api/v1/patches`` per read (a node: a few workloads).
+Twice: from the measurements alone, and with each workload's manifest (``--manifests``: a Deployment
+selecting ``p5.48xlarge`` by instance type, its requests checked against the L4 shapes, the type
+rewritten).
 
     .venv/bin/python bench/patches.py [--workloads 100 1000 4000]
 """
@@ -19,6 +22,7 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)
 from rightsizing.catalog import load_catalog  # noqa: E402
 from rightsizing.evidence import Evidence  # noqa: E402
 from rightsizing.patches.build import build_patches  # noqa: E402
+from rightsizing.patches.manifests import Manifests  # noqa: E402
 from rightsizing.patches.owners import OwnerSeries  # noqa: E402
 from rightsizing.patches.plan import Context, Held  # noqa: E402
 from rightsizing.patches.settings import PatchSettings  # noqa: E402
@@ -45,6 +49,15 @@ def fleet(n: int) -> tuple[list[Held], OwnerSeries]:
     return held, OwnerSeries(pods, replicasets, {}, True)
 
 
+def manifests(n: int) -> Manifests:
+    server = {"name": "server", "image": "vllm/vllm-openai:v0.6.3",
+              "resources": {"requests": {"cpu": "3", "memory": "12Gi"}, "limits": {"nvidia.com/gpu": 1}}}
+    spec = {"nodeSelector": {"node.kubernetes.io/instance-type": "p5.48xlarge"}, "containers": [server]}
+    return Manifests([(f"svc-{i}.yaml", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "spec": {"template": {"spec": spec}},
+        "metadata": {"name": f"svc-{i}", "namespace": f"team-{i % 50}"}}) for i in range(n)])  # fmt: skip
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workloads", type=int, nargs="+", default=[100, 1000, 4000])
@@ -53,13 +66,15 @@ def main() -> None:
     print("patch set built in-process from synthetic workloads (H100 -> L4, owners from KSM-shaped series)")
     for n in args.workloads:
         held, owners = fleet(n)
-        ctx = Context(1767225600.0, HOUR, catalog, PatchSettings(), "bench", owners, "kube-state-metrics")
-        started = time.process_time()
-        ps = build_patches(held, ctx)
-        cpu = time.process_time() - started
-        size = sum(len(t) for t in ps.files.values())
-        print(f"{n:6d} workloads: {len(ps.files) - 2:6d} patches, {size / 2**20:6.1f} MiB, {cpu:6.2f} s CPU "
-              f"({1000 * cpu / n:.2f} ms per workload)")  # fmt: skip
+        for read in (None, manifests(n)):
+            ctx = Context(1767225600.0, HOUR, catalog, PatchSettings(), "bench", owners, "ksm", read)
+            started = time.process_time()
+            ps = build_patches(held, ctx)
+            cpu = time.process_time() - started
+            size = sum(len(t) for t in ps.files.values())
+            how = "measurements only" if read is None else "with manifests  "
+            print(f"{n:6d} workloads, {how}: {len(ps.files) - 2:6d} patches, {size / 2**20:6.1f} MiB, "
+                  f"{cpu:6.2f} s CPU ({1000 * cpu / n:.2f} ms per workload)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@ keys. Kinds:
 - ``helm-values``, ``kustomization``: a values file of the Helm chart, a user's kustomization of
   deploy/ (rendered by tests/test_helm_docs.py);
 - ``shell``: commands, checked against the programs' ``--help`` and the repository's files;
-- ``patch-manifest``, ``patch-output``: the patches example of docs/rightsizing.md, a fixture
-  manifest and the patch ``rightsizer report --format patches`` writes for it
+- ``patch-manifest``, ``patch-output``: the patches examples of docs/rightsizing.md, a fixture
+  manifest and the patch ``rightsizer report --format patches`` writes for it; the per-cloud ones
+  name their file after a comma (``patch-output, gke_deployment_chat.yaml``)
   (tests/test_patches_docs.py);
 - ``not-checked (REASON)``: left alone, with the reason in the marker (kept rare).
 """

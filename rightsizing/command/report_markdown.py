@@ -4,33 +4,17 @@ table per section and no HTML. Every cell is escaped (label values are user inpu
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from rightsizer_core.workloads import workload_of
 
+from ..markdown import cell, md_table
 from ..verdicts import duration
 from ..words import exact_duration
 from .output import money
 from .report_common import COST_HEADERS, HOURS_PER_MONTH, cost_cells, history_line
 from .report_slo import SLO_HEADERS, SLO_RIGHT, SLO_TITLE, slo_rows
-
-# Backslash-escapes every ASCII punctuation CommonMark or GitHub's tables read as markup.
-_MARKUP = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
-
-
-def cell(value: object) -> str:
-    text = "-" if value is None or value == "" else str(value)
-    return _MARKUP.sub(r"\\\1", " ".join(text.split()))
-
-
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[bool] = ()) -> str:
-    align = [("---:" if i < len(right) and right[i] else "---") for i in range(len(headers))]
-    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _when(t: float) -> str:

@@ -46,6 +46,9 @@ def move_json(m: Move) -> dict[str, Any]:
         "samples": m.samples,
         "notes": list(m.notes),
         "file": m.file or None,
+        "replicas": None if m.replicas is None else {
+            "today": m.replicas.today, "needed": m.replicas.needed, "words": m.replicas.words,
+        },
         "slo": None if m.slo is None else {
             "words": m.slo.words,
             "projected": [

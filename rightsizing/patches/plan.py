@@ -6,6 +6,8 @@ The GPUs (and MIG instances) are grouped by owner (``owners``). A group gets one
   priced by list or configured prices (estimates only with ``include_estimated_prices``), all of
   the pod's containers land on one node type, and the owner is a kind with a known pod template;
 - ``idle``: every GPU idle: scale to zero or delete (no patch);
+- ``replicas``: no bigger GPU carries the work ("add replicas"): how many, from the measured arrival
+  rate or the SLO (``replicas``), and the autoscalers that keep at least that many (no patch);
 - ``manual``: a multi-GPU move that changes the GPU count (the server's parallelism must change
   too), or an owner of a kind this tool does not patch: the change is spelled out instead;
 - ``refused``: anything else a patch would have to guess, with the reason.
@@ -19,21 +21,23 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rightsizer_core.workloads import workload_of
 
 from ..catalog import Candidate, Catalog
 from ..evidence import Evidence
 from ..verdicts import Assessment, duration, price_source
-from . import change
+from . import change, selection
 from .change import Body
 from .latency import SloView, slo_view
 from .manifests import Manifests
-from .names import PRODUCT_LABEL, TEMPLATES, Placement, name_problem, placement
+from .names import GPU_RESOURCE, PRODUCT_LABEL, TEMPLATES, Placement, name_problem, placement
 from .owners import Owner, OwnerSeries, resolve
+from .replicas import Replicas, adds_replicas, autoscalers, count
 from .settings import PatchSettings
 
-OUTCOMES = ("patch", "idle", "manual", "refused")
+OUTCOMES = ("patch", "idle", "replicas", "manual", "refused")
 _CHANGE = re.compile(r"^(\d+) x (\S+) -> (\d+) x (\S+)$")
 
 
@@ -86,6 +90,8 @@ class Move:
     file: str = ""
     slo: SloView | None = None  # the declared latency SLO, today and projected on the option
     notes: tuple[str, ...] = field(default=())
+    replicas: Replicas | None = None  # outcome "replicas": today, needed, how
+    autoscalers: tuple[dict[str, Any], ...] = ()  # an HPA and a KEDA ScaledObject keeping that many
 
 
 def _moves(a: Assessment) -> bool:
@@ -127,9 +133,11 @@ def decide(units: list[Held], owner: Owner | str, ctx: Context) -> Move | None:
     s, catalog = ctx.settings, ctx.catalog
     moving = [u for u in units if _moves(u.assessment)]
     idle = [u for u in units if u.assessment.verdict == "idle"]
-    if not moving and not idle:
+    adding = [] if moving or idle else [u for u in units if adds_replicas(
+        u.assessment.verdict, u.assessment.recommended, u.assessment.reason)]  # fmt: skip
+    if not moving and not idle and not adding:
         return None
-    first = (moving or idle)[0]
+    first = (moving or idle or adding)[0]
     pods = Counter(u.pod for u in units)
     pairs = sorted({f"{u.assessment.current} -> {u.assessment.recommended}" for u in moving})
     savings = [u.assessment.hourly_savings_dollars for u in moving or idle]
@@ -143,7 +151,7 @@ def decide(units: list[Held], owner: Owner | str, ctx: Context) -> Move | None:
         verdict=", ".join(f"{n} {v}" for v, n in Counter(u.assessment.verdict for u in units).most_common()),
         gpus=len(units),
         pods=len(pods),
-        change="release" if not moving else "; ".join(pairs),
+        change="add replicas" if adding else "release" if not moving else "; ".join(pairs),
         why="",
         reason=first.assessment.reason,
         hourly_savings_dollars=None
@@ -176,6 +184,8 @@ def decide(units: list[Held], owner: Owner | str, ctx: Context) -> Move | None:
         return replace(move, why=problem)
     if idle:
         return replace(move, outcome="idle", why="every GPU stayed idle: scale to zero or delete")
+    if adding:
+        return _scale_out(units, owner, move, ctx)
     need = max(s.min_history_seconds, s.min_window_coverage_ratio * ctx.window_seconds)
     if (short := min(u.evidence.history_seconds for u in moving)) < need:
         return replace(move, why=(
@@ -189,6 +199,28 @@ def decide(units: list[Held], owner: Owner | str, ctx: Context) -> Move | None:
             "--include-estimated-prices or patches.include_estimated_prices, or set your price in "
             "catalog.prices)"))  # fmt: skip
     return _targeted(units, moving, owner, move, ctx)
+
+
+def _scale_out(units: list[Held], owner: Owner, move: Move, ctx: Context) -> Move:
+    pods: dict[str, list[Evidence]] = {}
+    for u in units:
+        pods.setdefault(u.pod, []).append(u.evidence)
+    r = count(pods, ctx.slo_margin_ratio)
+    slo = any(q.slo is not None and q.slo.declared is not None for u in units for q in u.evidence.queues)
+    scale = autoscalers(owner, r, move.queues, move.pod_workload, slo, ctx.slo_margin_ratio)
+    return replace(move, outcome="replicas", why=r.words, replicas=r, autoscalers=tuple(scale))
+
+
+def _resized(
+    held: list[change.Rename], today: int, then: int, owner: Owner, ctx: Context
+) -> list[change.Rename]:
+    """A tensor-parallel group that one pod's one container holds whole, resized: patched when its
+    manifest is read (the server's flag is checked there); [] when not this case."""
+    if ctx.manifests is None or owner.kind not in TEMPLATES or len(held) != 1 or held[0].count != today:
+        return []
+    if held[0].old != GPU_RESOURCE or held[0].new != GPU_RESOURCE:
+        return []
+    return [replace(held[0], to_count=then)]
 
 
 def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, ctx: Context) -> Move:
@@ -215,6 +247,7 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
     if odd := next((c for c, n in counts.items() if len(n) > 1), None):
         return replace(move, why=f"its pods hold different numbers of GPUs in container {odd}")
     where: dict[str, tuple[Placement, Placement]] = {}
+    gpus_of: dict[str, tuple[Candidate, Candidate]] = {}
     for c, ((cur, rec),) in ((c, tuple(t)) for c, t in targets.items()):
         now, then = ctx.catalog.candidate(cur), ctx.catalog.candidate(rec)
         if now is None or then is None:
@@ -223,6 +256,7 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
         if isinstance(p, str) or isinstance(q, str):
             return replace(move, why=p if isinstance(p, str) else str(q))
         where[c] = (p, q)
+        gpus_of[c] = (now, then)
     products = sorted({q.product for _, q in where.values()})
     if len(products) > 1:
         return replace(
@@ -237,7 +271,10 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
     words += [f"container {r.container}: {r.old} -> {r.new}" for r in renames] or ["the GPU count is kept"]
     if changes:
         m = _CHANGE.match(next(iter(changes)))
-        if m is None or m[1] != m[3]:
+        if m is not None and m[1] != m[3] and (resized := _resized(held, int(m[1]), int(m[3]), owner, ctx)):
+            held = resized
+            words[1:] = [f"the GPU count per pod {m[1]} -> {m[3]}, the server's tensor-parallel size with it"]
+        elif m is None or m[1] != m[3]:
             return replace(move, outcome="manual", change=next(iter(changes)), why=(
                 f"the GPU count changes ({next(iter(changes))}), so the server's parallelism must change "
                 "with it (vLLM --tensor-parallel-size, a trainer's world size): no automatic patch. By hand: "
@@ -248,9 +285,18 @@ def _targeted(units: list[Held], moving: list[Held], owner: Owner, move: Move, c
         return replace(move, outcome="manual", why=(
             f"{owner.kind} is not a kind this tool patches (its pod template's place is not known here): "
             f"by hand, in its pod template select {'; '.join(words)}"))  # fmt: skip
-    body = change.build(owner, product, held, ctx.manifests)
+    (now, then), gpus = next(iter(gpus_of.values())), sum(r.to_count or r.count for r in held)
+    mig = any(x.mig is not None for pair in gpus_of.values() for x in pair)
+    needs = [u.assessment.memory_need_bytes for u in moving if u.assessment.memory_need_bytes]
+    target = selection.Move(now.gpu.key, then.gpu.key, product, mig, gpus, None, then.usable_memory,
+                            now.usable_memory, max(needs) if needs else None)  # fmt: skip
+    body = change.build(owner, target, held, ctx.manifests)
     if isinstance(body, str):
         return replace(move, why=body)
+    if isinstance(body, change.ByHand):
+        renamed = f"; and {'; '.join(words[1:])}" if renames else ""
+        return replace(move, outcome="manual", why=body.why[:1].upper() + body.why[1:] + renamed)
+    words[0] = "nodes labelled " + ", ".join(body.labels) if body.labels else "the node selection is kept"
     notes = list(body.notes)
     if owner.kind in ("Job", "Pod"):
         notes.append(
