@@ -305,3 +305,29 @@ def test_a_server_publishing_negative_bounds_is_never_judged(served: tuple[Proce
         assert one(s, "rightsizer_workload_slo_scaling_latency_ratio") is None
 
     after_polls(p, now, refused)
+
+
+def test_counts_that_overflow_when_summed_never_reach_the_counters_or_the_json(
+    served: tuple[Process, dict[str, Any]],
+) -> None:
+    """Two engines at 1.7e308 each: their sum is +Inf, which made the ratio NaN (a bare NaN in
+    /api/v1/rightsizing) and the counters +Inf for the whole right-sizing window. Refused instead,
+    and the next good page is judged at once."""
+    p, now = served
+    near = swap(swap(GOOD, 4, n="1.7e308"), 5, n="1.7e308")
+    second = page(near, count="1.7e308", labels='engine="1",model_name="m"')
+    now["page"] = page(near, count="1.7e308") + second.split("\n", 1)[1]
+    why = f"invalid histogram: {TTFT}: a bucket count is over 2^53"
+
+    def refused(s: Series) -> None:
+        assert one(s, "rightsizer_workload_slo_scaling_unjudged_info", reason=why) == 1
+        assert one(s, "rightsizer_workload_slo_requests_total") is None  # nothing counted yet
+
+    after_polls(p, now, refused)
+    now["page"] = page(GOOD)  # 200 requests since the baseline: ratio 1.9 (as above)
+
+    def judged(s: Series) -> None:
+        assert one(s, "rightsizer_workload_slo_scaling_latency_ratio") == pytest.approx(1.9)
+        assert one(s, "rightsizer_workload_slo_requests_total") == 200
+
+    after_polls(p, now, judged)
