@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,24 +168,35 @@ def every_json(p: Process) -> dict[str, Any]:
     return out
 
 
-def after_polls(p: Process, now: dict[str, Any], n: int = 3) -> Series:
-    """What the exporter says once ``n`` more polls were taken: never a negative or non-finite
-    value of the workload, and strict JSON on every endpoint."""
+def after_polls(p: Process, now: dict[str, Any], check: Callable[[Series], None], n: int = 3) -> Series:
+    """What the exporter says once ``n`` more polls were taken, once it passes ``check`` (asked
+    again at each poll for up to 20 s). Every answer on the way is strict JSON, and a negative or
+    non-finite value of the workload at any moment fails the test."""
     start = now["polls"]
     wait_for(lambda: now["polls"] >= start + n, 20, what=f"{n} polls")
-    s = scrape(p)
-    ours = {name: v for (name, _), v in s.items() if name.startswith("rightsizer_workload_")}
-    bad = {name: v for name, v in ours.items() if not 0 <= v < math.inf}
-    assert not bad, bad
-    every_json(p)
-    return s
+
+    def answer() -> Series:
+        at = now["polls"]
+        s = scrape(p)
+        ours = {name: v for (name, _), v in s.items() if name.startswith("rightsizer_workload_")}
+        now["bad"].update({name: v for name, v in ours.items() if not 0 <= v < math.inf})
+        assert not now["bad"], now["bad"]
+        every_json(p)
+        try:
+            check(s)
+        except AssertionError:
+            wait_for(lambda: now["polls"] > at, 10, what="the next poll")
+            raise
+        return s
+
+    return wait_for(answer, 20, what="the expected answer")
 
 
 @pytest.fixture
 def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Process, dict[str, Any]]]:
     layout = getattr(request, "param", GOOD)
     zero = [(le, "0") for le, _ in layout]  # the baseline: nothing observed yet
-    now: dict[str, Any] = {"polls": 0, "page": page(zero, total="0")}
+    now: dict[str, Any] = {"polls": 0, "page": page(zero, total="0"), "bad": {}}
     with FakeHttpServer() as http:
 
         def body() -> bytes:
@@ -222,7 +233,10 @@ def test_garbage_is_refused_with_its_reason_and_the_next_good_page_recovers(
     assert one(s, ratio) == pytest.approx(1.9) and one(s, requests) == 200
     assert one(s, unjudged) is None
 
-    def refused(s: Series, why: str) -> None:
+    def refused(why: str) -> Callable[[Series], None]:
+        return lambda s: refused_for(s, why)
+
+    def refused_for(s: Series, why: str) -> None:
         assert one(s, up) == 0 and one(s, ratio) is None  # cannot be judged: present, 0, never a value
         assert one(s, unjudged, reason=f"invalid histogram: {TTFT}: {why}") == 1
         assert one(s, requests) == 200  # nothing of the garbage counted
@@ -234,23 +248,26 @@ def test_garbage_is_refused_with_its_reason_and_the_next_good_page_recovers(
 
     # vLLM with negative bounds: every request at or under -1 s, which read as a ratio of -2.
     now["page"] = page([("-1.0", "400"), ("-0.5", "400"), ("+Inf", "400")], total="0")
-    refused(after_polls(p, now), "an le bound is negative")
+    after_polls(p, now, refused("an le bound is negative"))
 
     # two engines with counts near the largest float: their sum overflows to +Inf (the counters
     # turned NaN or +Inf, and stayed so for the right-sizing window)
     near = swap(swap(GOOD, 4, n="1.7e308"), 5, n="1.7e308")
     second = page(near, count="1.7e308", labels='engine="1",model_name="m"')
     now["page"] = page(near, count="1.7e308") + second.split("\n", 1)[1]
-    refused(after_polls(p, now), "a bucket count is over 2^53")
+    after_polls(p, now, refused("a bucket count is over 2^53"))
 
     # the next good page: 100 more requests at 0.2 s since the last good one (150 + 100 = 250
     # under 0.5 s of 300, p95 = rank 285 in (0.75, 1.0]: 0.75 + 0.25 x 35 / 50 = 0.925 s: 1.85)
     now["page"] = page(swap(swap(swap(swap(GOOD, 1, n="250"), 2, n="250"), 3, n="250"), 4, n="300"),
                        total="95.0", count="300")  # fmt: skip
     now["page"] = now["page"].replace('le="+Inf"} 200', 'le="+Inf"} 300')
-    s = after_polls(p, now)
-    assert one(s, up) == 1 and one(s, unjudged) is None  # judged again on the next good page
-    assert one(s, ratio) == pytest.approx(1.85) and one(s, requests) == 300
+
+    def judged_again(s: Series) -> None:
+        assert one(s, up) == 1 and one(s, unjudged) is None  # judged again on the next good page
+        assert one(s, ratio) == pytest.approx(1.85) and one(s, requests) == 300
+
+    after_polls(p, now, judged_again)
     assert "Traceback" not in p.log()
 
 
@@ -279,9 +296,38 @@ def test_a_server_publishing_negative_bounds_is_never_judged(served: tuple[Proce
     its count, read as p95 = -1 s, a ratio of -2 against the 0.5 s target. Refused instead."""
     p, now = served
     now["page"] = page([("-1.0", "200"), ("-0.5", "200"), ("+Inf", "200")], total="0")
-    s = after_polls(p, now)
     why = f"invalid histogram: {TTFT}: an le bound is negative"
-    assert one(s, "rightsizer_workload_slo_scaling_up") == 0
-    assert one(s, "rightsizer_workload_slo_scaling_unjudged_info", reason=why) == 1
-    assert one(s, "rightsizer_workload_slo_latency_ratio") is None
-    assert one(s, "rightsizer_workload_slo_scaling_latency_ratio") is None
+
+    def refused(s: Series) -> None:
+        assert one(s, "rightsizer_workload_slo_scaling_up") == 0
+        assert one(s, "rightsizer_workload_slo_scaling_unjudged_info", reason=why) == 1
+        assert one(s, "rightsizer_workload_slo_latency_ratio") is None
+        assert one(s, "rightsizer_workload_slo_scaling_latency_ratio") is None
+
+    after_polls(p, now, refused)
+
+
+def test_counts_that_overflow_when_summed_never_reach_the_counters_or_the_json(
+    served: tuple[Process, dict[str, Any]],
+) -> None:
+    """Two engines at 1.7e308 each: their sum is +Inf, which made the ratio NaN (a bare NaN in
+    /api/v1/rightsizing) and the counters +Inf for the whole right-sizing window. Refused instead,
+    and the next good page is judged at once."""
+    p, now = served
+    near = swap(swap(GOOD, 4, n="1.7e308"), 5, n="1.7e308")
+    second = page(near, count="1.7e308", labels='engine="1",model_name="m"')
+    now["page"] = page(near, count="1.7e308") + second.split("\n", 1)[1]
+    why = f"invalid histogram: {TTFT}: a bucket count is over 2^53"
+
+    def refused(s: Series) -> None:
+        assert one(s, "rightsizer_workload_slo_scaling_unjudged_info", reason=why) == 1
+        assert one(s, "rightsizer_workload_slo_requests_total") is None  # nothing counted yet
+
+    after_polls(p, now, refused)
+    now["page"] = page(GOOD)  # 200 requests since the baseline: ratio 1.9 (as above)
+
+    def judged(s: Series) -> None:
+        assert one(s, "rightsizer_workload_slo_scaling_latency_ratio") == pytest.approx(1.9)
+        assert one(s, "rightsizer_workload_slo_requests_total") == 200
+
+    after_polls(p, now, judged)
