@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rightsizer_core.logs import event
+from rightsizer_core.logs import Repeats, event, shape
 
 from .rules import RuleConfig
 from .selfmetrics import AdapterMetrics
@@ -63,6 +63,7 @@ class Cache:
         self._previous: dict[str, RuleResult] | None = None
         self._crashed: str | None = None
         self._waiting = False  # said "waiting for the first sample", not yet what fails
+        self._repeats = Repeats()  # the same rules failing anew every refresh: once a minute
         self.stopping = False
         metrics.attach_cache(self._rows, lambda: len(self.answers))
 
@@ -178,6 +179,7 @@ class Cache:
         self._say(states, failing)
         if recovered:
             event(log, logging.INFO, "rules have values again", rules=",".join(recovered))
+            self._repeats = Repeats()  # a new failure is said at once
         self.states = states
         self.answers = {}
         self.answer_bytes = 0
@@ -203,7 +205,9 @@ class Cache:
                 if st.error is not None:
                     failing.setdefault(st.error, []).append(name)
         for reason, names in failing.items():
-            event(log, logging.WARNING, "rules have no values", rules=",".join(names), reason=reason)
+            rules = ",".join(names)
+            key = (rules, shape(reason))
+            self._repeats.warning(key, log, "rules have no values", rules=rules, reason=reason)
 
     async def run(self) -> None:
         """Refresh forever when the source says (a slow refresh delays the next, never overlaps)."""

@@ -140,7 +140,7 @@ def _convert(tp: Any, value: Any, where: str, meta: Mapping[str, Any]) -> Any:
     raise TypeError(f"unsupported setting type {tp!r} at {where}")
 
 
-def _closest(key: object, known: Iterable[str]) -> str:
+def closest_key(key: object, known: Iterable[str]) -> str:
     """"; did you mean 'KEY'?" for the known key closest to a mistyped one ("" when none is close)."""
     close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
@@ -153,7 +153,7 @@ def build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
     prefix = f"{where}: " if where else ""  # the caller names the file for the top level
     known = ", ".join(sorted(fields))
     problems = [
-        f"{prefix}unknown key {k!r} (known keys: {known}){_closest(k, fields)}"
+        f"{prefix}unknown key {k!r} (known keys: {known}){closest_key(k, fields)}"
         for k in data
         if k not in fields
     ]

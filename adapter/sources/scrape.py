@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from rightsizer_core.logs import event
+from rightsizer_core.logs import Repeats, event, shape
 
 from ..config import DirectSettings
 from ..rules import Aggregation, DirectRule, RuleConfig
@@ -159,6 +159,7 @@ class ScrapeSource:
         self._session: aiohttp.ClientSession | None = None
         self._last: tuple[object, dict[str, RuleResult]] | None = None  # (what it was computed from, results)
         self._started = time.monotonic()
+        self._repeats = Repeats()  # a failure whose words change every poll (a wrong URL's page size)
 
     @property
     def waiting(self) -> bool:
@@ -223,13 +224,15 @@ class ScrapeSource:
                           reason=reason)  # fmt: skip
                 exporter.starting = True
             elif exporter.reported != reason:
-                event(log, logging.WARNING, "exporter scrape failed", exporter=exporter.url, reason=reason)
+                key, failed = (exporter.url, shape(reason)), "exporter scrape failed"
+                self._repeats.warning(key, log, failed, exporter=exporter.url, reason=reason)
                 exporter.reported, exporter.starting = reason, False
             exporter.error = reason
             return
         self.metrics.upstream(self.name, time.perf_counter() - started, True)
         if exporter.reported is not None:
             event(log, logging.INFO, "exporter answers again", exporter=exporter.url)
+            self._repeats.forget(lambda key: key[0] == exporter.url)
         now = time.monotonic()
         exporter.error = exporter.reported = None
         exporter.starting = False
