@@ -145,10 +145,15 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
     if xid_report is not None:  # after pod attribution, so XID rows carry the pod labels
         # A live NVML event watch reports its health; injected (simulated) XIDs have none to report.
         extensions.append(XidExtension(xid_report, collector=hasattr(source, "xid_report")))
-    if cfg.queues:
+    if cfg.queues or cfg.discovery.enabled:
         from .sources.queues.manager import QueueExtension
 
-        extensions.append(QueueExtension(cfg.queues, cfg.interval))
+        queue_extension = QueueExtension(cfg.queues, cfg.interval, dynamic=cfg.discovery.enabled)
+        extensions.append(queue_extension)
+        if cfg.discovery.enabled:  # after the queues: it hands them the servers it finds
+            from .sources.discovery.extension import Discovery
+
+            extensions.append(Discovery(cfg.discovery, cfg.pods, queue_extension, cfg.queues))
     if hasattr(source, "queue_samples"):  # the simulated fleet's own queues
         from .sources.simulated.queues import SimulatedQueues
 

@@ -397,6 +397,7 @@ class QueueExtensionFeed:
                     p.name,
                     float(value.depth),
                     dict(p.cfg.labels),
+                    tuple(getattr(p, "gpus", ())),
                     server=p.cfg.kind if p.cfg.kind in INFERENCE_SERVERS else None,
                     kv_cache_usage=value.kv_cache_usage,
                     preemptions_total=value.preemptions_total,
@@ -405,6 +406,7 @@ class QueueExtensionFeed:
                     requests_total=value.requests_total,
                     latency=value.latency,
                     kv_cache_bytes=value.kv_cache_bytes,
+                    exact=getattr(p, "exact", False),
                 )
             )
         return out
