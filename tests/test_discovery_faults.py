@@ -17,7 +17,7 @@ from queue_fakes import SglangMetrics, VllmMetrics
 from queue_servers import FakeHttpServer
 
 from exporter.sources.discovery.extension import Discovery
-from exporter.sources.discovery.kubelet import KubeletError, KubeletPods
+from exporter.sources.discovery.kubelet import PROBE_LIMIT, KubeletError, KubeletPods
 from exporter.sources.discovery.settings import DiscoverySettings
 from exporter.sources.pods.settings import PodSettings
 from exporter.sources.queues.manager import QueueExtension
@@ -143,3 +143,19 @@ async def test_servers_are_kept_while_the_pod_list_fails_and_dropped_when_their_
     assert [dict(r.labels)["queue"] for r in contribution.rows["rightsizer_queue_source_up"]] == ["prod/b"]
     assert json.dumps(found._api)  # the API view is plain JSON
     await found.stop()
+
+
+async def test_a_page_is_read_no_further_than_the_probe_limit() -> None:
+    junk = b"".join(b'node_cpu_seconds_total{cpu="%d"} 1\n' % i for i in range(200_000))  # ~7 MiB
+    with FakeHttpServer() as server:
+        server.route("/late", body=junk + b"vllm:num_requests_waiting 1\n")
+        server.route(
+            "/chunked", body=b"# HELP x\n" + b"y 1\n" * 30000 + b"sglang:num_queue_reqs 2\n", chunked=True
+        )
+        client = KubeletPods(settings(server, timeout_seconds=5.0))
+        assert len(junk) > PROBE_LIMIT
+        assert await client.probe(server.url("/late")) is None  # named past the limit: not a server
+        assert await client.probe(server.url("/chunked")) == "sglang"
+        with pytest.raises(KubeletError, match="answered HTTP 404"):
+            await client.probe(server.url("/nothing"))
+        await client.close()

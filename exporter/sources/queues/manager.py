@@ -1,5 +1,9 @@
 """The queue extension: starts one poller per configured source and publishes their latest values.
 
+With discovery on (``dynamic``), ``set_discovered`` adds and removes pollers while it runs: a
+server found on the node gets a poller, keeps it while it stays the same, and loses it (and with
+it every series) when its pod goes.
+
 The pollers run on their own event loop in their own thread, so a burst of 200 polls (HTTP
 requests, parsing) never holds up a scrape or the sampler on the main loop; they share nothing
 with it but the immutable ``Outcome`` each poller replaces after each poll.
