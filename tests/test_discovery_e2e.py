@@ -138,6 +138,11 @@ class Rig:
         query = urllib.parse.urlencode({"labelSelector": selector})
         return get_json(f"{self.adapter.url}{EXT}/prod/rightsizer_queue_depth?{query}")
 
+    def keda(self, selector: str) -> tuple[int, Any]:
+        """KEDA's metrics-api answer: one value for the selection."""
+        query = urllib.parse.urlencode({"labelSelector": selector, "namespace": "prod"})
+        return get_json(f"{self.adapter.url}/keda/v1/metrics/rightsizer_queue_depth?{query}")
+
 
 def vllm(waiting: float) -> VllmMetrics:
     page = VllmMetrics()
@@ -257,12 +262,15 @@ def test_each_replica_is_polled_on_its_own_node_and_linked_to_its_own_gpus(rig: 
     values = sorted(float(i["value"]) for i in body["items"])
     assert code == 200 and values == [3, 5, 11], body
     assert hpa_desired_replicas(body["items"], 1) == 19
+    code, keda = rig.keda("workload=chat")
+    assert code == 200 and float(keda["value"]) == 19, keda
 
     # one replica's server stops: the workload is unavailable, never the other two's 8
     rig.replicas.stop("127.0.0.21")
     wait_for(lambda: rig.external("workload=chat")[0] == 503, 30, what="the stopped replica seen")
     code, body = rig.external("workload=chat")
     assert "prod/chat-6d4cf56db6-z7z7z" in body["message"], body
+    assert rig.keda("workload=chat")[0] == 503
     up = {labels["queue"]: v for labels, v in rig.b.metrics()["rightsizer_queue_source_up"]}
     assert up == {"prod/chat-6d4cf56db6-z7z7z": 0} and "rightsizer_queue_depth" not in rig.b.metrics()
     rig.replicas.start("127.0.0.21")
