@@ -40,6 +40,7 @@ def settings(server: FakeHttpServer, **kw: object) -> DiscoverySettings:
         ({"status": 500, "body": b"oops"}, "answered HTTP 500"),
         ({"body": b"<html>"}, "did not answer JSON"),
         ({"body": b'{"kind": "Status"}'}, "answered no PodList (no items list)"),
+        ({"body": b'{"items": ' + b"[" * 60_000}, "answered JSON nested too deep"),
         (
             {"body": b'{"items": "' + b"x" * 70000 + b'"}'},
             "is larger than 65536 bytes (discovery.max_answer_bytes)",

@@ -102,6 +102,8 @@ class KubeletPods:
             doc = json.loads(body)
         except (ValueError, UnicodeDecodeError):
             raise KubeletError(f"kubelet {self.url} did not answer JSON") from None
+        except RecursionError:  # the C decoder stops at the interpreter's recursion limit
+            raise KubeletError(f"kubelet {self.url} answered JSON nested too deep") from None
         items = doc.get("items") if isinstance(doc, dict) else None
         if not isinstance(items, list):
             raise KubeletError(f"kubelet {self.url} answered no PodList (no items list)")
