@@ -114,6 +114,14 @@ def test_a_pod_that_cannot_be_polled_says_why(annotations: dict[str, str], why: 
     assert isinstance(found, str) and found.startswith(why), found
 
 
+def test_names_that_kubernetes_would_not_give_are_refused() -> None:
+    for name, namespace in (("evil\nname", "prod"), ("Chat", "prod"), ("chat", "pr od"), ("chat", "x" * 64)):
+        assert judge(pod(name=name, namespace=namespace)) == "namespace or name is not a Kubernetes name"
+    assert judge(pod(name="c" * 254)) == "name or UID longer than Kubernetes allows"
+    assert judge(pod(uid="u" * 65)) == "name or UID longer than Kubernetes allows"
+    assert isinstance(judge(pod(name="chat-0.v2")), Server)
+
+
 def test_the_port_when_no_annotation_names_it() -> None:
     item = pod().item()
     item["spec"]["containers"].append({"name": "sidecar", "ports": [{"containerPort": 9090}]})

@@ -37,6 +37,7 @@ _IMAGE_KINDS = (
     ("triton", re.compile(r"tritonserver")),
 )
 _PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")  # a DNS-1123 subdomain
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,10 @@ def server_of(
         return None
     if not (name and namespace and uid):
         return None
+    if not (_DNS_NAME.fullmatch(name) and _DNS_NAME.fullmatch(namespace) and len(namespace) <= 63):
+        return "namespace or name is not a Kubernetes name"  # they become label values: refused
+    if len(name) > 253 or len(uid) > 64:
+        return "name or UID longer than Kubernetes allows"
     annotations, labels = _strings(meta.get("annotations")), _strings(meta.get("labels"))
     if not _opted_in(annotations, settings):
         return None
@@ -201,7 +206,7 @@ def select(
             found.append(verdict)
         elif isinstance(verdict, str):
             meta = _dict(_dict(item).get("metadata"))
-            out.skipped.append((f"{meta.get('namespace')}/{meta.get('name')}", verdict))
+            out.skipped.append((f"{meta.get('namespace')}/{meta.get('name')}"[:300], verdict))
     found.sort(key=lambda s: (s.uid not in known, s.namespace, s.pod))
     out.servers = found[: settings.max_servers]
     for extra in found[settings.max_servers :]:
