@@ -21,6 +21,7 @@ from exporter.sources.discovery.kubelet import PROBE_LIMIT, KubeletError, Kubele
 from exporter.sources.discovery.settings import DiscoverySettings
 from exporter.sources.pods.settings import PodSettings
 from exporter.sources.queues.manager import QueueExtension
+from exporter.sources.queues.settings import QueueSettings
 
 
 def settings(server: FakeHttpServer, **kw: object) -> DiscoverySettings:
@@ -104,7 +105,8 @@ async def test_servers_are_kept_while_the_pod_list_fails_and_dropped_when_their_
         spec(server, "c", "/node-exporter"),  # annotated, not an inference server
     ]
     route = server.route("/pods", body=lambda: pod_list(pods), content_type="application/json")
-    found = Discovery(settings(server), PodSettings(socket="/nonexistent/kubelet.sock"), queues, [])
+    clash = QueueSettings(name="prod/c", kind="prometheus", url="http://127.0.0.9:9/x", metric="x")  # not c
+    found = Discovery(settings(server), PodSettings(socket="/nonexistent/kubelet.sock"), queues, [clash])
     await found.refresh()
     view = found._api
     assert (

@@ -69,6 +69,7 @@ class Discovery:
         self.static = {
             ident: cfg.name for cfg in static if cfg.kind in SCRAPE_KINDS and (ident := identity(cfg.url))
         }
+        self.static_names = {cfg.name for cfg in static}
         self.polled: dict[str, Server] = {}  # pod UID -> server polled
         self._kinds: dict[str, str | None] = {}  # pod UID -> kind the page told (None: no server there)
         self._gpus: dict[str, tuple[str, ...]] = {}  # pod UID -> its devices, once known
@@ -121,6 +122,8 @@ class Discovery:
                 continue
             servers.append((server, kind))
         wanted, static_gpus, same = self._sources(servers, gpus)
+        for taken in [s for s, _ in servers if s.name in self.static_names and s.name not in same]:
+            skipped.append((taken.name, "a static queue has this name: rename it to poll both"))
         await self.queues.set_discovered(wanted, static_gpus)
         self.polled = {s.uid: s for s, _ in servers}
         current = {s.uid for s in selection.servers}
@@ -145,6 +148,8 @@ class Discovery:
                 static_gpus[static] = held
                 same[server.name] = static
                 continue
+            if server.name in self.static_names:
+                continue  # its series would be the static queue's
             model = server.model if server.model and server.model.strip().lower() in BUILTIN else None
             cfg = QueueSettings(
                 name=server.name,
