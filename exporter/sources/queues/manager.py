@@ -119,6 +119,7 @@ class QueueExtension:
     ) -> None:
         current = {p.name: p for p in self.pollers if p.origin == "discovered"}
         keep: list[Poller] = []
+        started: list[Poller] = []
         for item in wanted:
             old = current.pop(item.cfg.name, None)
             if old is not None and old.cfg == item.cfg:
@@ -131,8 +132,14 @@ class QueueExtension:
             poller.origin, poller.gpus, poller.exact = "discovered", item.gpus, True
             self._tasks[poller] = asyncio.create_task(poller.run(), name=f"queue {poller.name}")
             keep.append(poller)
+            started.append(poller)
         for gone in current.values():
             await self._retire(gone)
+        if started:  # as at start: a new server is published with its first poll, not before it
+            waits = [asyncio.create_task(p.first_done.wait()) for p in started]
+            _, pending = await asyncio.wait(waits, timeout=FIRST_ROUND_WAIT)
+            for task in pending:
+                task.cancel()
         for p in self.static:  # a static entry found to be a pod's server: linked as the pod
             p.gpus, p.exact = static_gpus.get(p.name, ()), p.name in static_gpus
         self.pollers = [*self.static, *sorted(keep, key=lambda p: p.name)]
