@@ -92,6 +92,7 @@ def test_the_kubelet_is_asked_on_the_nodes_ip(
         ({"label_selector": "app in (a"}, "label_selector:"),
         ({"timeout_seconds": 10.0}, "timeout_seconds must be shorter than refresh_interval_seconds"),
         ({"namespaces": [""]}, "namespaces: '' is not a namespace name"),
+        ({"tls_ca_file": "/nonexistent/ca.pem"}, "tls_ca_file '/nonexistent/ca.pem' cannot be read"),
     ],
 )
 def test_a_wrong_setting_is_refused_with_its_name(settings: dict[str, object], why: str) -> None:

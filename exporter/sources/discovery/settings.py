@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from rightsizer_core.files import checked_path
 from rightsizer_core.selectors import SelectorError, parse
 from rightsizer_core.settings import setting
 
@@ -80,6 +81,13 @@ class DiscoverySettings:
             parse(self.label_selector)
         except SelectorError as exc:
             raise ValueError(f"label_selector: {exc}") from None
+        if self.tls_ca_file is not None:
+            try:
+                checked_path(self.tls_ca_file)  # readable, and a regular file
+            except OSError as exc:
+                raise ValueError(
+                    f"tls_ca_file {self.tls_ca_file!r} cannot be read: {exc.strerror or exc}"
+                ) from None
         for ns in self.namespaces:
             if not ns or len(ns) > 63:
                 raise ValueError(f"namespaces: {ns!r} is not a namespace name")
