@@ -149,10 +149,15 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
         from .sources.dcgm.extension import DcgmExporterExtension
 
         extensions.append(DcgmExporterExtension(cfg.dcgm_exporter))
-    if cfg.queues:
+    if cfg.queues or cfg.discovery.enabled:
         from .sources.queues.manager import QueueExtension
 
-        extensions.append(QueueExtension(cfg.queues, cfg.interval))
+        queue_extension = QueueExtension(cfg.queues, cfg.interval, dynamic=cfg.discovery.enabled)
+        extensions.append(queue_extension)
+        if cfg.discovery.enabled:  # after the queues: it hands them the servers it finds
+            from .sources.discovery.extension import Discovery
+
+            extensions.append(Discovery(cfg.discovery, cfg.pods, queue_extension, cfg.queues))
     if hasattr(source, "queue_samples"):  # the simulated fleet's own queues
         from .sources.simulated.queues import SimulatedQueues
 

@@ -16,6 +16,7 @@ from rightsizing.settings import RightsizingSettings
 from rightsizing.slo import SloDeclaration
 
 from .sources.dcgm.settings import DcgmExporterSettings
+from .sources.discovery.settings import DiscoverySettings
 from .sources.pods.settings import PodSettings
 from .sources.queues.settings import QueueSettings, check_queue_names
 
@@ -101,6 +102,11 @@ class ExporterConfig:
     )
     queues: list[QueueSettings] = setting(
         [], "Queue-depth sources (inference servers, Redis, HTTP JSON); see the Queue depth section."
+    )
+    discovery: DiscoverySettings = setting(
+        DiscoverySettings(),
+        "Inference servers found in this node's pods by their annotations; see docs/queues.md, "
+        "Discovery on the node.",
     )
     pods: PodSettings = setting(
         PodSettings(), "Pod attribution from the kubelet pod-resources API; see the Pod attribution section."

@@ -5,7 +5,8 @@ A queue links to a GPU when
   GPU's pod namespace and/or workload; or
 - the queue carries ``namespace`` and ``workload`` labels (as the ``queues:`` entries' static
   labels do for the adapter) that match the pod attributed to the GPU; or
-- the source says so itself (the simulated fleet knows which GPU each queue feeds).
+- the source says so itself (the simulated fleet knows which GPU each queue feeds; a server found
+  on the node by discovery is linked to its own pod's GPUs, and then only to those).
 
 The workload of a pod is its name less Kubernetes' generated suffixes (Deployment
 ``<name>-<hash>-<id>``, StatefulSet ``<name>-<ordinal>``, DaemonSet/Job ``<name>-<id>``).
@@ -42,6 +43,9 @@ class QueueReading:
     latency: Mapping[str, Histogram] | None = None
     kv_cache_bytes: float | None = None  # the server's KV-cache pool, over all of its GPUs, when known
     latency_refused: Mapping[str, str] | None = None  # kinds whose histogram the poll refused -> why
+    # The source knows exactly which GPUs the server holds (a pod found on the node, linked through
+    # the kubelet): the queue feeds those GPUs and no other, whatever its labels say.
+    exact: bool = False
 
 
 def _matches_pod(sample: GpuSample, namespace: str | None, workload: str | None) -> bool:
@@ -59,7 +63,7 @@ def linked(sample: GpuSample, queues: Sequence[QueueReading], links: Sequence[Qu
     names: list[str] = []
     for q in queues:
         by_source = ident.uuid in q.gpus or (ident.parent_uuid is not None and ident.parent_uuid in q.gpus)
-        by_labels = "namespace" in q.labels and "workload" in q.labels
+        by_labels = not q.exact and "namespace" in q.labels and "workload" in q.labels
         if by_source or (by_labels and _matches_pod(sample, q.labels["namespace"], q.labels["workload"])):
             names.append(q.name)
     for link in links:

@@ -250,10 +250,15 @@ def no_adapter_data_endpoint_answers_without_authentication(objs: Objects) -> No
 
 def exporter_is_locked_down(objs: Objects) -> None:
     """Nothing writable, no privilege escalation, every capability dropped; the one capability ever
-    added back is SYS_ADMIN, and only for NVML's view of MIG instances (the driver demands it)."""
+    added back is SYS_ADMIN, and only for NVML's view of MIG instances (the driver demands it);
+    privileged only with the host's driver mounted (GKE's driver install)."""
     c = container(objs, "exporter")
     security = c["securityContext"]
-    assert security["allowPrivilegeEscalation"] is False and security["readOnlyRootFilesystem"] is True
-    assert security.get("privileged", False) is False and security["capabilities"]["drop"] == ["ALL"]
+    assert security["readOnlyRootFilesystem"] is True and security["capabilities"]["drop"] == ["ALL"]
+    # Where no NVIDIA runtime hands the container the driver (GKE), it is mounted from the host and
+    # the container is privileged, as nothing else gives it the GPUs' device files; only then.
+    host_driver = any(m["mountPath"] == "/usr/local/nvidia" for m in c.get("volumeMounts", []))
+    assert security.get("privileged", False) is host_driver, security
+    assert security["allowPrivilegeEscalation"] is host_driver  # the API demands it with privileged
     mig = {"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"} in c["env"]
     assert security["capabilities"].get("add", []) == (["SYS_ADMIN"] if mig else [])

@@ -19,7 +19,11 @@ from k8s_tools import tool
 from servers import ROOT
 
 CHART = ROOT / "deploy" / "helm" / "rightsizer"
-CI_VALUES = sorted(p.relative_to(CHART).as_posix() for p in (CHART / "ci").glob("*.yaml"))
+# The ci/ examples and the cluster flavours (values-gke.yaml, ...): each is linted, rendered and
+# validated, and its wiring checked, as the defaults are.
+CI_VALUES = sorted(
+    p.relative_to(CHART).as_posix() for p in [*(CHART / "ci").glob("*.yaml"), *CHART.glob("values-*.yaml")]
+)
 RELEASE = NAMESPACE = "rightsizer"
 
 
@@ -46,7 +50,7 @@ def template(*args: str, release: str = RELEASE, namespace: str = NAMESPACE) -> 
 
 
 def values_args(values_file: str | None) -> tuple[str, ...]:
-    """``-f ci/...`` for a values file of the chart's ci/ folder; nothing for the defaults."""
+    """``-f FILE`` for a values file of the chart (ci/ or a flavour); nothing for the defaults."""
     return ("-f", str(CHART / values_file)) if values_file else ()
 
 

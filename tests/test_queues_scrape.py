@@ -52,6 +52,8 @@ async def test_presets_read_each_inference_server_and_follow_it() -> None:
             assert h.api("chat") | {"duration_seconds": 0, "last_success_timestamp_seconds": 0} == {
                 "name": "chat",
                 "kind": "vllm",
+                "origin": "static",
+                "gpus": [],
                 "labels": LABELS,
                 "target": srv.url("/vllm"),
                 "interval_seconds": 0.1,

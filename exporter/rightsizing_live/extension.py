@@ -397,6 +397,7 @@ class QueueExtensionFeed:
                     p.name,
                     float(value.depth),
                     dict(p.cfg.labels),
+                    tuple(getattr(p, "gpus", ())),
                     server=p.cfg.kind if p.cfg.kind in INFERENCE_SERVERS else None,
                     kv_cache_usage=value.kv_cache_usage,
                     preemptions_total=value.preemptions_total,
@@ -406,6 +407,7 @@ class QueueExtensionFeed:
                     latency=value.latency,
                     kv_cache_bytes=value.kv_cache_bytes,
                     latency_refused=value.latency_refused,
+                    exact=getattr(p, "exact", False),
                 )
             )
         return out

@@ -1,5 +1,9 @@
 """The queue extension: starts one poller per configured source and publishes their latest values.
 
+With discovery on (``dynamic``), ``set_discovered`` adds and removes pollers while it runs: a
+server found on the node gets a poller, keeps it while it stays the same, and loses it (and with
+it every series) when its pod goes.
+
 The pollers run on their own event loop in their own thread, so a burst of 200 polls (HTTP
 requests, parsing) never holds up a scrape or the sampler on the main loop; they share nothing
 with it but the immutable ``Outcome`` each poller replaces after each poll.
@@ -18,7 +22,8 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, Row
@@ -47,44 +52,106 @@ FIRST_ROUND_WAIT = 1.0  # start() waits at most this long for the first polls
 STOP_WAIT = 5.0
 
 
+@dataclass(frozen=True)
+class DiscoveredQueue:
+    """A source found on the node (``sources/discovery``): its entry and the GPUs of its pod."""
+
+    cfg: QueueSettings
+    gpus: tuple[str, ...] = ()
+
+
 class QueueExtension:
     name = "queues"
 
-    def __init__(self, entries: Sequence[QueueSettings], interval: float) -> None:
+    def __init__(self, entries: Sequence[QueueSettings], interval: float, dynamic: bool = False) -> None:
         self.entries = list(entries)
         self.clock = RenderClock(interval)
+        self.dynamic = dynamic  # sources may be added and removed while running (discovery)
+        # Replaced whole, never changed in place: ``contribute`` on the main loop reads one list
+        # while the pollers' thread builds the next.
         self.pollers: list[Poller] = []
+        self.static: list[Poller] = []
         self._redis = RedisPools()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._burst = BurstLead(interval)
+        self._tasks: dict[Poller, asyncio.Task[None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._labels: dict[str, tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]] = {}
 
     async def start(self) -> None:
-        interval = self.clock.interval
-        burst = BurstLead(interval)
-        for cfg in self.entries:
-            timeout = cfg.effective_timeout(interval)
-            multiple = cfg.interval_multiple(interval)
-            make = self._factory(cfg, timeout)
-            self.pollers.append(Poller(cfg, make, self.clock, multiple, timeout, burst))
-            queue = (("queue", cfg.name),)
-            self._labels[cfg.name] = (queue, (*queue, ("kind", cfg.kind), *cfg.labels.items()))
-        if not self.pollers:
+        self.static = [self._poller(cfg) for cfg in self.entries]
+        self.pollers = list(self.static)
+        if not self.pollers and not self.dynamic:
             return
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="queue-pollers", daemon=True)
         self._thread.start()
         await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._start_pollers(), self._loop))
 
+    def _poller(self, cfg: QueueSettings) -> Poller:
+        interval = self.clock.interval
+        timeout = cfg.effective_timeout(interval)
+        make = self._factory(cfg, timeout)
+        return Poller(cfg, make, self.clock, cfg.interval_multiple(interval), timeout, self._burst)
+
     async def _start_pollers(self) -> None:
         """In the pollers' thread: start one task per source, and wait (at most FIRST_ROUND_WAIT) for
         the first polls so that the first snapshot carries the queues."""
-        self._tasks = [asyncio.create_task(p.run(), name=f"queue {p.name}") for p in self.pollers]
+        self._tasks = {p: asyncio.create_task(p.run(), name=f"queue {p.name}") for p in self.pollers}
+        if not self.pollers:
+            return
         waits = [asyncio.create_task(p.first_done.wait()) for p in self.pollers]
         _, pending = await asyncio.wait(waits, timeout=FIRST_ROUND_WAIT)
         for task in pending:
             task.cancel()
+
+    async def set_discovered(
+        self, wanted: Sequence[DiscoveredQueue], static_gpus: Mapping[str, tuple[str, ...]]
+    ) -> None:
+        """Make the discovered sources those of ``wanted`` (started, kept or stopped as they come
+        and go) and give static sources the GPUs discovery found them on. From the main loop."""
+        if self._loop is None:
+            return
+        work = asyncio.run_coroutine_threadsafe(self._apply(wanted, static_gpus), self._loop)
+        await asyncio.wrap_future(work)
+
+    async def _apply(
+        self, wanted: Sequence[DiscoveredQueue], static_gpus: Mapping[str, tuple[str, ...]]
+    ) -> None:
+        current = {p.name: p for p in self.pollers if p.origin == "discovered"}
+        keep: list[Poller] = []
+        started: list[Poller] = []
+        for item in wanted:
+            old = current.pop(item.cfg.name, None)
+            if old is not None and old.cfg == item.cfg:
+                old.gpus = item.gpus
+                keep.append(old)
+                continue
+            if old is not None:
+                await self._retire(old)
+            poller = self._poller(item.cfg)
+            poller.origin, poller.gpus, poller.exact = "discovered", item.gpus, True
+            self._tasks[poller] = asyncio.create_task(poller.run(), name=f"queue {poller.name}")
+            keep.append(poller)
+            started.append(poller)
+        for gone in current.values():
+            await self._retire(gone)
+        if started:  # as at start: a new server is published with its first poll, not before it
+            waits = [asyncio.create_task(p.first_done.wait()) for p in started]
+            _, pending = await asyncio.wait(waits, timeout=FIRST_ROUND_WAIT)
+            for task in pending:
+                task.cancel()
+        for p in self.static:  # a static entry found to be a pod's server: linked as the pod
+            p.gpus, p.exact = static_gpus.get(p.name, ()), p.name in static_gpus
+        self.pollers = [*self.static, *sorted(keep, key=lambda p: p.name)]
+
+    async def _retire(self, poller: Poller) -> None:
+        task = self._tasks.pop(poller, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task], timeout=STOP_WAIT)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(STOP_WAIT):
+                await poller.close()
 
     def _factory(self, cfg: QueueSettings, timeout: float) -> Callable[[], QueueSource]:
         def make() -> QueueSource:
@@ -110,12 +177,15 @@ class QueueExtension:
         api: list[dict[str, Any]] = []
         down: list[str] = []
         slowest = 0.0
-        for p in self.pollers:
+        pollers = self.pollers
+        for p in pollers:
             out = p.outcome
-            queue_labels, series_labels = self._labels[p.name]
+            queue_labels, series_labels = p.queue_labels, p.series_labels
             item: dict[str, Any] = {
                 "name": p.name,
                 "kind": p.kind,
+                "origin": p.origin,
+                "gpus": list(p.gpus),
                 "labels": dict(p.cfg.labels),
                 "target": p.target,
                 "interval_seconds": p.every,
@@ -156,7 +226,7 @@ class QueueExtension:
                     counted[name].append(Row(total, series_labels))
         error = None
         if down:
-            error = f"{len(down)} of {len(self.pollers)} queue sources down: {', '.join(down[:5])}"
+            error = f"{len(down)} of {len(pollers)} queue sources down: {', '.join(down[:5])}"
             error += ", ..." if len(down) > 5 else ""
         rows = {
             DEPTH: tuple(depth),
@@ -186,11 +256,12 @@ class QueueExtension:
         self._loop = self._thread = None
 
     async def _stop_pollers(self) -> None:
-        for task in self._tasks:
+        tasks = list(self._tasks.values())
+        for task in tasks:
             task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=STOP_WAIT)
-        self._tasks = []
+        if tasks:
+            await asyncio.wait(tasks, timeout=STOP_WAIT)
+        self._tasks = {}
         with contextlib.suppress(Exception):
             async with asyncio.timeout(STOP_WAIT):
                 for p in self.pollers:

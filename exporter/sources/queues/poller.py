@@ -75,6 +75,14 @@ class Poller:
             + (f" key {cfg.key}" if cfg.key else "")
             + (f" group {cfg.group}" if cfg.group else "")
         )
+        queue = (("queue", cfg.name),)
+        self.queue_labels = queue  # duration and last-success series
+        self.series_labels = (*queue, ("kind", cfg.kind), *cfg.labels.items())  # depth and up series
+        # GPU UUIDs the server runs on, when its source knows them exactly (a discovered pod's
+        # devices): right-sizing then links the queue to those GPUs only, not by its labels.
+        self.gpus: tuple[str, ...] = ()
+        self.exact = False  # ``gpus`` are all the GPUs it feeds (set by discovery)
+        self.origin = "static"  # or "discovered" (a pod found on the node)
         self._make_source = make_source
         self._source: QueueSource | None = None
         self._failures = 0
