@@ -119,3 +119,35 @@ def test_reload_keeps_the_valid_pair_and_warns(tmp_path: Path, sim: Process) -> 
         publish(secret, "2026_04", pair(VALID, cn="second"))
         wait_for(lambda: served_subject(p) == "second", timeout=10, what="the next valid certificate")
         assert "Traceback" not in p.log()
+
+
+def test_grpc_reload_keeps_the_valid_pair_and_warns(tmp_path: Path, sim: Process) -> None:
+    secret = tmp_path / "grpc-tls"
+    secret.mkdir()
+    publish(secret, "2026_01", pair(VALID, cn="first"))
+    (tmp_path / "a.yaml").write_text("file_reload_interval_seconds: 0.1\n")
+    args = ["--exporter", sim.url, "--config", str(tmp_path / "a.yaml"), "--grpc-listen", "127.0.0.1:0"]
+    args += [f"--grpc-tls-cert-file={secret}/tls.crt", f"--grpc-tls-private-key-file={secret}/tls.key"]
+    with adapter(args) as p:
+        host, port = p.extra["grpc"].split(":")
+
+        def subject() -> str:
+            ctx = ssl.create_default_context()
+            CA.configure_trust(ctx)
+            ctx.set_alpn_protocols(["h2"])
+            with (
+                ssl.create_connection((host, int(port)), timeout=5) as raw,
+                ctx.wrap_socket(raw, server_hostname=host) as tls,
+            ):
+                cert = tls.getpeercert()
+            assert cert is not None
+            return str(dict(x[0] for x in cert["subject"])["commonName"])
+
+        assert subject() == "first"
+        publish(secret, "2026_02", pair(EXPIRED, cn="expired"))
+        wait_for(lambda: "reload failed" in p.log(), timeout=10, what="the refused gRPC reload")
+        (line,) = [line for line in p.log().splitlines() if "reload failed" in line]
+        assert "grpc.tls_cert_file" in line and "has expired" in line and "level=warning" in line, line
+        assert subject() == "first"
+        publish(secret, "2026_03", pair(VALID, cn="second"))
+        wait_for(lambda: subject() == "second", timeout=10, what="the next valid gRPC certificate")
