@@ -229,7 +229,7 @@ def _met(
             fit_score=1.0,
             reason=f"{met}: {SLO} decides, the service has what it needs; the signs of unmet demand do "
             "not cost latency "
-            f"yet ({base.reason.split(' Bottlenecks:')[0]}).{note}{_tail(base.reason)}",
+            f"yet ({base.cause or base.reason.split(' Bottlenecks:')[0]}).{note}{_tail(base.reason)}",
             summary="SLO met with room",
             deciding=SLO,
             workload_change="",
