@@ -59,3 +59,12 @@ def test_a_cheaper_option_passed_over_for_saving_too_little_is_named() -> None:
 def test_every_gpu_of_the_scenario_reads_true(reasons: dict[str, dict]) -> None:
     found = {name: false_clauses(got, CATALOG) for name, got in reasons.items()}
     assert {name: f for name, f in found.items() if f} == {}
+
+
+def test_an_slo_decided_move_to_an_estimated_price_says_so(reasons: dict[str, dict]) -> None:
+    got = reasons["itl-missed-h100-to-h200"]
+    assert (got["verdict"], got["recommended"], got["price_source"]) == (
+        "underprovisioned", "H200-SXM-141GB", "estimate"
+    )  # fmt: skip
+    assert "memory bandwidth decides: H200-SXM-141GB projects" in got["reason"]
+    assert "H200-SXM-141GB's price is an estimate, not a list price" in got["reason"]
