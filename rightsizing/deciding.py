@@ -163,8 +163,12 @@ def _deciding(
         if c.hourly_price_dollars < chosen.hourly_price_dollars - 1e-9
         and not (upgrade and c.key == current.key)
     ]
-    fails = [lacks(d, current, c, s) for c in cheaper]
-    fails = [f for f in fails if f]  # a cheaper option that fits was passed over for saving too little
+    every = [lacks(d, current, c, s) for c in cheaper]
+    fails = [f for f in every if f]
+    # A cheaper option that fits was passed over for saving too little: "no cheaper option" would be
+    # false of it, so it is named.
+    passed = [c.key for c, f in zip(cheaper, every, strict=True) if not f and c.key != current.key]
+    but = f" (but {_names(passed)}, which would save under {s.min_savings_ratio:.0%})" if passed else ""
     if not fails:
         share, binding = project(d, current, chosen)
         if binding == "memory":  # nothing measured: it has no less of anything
@@ -173,13 +177,14 @@ def _deciding(
     counts = Counter(r for f in fails for r in f)
     everywhere = [r for r in ORDER if counts[r] == len(fails)]
     if everywhere:
-        words = "; ".join(_everywhere(r, d, current, chosen, s) for r in everywhere)
-        return Decider(everywhere[0], f"{_names(everywhere)} {_verb(everywhere)}: {words}")
+        which = "other cheaper option" if passed else "cheaper option"
+        words = "; ".join(_everywhere(r, d, current, chosen, s, which) for r in everywhere)
+        return Decider(everywhere[0], f"{_names(everywhere)} {_verb(everywhere)}: {words}{but}")
     ranked = sorted(counts, key=lambda r: (-counts[r], ORDER.index(r)))
     others = "".join(f", {r} {counts[r]}" for r in ranked[1:])
     return Decider(
         ranked[0],
-        f"{ranked[0]} rules out most cheaper options ({counts[ranked[0]]} of {len(fails)}{others})",
+        f"{ranked[0]} rules out most cheaper options ({counts[ranked[0]]} of {len(fails)}{others}){but}",
     )
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rightsizer_core.files import MAX_CONFIG_BYTES, read_text
+
+from .model_params import ShapeError, count
 
 
 class PlanError(Exception):
@@ -32,6 +34,7 @@ class Architecture:
     estimated: bool = False  # shape guessed from the parameter count (no architecture given)
     max_context: int | None = None
     tied_embeddings: bool = False  # the output layer shares the input embedding matrix
+    kv_latent: int = 0  # multi-head latent attention: elements cached per token and layer
 
     @property
     def params_per_token(self) -> float:
@@ -109,10 +112,19 @@ def served_model(name: str) -> Architecture | None:
     return BUILTIN.get("-".join(parts))
 
 
+def kv_elements_per_token(arch: Architecture, gpus: int = 1) -> int:
+    """KV-cache elements one token takes on each of ``gpus`` tensor-parallel GPUs: 2 (K and V) x
+    layers x KV heads x head dim (vLLM's page sizing), KV heads split over the GPUs and replicated
+    when fewer than them; multi-head latent attention caches one latent per layer
+    (``kv_latent``), which every GPU keeps whole."""
+    if arch.kv_latent:
+        return arch.layers * arch.kv_latent
+    return 2 * arch.layers * math.ceil(arch.kv_heads / gpus) * arch.head_dim
+
+
 def kv_bytes_per_token(arch: Architecture, dtype_bytes: float) -> float:
-    """KV-cache bytes one token takes on one GPU holding every layer and KV head:
-    2 (K and V) x layers x KV heads x head dim x bytes (vLLM's page sizing)."""
-    return 2.0 * arch.layers * arch.kv_heads * arch.head_dim * dtype_bytes
+    """KV-cache bytes one token takes on one GPU holding every layer and KV head."""
+    return kv_elements_per_token(arch) * dtype_bytes
 
 
 _PARAMS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbt])?\s*$", re.IGNORECASE)
@@ -133,13 +145,19 @@ def parse_params(text: str) -> float:
 
 
 def builtin(name: str) -> Architecture:
+    """A built-in by its name, or by a Hugging Face id that names one (``served_model``:
+    ``meta-llama/Llama-3.1-8B-Instruct`` is ``llama-3.1-8b``); the id is kept in the name shown."""
     found = BUILTIN.get(name.strip().lower())
-    if found is None:
-        raise PlanError(
-            f"--model {name!r} is not in the built-in table (known: {', '.join(BUILTIN)}); "
-            "use --config with the model's config.json or --params"
-        )
-    return found
+    if found is not None:
+        return found
+    matched = served_model(name)
+    if matched is not None:
+        return replace(matched, name=f"{matched.name} ({name.strip()})")
+    hub = " (the planner never downloads: give the Hub model's config.json)" if "/" in name else ""
+    raise PlanError(
+        f"--model {name!r} is not in the built-in table (known: {', '.join(BUILTIN)}); "
+        f"use --config with the model's config.json{hub} or --params"
+    )
 
 
 def estimate(params: float) -> Architecture:
@@ -187,8 +205,8 @@ def model_name(cfg: dict[str, Any], file: Path) -> str:
 
 def from_config(path: str) -> Architecture:
     """Shape and parameter count of a Hugging Face config.json, or of the config.json in a model
-    directory (Llama-style gated MLP unless the model type says otherwise; mixture of experts counts
-    all experts, and the active ones per token)."""
+    directory, counted as its architecture builds its layers (``model_params``: dense, and the
+    mixtures of experts of Mixtral, Qwen2/3-MoE and DeepSeek-V2/V3 with their active parameters)."""
     file = config_file(path)
     try:
         cfg = json.loads(read_text(file, MAX_CONFIG_BYTES))
@@ -215,34 +233,34 @@ def from_config(path: str) -> Architecture:
         _int(cfg, "head_dim", path, hidden // heads) if cfg.get("head_dim") is not None else hidden // heads
     )
     vocab = _int(cfg, "vocab_size", path, 32000)
-    inter = _int(cfg, "intermediate_size", path, 4 * hidden)
     if heads % kv:
         raise PlanError(f"{path}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}")
-    gated = str(cfg.get("model_type", "llama")) not in ("gpt2", "gpt_neox", "opt", "bloom", "falcon", "gptj")
-    experts = _int(cfg, "num_local_experts" if cfg.get("num_local_experts") else "num_experts", path, 1)
-    per_token = _int(cfg, "num_experts_per_tok", path, experts) if cfg.get("num_experts_per_tok") else experts
-    attention = hidden * heads * head_dim * 2 + hidden * kv * head_dim * 2
-    mlp = (3 if gated else 2) * hidden * inter
     tied = bool(cfg.get("tie_word_embeddings", True))  # Hugging Face's default: tied
-    embeddings = vocab * hidden * (1 if tied else 2)
-    total = layers * (attention + mlp * experts) + embeddings
-    active = layers * (attention + mlp * per_token) + embeddings if experts > 1 else None
+    try:
+        counted = count(
+            cfg, lambda key, default: _int(cfg, key, path, default), layers=layers, hidden=hidden,
+            heads=heads, kv=kv, head_dim=head_dim, vocab=vocab, tied=tied,
+        )  # fmt: skip
+    except ShapeError as exc:
+        raise PlanError(f"--config {path}: {exc}") from None
+    total, active = counted.total, counted.active
     if total > 1e14:
         raise PlanError(f"--config {path}: {total:.3g} parameters; over 100 trillion is not a real model")
     name = model_name(cfg, file)
     context = cfg.get("max_position_embeddings")
     return Architecture(
         name,
-        float(total),
+        total,
         layers,
         hidden,
         heads,
         kv,
         head_dim,
         vocab,
-        inter,
-        None if active is None else float(active),
+        counted.mlp_width,
+        active,
         False,
         context if isinstance(context, int) else None,
         tied,
+        counted.kv_latent,
     )

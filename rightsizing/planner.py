@@ -16,7 +16,10 @@ and most activations):
 - gradients (training): fp32, 4 B/param. AdamW mixed precision totals 18 B/param before
   activations (Hugging Face's "model memory anatomy");
 - KV cache (inference): 2 x layers x KV heads x head_dim x context x batch x bytes (grouped-query
-  attention counts KV heads, not attention heads) at ``kv_cache_dtype``; ``auto``, the default, is
+  attention counts KV heads, not attention heads; KV heads split over tensor-parallel GPUs and
+  replicated when fewer than them), or with DeepSeek's multi-head latent attention layers x
+  (kv_lora_rank + qk_rope_head_dim) x context x batch x bytes, whole on every GPU, at
+  ``kv_cache_dtype``; ``auto``, the default, is
   what the servers default to, the model's own dtype (vLLM's ``--kv-cache-dtype auto``): fp32 for
   fp32, 16 bits otherwise, fp8, int8 and int4 weights included (quantized checkpoints compute
   and cache in 16 bits); ``fp8`` halves it, as ``--kv-cache-dtype fp8`` does on the server;
@@ -46,7 +49,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from .catalog import Candidate, Catalog
-from .models import Architecture, PlanError
+from .models import Architecture, PlanError, kv_elements_per_token
 
 GIB = 2**30
 MIB = 2**20
@@ -220,11 +223,10 @@ def memory(arch: Architecture, w: Workload) -> Memory:
             gradients=arch.params * GRADIENT_BYTES / t,
         ))  # fmt: skip
     kv_bytes = KV_CACHE_BYTES[w.kv_dtype]
-    kv_heads = math.ceil(arch.kv_heads / t)  # fewer KV heads than GPUs: heads are replicated
     tokens = min(s * b, PREFILL_CHUNK_TOKENS)
     return _with_runtime(Memory(
         weights=weight_bytes(arch, w.precision) / t,
-        kv_cache=2 * layers * kv_heads * arch.head_dim * s * b * kv_bytes,
+        kv_cache=kv_elements_per_token(arch, t) * s * b * kv_bytes,
         activations=tokens * (4 * h + 2 * inter) * 2 / t + b * arch.vocab * 4,
         optimizer=0.0,
         gradients=0.0,

@@ -19,9 +19,11 @@ Unmet demand (``unmet`` turns these into an underprovisioned verdict), each a na
   ``--gpu-memory-utilization`` 0.9, so NVML never shows it 95 % full);
 - ``saturated``: the resources at their limit, for a queue growing by its own level: the KV cache
   (``kv_pressure``), memory full (peak at or above ``memory_full_ratio``, unless the server's own
-  counters show no pressure), DRAM bandwidth (DRAM active, else memory-copy utilization, at the
-  bottleneck percentile at or above the ``memory_bandwidth`` flag) or compute (median activity at
-  or above ``saturation_activity_ratio``);
+  counters show no pressure, or it publishes none, as TGI, while bandwidth or compute is saturated:
+  then the full framebuffer is its warm-up reservation and the need cannot be said), DRAM
+  bandwidth (DRAM active, else memory-copy utilization, at the bottleneck percentile at or above
+  the ``memory_bandwidth`` flag) or compute (median activity at or above
+  ``saturation_activity_ratio``);
 - ``offloading``: memory full with the PCIe host link at the ``data_loading`` flag while the GPU is
   underfed (no compute bottleneck): the work keeps part of its state in host memory and streams
   it (ZeRO-Offload, UVM oversubscription, CPU-offloaded weights or KV); more memory removes it.
@@ -121,12 +123,16 @@ def compute_saturated(ev: Evidence, s: RightsizingSettings) -> bool:
 
 
 def saturated(ev: Evidence, s: RightsizingSettings, pressure: bool | None) -> tuple[str, ...]:
-    """The resources at their limit: "KV cache", "memory", "memory bandwidth", "compute"."""
+    """The resources at their limit: "KV cache", "memory", "memory bandwidth", "compute". A linked
+    server that publishes no memory counter (TGI) fills the GPU at warm-up: when bandwidth or compute
+    is saturated, they explain the queue and the full memory says nothing (its need cannot be said);
+    with nothing else saturated, the full memory is the evidence there is."""
+    busy = (("memory bandwidth", bandwidth_saturated(ev, s)), ("compute", compute_saturated(ev, s)))
+    reservation = pressure is None and server_queue(ev) is not None and any(held for _, held in busy)
     found = (
         ("KV cache", pressure is True),
-        ("memory", memory_full(ev, s, pressure)),
-        ("memory bandwidth", bandwidth_saturated(ev, s)),
-        ("compute", compute_saturated(ev, s)),
+        ("memory", memory_full(ev, s, pressure) and not reservation),
+        *busy,
     )
     return tuple(name for name, held in found if held)
 

@@ -40,7 +40,8 @@ from .settings import RightsizingSettings
 from .slo import Latency, SloEvidence, seconds_words
 from .slo_projection import LatencyProjection, decode_binding, project, queue_time
 from .verdicts import Assessment, assess
-from .workload_fit import workload_fit
+from .words import estimated
+from .workload_fit import workload_options
 
 CAPACITY = "capacity"
 PREFILL = "prefill compute"
@@ -197,7 +198,7 @@ def _missed(
         ),
         workload_change=change,
         reason=f"{cause}; {deciding} decides: {option} projects {_projected_words(p, s.slo_margin_ratio)}, "
-        f"{cost}.{_tail(base.reason)}",
+        f"{cost}{estimated(c)}.{_tail(base.reason)}",
         summary="SLO missed: needs a faster GPU",
         price_source=_price_source(c),
     )
@@ -228,7 +229,7 @@ def _met(
             fit_score=1.0,
             reason=f"{met}: {SLO} decides, the service has what it needs; the signs of unmet demand do "
             "not cost latency "
-            f"yet ({base.reason.split(' Bottlenecks:')[0]}).{note}{_tail(base.reason)}",
+            f"yet ({base.cause or base.reason.split(' Bottlenecks:')[0]}).{note}{_tail(base.reason)}",
             summary="SLO met with room",
             deciding=SLO,
             workload_change="",
@@ -271,7 +272,7 @@ def _met(
         hourly_savings_dollars=saving,
         fit_score=_ratio(c.hourly_price_dollars, current.hourly_price_dollars),
         reason=f"{met}; {SLO} decides: {c.key} keeps it, projecting {_projected_words(p, margin)} "
-        f"({forbid}); saves ${saving:.2f}/h.{note}{_tail(base.reason)}",
+        f"({forbid}); saves ${saving:.2f}/h{estimated(c)}.{note}{_tail(base.reason)}",
         summary="a cheaper option keeps the SLO",
         deciding=SLO,
         price_source=_price_source(c),
@@ -288,26 +289,60 @@ def _met_group(
     met: str,
     note: str,
 ) -> Assessment:
-    """A multi-GPU workload downsized by utilisation: kept when its projection keeps the SLO."""
+    """A multi-GPU workload downsized by utilisation: the cheapest way to carry it (n whole GPUs,
+    price order, as the single-GPU path searches) whose projection keeps the SLO; the ways the SLO
+    forbids on the way are named."""
     margin = s.slo_margin_ratio
-    wf = workload_fit(catalog, demand(ev, s), current, s, ev.workload_gpus)
-    if wf is None:
+    today = current.hourly_price_dollars * ev.workload_gpus
+    bar = today * (1.0 - s.min_savings_ratio) + 1e-9
+    options = [
+        o
+        for o in workload_options(catalog, demand(ev, s), current, s, ev.workload_gpus)
+        if o.total < bar and not (o.count == ev.workload_gpus and o.candidate.key == current.key)
+    ]
+    if not options:
         return dataclasses.replace(base, reason=f"{met}; {base.reason}{note}")
-    c, n = wf.fit.candidate, wf.count
-    p = project(ev, slo, current, c, n / ev.workload_gpus)
-    if p.keeps(margin):
+    forbidden: list[str] = []
+    for o in options:
+        c, n = o.candidate, o.count
+        p = project(ev, slo, current, c, n / ev.workload_gpus)
+        if not p.keeps(margin):
+            kind, v, t = p.worst or ("itl", float("inf"), 0.0)
+            forbidden.append(f"{n} x {c.key}: {WORDS[kind]} {seconds_words(v)} against {seconds_words(t)}")
+            continue
+        if not forbidden:  # the utilisation verdict's own choice keeps it
+            return dataclasses.replace(
+                base,
+                reason=f"{met}; on {n} x {c.key} it projects {_projected_words(p, margin)}. "
+                f"{base.reason}{note}",
+            )
+        saving = today - o.total
         return dataclasses.replace(
             base,
-            reason=f"{met}; on {n} x {c.key} it projects {_projected_words(p, margin)}. {base.reason}{note}",
+            recommended=c.key,
+            hourly_savings_dollars=saving,
+            fit_score=_ratio(o.total, today),
+            workload_change=f"{ev.workload_gpus} x {current.key} -> {n} x {c.key}",
+            reason=f"{met}; {SLO} decides: {n} x {c.key} carries the load and keeps it, projecting "
+            f"{_projected_words(p, margin)}, where the SLO forbids the cheaper {_listed(forbidden)} (more "
+            f"than {1 - margin:.0%} of the target); saves ${saving:.2f}/h{estimated(c)}."
+            f"{note}{_tail(base.reason)}",
+            summary="a cheaper option keeps the SLO",
+            deciding=SLO,
+            price_source=_price_source(c),
         )
-    kind, v, t = p.worst or ("itl", float("inf"), 0.0)
     return _forbidden(
         base,
         current,
-        f"{met}; {SLO} decides: {n} x {c.key} carries the load but the SLO forbids it (there "
-        f"{WORDS[kind]} projects {seconds_words(v)} against {seconds_words(t)}, more than {1 - margin:.0%} "
-        f"of the target).{note}{_tail(base.reason)}",
+        f"{met}; {SLO} decides: cheaper options carry the load but the SLO forbids each "
+        f"({_listed(forbidden)}, more than {1 - margin:.0%} of the target): none keeps it."
+        f"{note}{_tail(base.reason)}",
     )
+
+
+def _listed(forbidden: list[str], shown: int = 3) -> str:
+    more = len(forbidden) - shown
+    return "; ".join(forbidden[:shown]) + (f"; and {more} more" if more > 0 else "")
 
 
 def _forbidden(base: Assessment, current: Candidate, reason: str) -> Assessment:

@@ -82,6 +82,7 @@ class Assessment:
     # The resource that decided, named in the reason: memory, compute, memory bandwidth, host link,
     # bursts, whole GPUs, NVLink; activity (idle), history (not enough data), catalog (unknown GPU).
     deciding: str = ""
+    cause: str = ""  # underprovisioned: the unmet demand alone, without the move it asks for
 
 
 def idle_kernels(ev: Evidence, s: RightsizingSettings) -> bool:
@@ -261,6 +262,8 @@ def _underprovisioned(
         activity_floor=1.0 if "compute" in needs else 0.0,
         bandwidth_floor=1.0 if "memory bandwidth" in needs else 0.0,
     )
+    if unmet.name == "offload":  # the host traffic is the offload itself: gone once the work fits
+        d = dataclasses.replace(d, pcie=None)
     group, fit = _fit(ev, catalog, d, current, s, upgrade=True)
     if fit is None:  # what no option has decides (a group's: on as many GPUs as today), and what to do
         many = ev.workload_gpus > 1
@@ -286,6 +289,7 @@ def _underprovisioned(
             d.memory_bytes,
             summary=f"{unmet.kind}: no single GPU is enough",
             deciding=nowhere.resource,
+            cause=unmet.cause,
         )
     up = fit.candidate
     delta = _delta(current, up, group)
@@ -314,6 +318,7 @@ def _underprovisioned(
         price_source=price_source(up),
         workload_change=group.change if group else "",
         deciding=decider.resource,
+        cause=unmet.cause,
     )
 
 
@@ -385,6 +390,10 @@ def _sized(
     if fit is None:
         detail = f"no catalog option carries {load} at <= {_pct(s.target_activity_ratio)}"
         score = None
+    elif fit.candidate.key == current.key and not _cheaper_exists(catalog, current, s):
+        target = _pct(s.target_activity_ratio)
+        detail = f"{load} fit at <= {target}, and {current.key} is the catalog's cheapest option"
+        score = 1.0
     elif fit.candidate.key == current.key:
         detail = f"{load}: no cheaper option carries them at <= {_pct(s.target_activity_ratio)}"
         score = 1.0
@@ -414,6 +423,14 @@ def _sized(
         else "no catalog option has headroom for it",
         price_source=price_source(current),
         deciding=decider.resource,
+    )
+
+
+def _cheaper_exists(catalog: Catalog, current: Candidate, s: RightsizingSettings) -> bool:
+    """Some option the recommendation may choose costs less than ``current``."""
+    return any(
+        c.hourly_price_dollars < current.hourly_price_dollars - 1e-9 and (c.mig is None or s.recommend_mig)
+        for c in catalog.candidates()
     )
 
 

@@ -9,6 +9,8 @@ from .recommend import BURST_CEILING, Demand, Fit, burst_share, gib
 from .settings import RightsizingSettings
 from .workload_fit import WorkloadFit
 
+POOLED = ("vllm", "sglang")  # servers whose KV-cache pool the exporter sizes from the served model
+
 
 def duration(seconds: float) -> str:
     if seconds >= 86400 and seconds % 86400 == 0:
@@ -74,14 +76,24 @@ def load(ev: Evidence, d: Demand, s: RightsizingSettings) -> str:
     peak = ev.memory_peak_bytes or 0.0
     need = memory_need(ev) or 0.0
     memory = f"peak memory {gib(peak)}"
-    if need < peak:  # a server's reservation: the weights and the KV cache in use are the need
+    margin = f"+{s.memory_margin_ratio:.0%} margin"
+    margin += f", x{d.widening:.2f} for short history" if d.widening > 1.0001 else ""
+    unsized = next((q for q in ev.queues if q.server in POOLED and q.kv_cache_bytes is None), None)
+    if need >= peak and unsized is not None:  # usage of a pool of unknown size: peak is the reservation
+        memory += (
+            f" (the {unsized.server} server's reservation, not a measured need: its model is unknown, so "
+            f"its KV-cache pool is too; set model on queue {unsized.name!r} to count only the pool in use; "
+            f"{margin})"
+        )
+    elif need < peak:  # a server's reservation: the weights and the KV cache in use are the need
         memory = (
             f"memory need {gib(need)} (the server holds {gib(peak)}, {gib(peak - need)} of it KV cache "
-            "it leaves unused)"
+            f"it leaves unused) ({margin})"
         )
+    else:
+        memory += f" ({margin})"
     return (
-        f"{memory} (+{s.memory_margin_ratio:.0%} margin"
-        f"{f', x{d.widening:.2f} for short history' if d.widening > 1.0001 else ''}), p95 "
+        f"{memory}, p95 "
         f"{ev.activity_source.replace('_', ' ')} {pct(ev.activity_p95)}{band}{gpus}"
     )
 

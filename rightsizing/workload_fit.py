@@ -26,13 +26,20 @@ class WorkloadFit:
     change: str  # "4 x H100-SXM-80GB -> 2 x H200-SXM-141GB"
 
 
-def workload_fit(
+@dataclass(frozen=True, slots=True)
+class GroupOption:
+    total: float  # dollars an hour for all ``count`` GPUs
+    count: int
+    candidate: Candidate
+    projected: tuple[float, str]  # (projected activity, what binds it) as ``recommend.fits`` says
+
+
+def workload_options(
     catalog: Catalog, d: Demand, current: Candidate, s: RightsizingSettings, gpus: int, upgrade: bool = False
-) -> WorkloadFit | None:
-    """The cheapest way to carry an N-GPU workload, or None for single-GPU work or when nothing fits."""
-    if gpus <= 1:
-        return None
-    best: tuple[float, int, Candidate, tuple[float, str]] | None = None
+) -> list[GroupOption]:
+    """Every way n whole GPUs (1 <= n <= N) carry an N-GPU workload, cheapest total first; at equal
+    price today's GPUs come first."""
+    out: list[tuple[float, int, GroupOption]] = []
     for n in range(1, gpus + 1):
         share = gpus / n
         scaled = dataclasses.replace(
@@ -52,12 +59,23 @@ def workload_fit(
             projected = fits(scaled, current, c, s)
             if projected is None:
                 continue
-            total = n * c.hourly_price_dollars
             stay = n == gpus and c.key == current.key
-            if best is None or total < best[0] - 1e-9 or (abs(total - best[0]) <= 1e-9 and stay):
-                best = (total, n, c, projected)
-    if best is None:
+            total = n * c.hourly_price_dollars
+            out.append((round(total, 9), 0 if stay else 1, GroupOption(total, n, c, projected)))
+    out.sort(key=lambda o: (o[0], o[1]))  # stable: fewer GPUs, then the catalog's order, first
+    return [o for _, _, o in out]
+
+
+def workload_fit(
+    catalog: Catalog, d: Demand, current: Candidate, s: RightsizingSettings, gpus: int, upgrade: bool = False
+) -> WorkloadFit | None:
+    """The cheapest way to carry an N-GPU workload, or None for single-GPU work or when nothing fits."""
+    if gpus <= 1:
         return None
-    _, n, c, projected = best
-    fit = Fit(c, projected[0], projected[1])
-    return WorkloadFit(fit, n, gpus, f"{gpus} x {current.key} -> {n} x {c.key}")
+    options = workload_options(catalog, d, current, s, gpus, upgrade)
+    if not options:
+        return None
+    best = options[0]
+    fit = Fit(best.candidate, best.projected[0], best.projected[1])
+    change = f"{gpus} x {current.key} -> {best.count} x {best.candidate.key}"
+    return WorkloadFit(fit, best.count, gpus, change)

@@ -5,7 +5,11 @@ written in its scenario file.
 built-in ``default`` and ``golden`` scenarios are held to their expectations too. Each scenario runs
 through the real simulated source and the real right-sizing extension: the past is replayed into
 the windows at start, one live cycle follows, and the conclusions are read from what the
-extension publishes (rows and the /api/v1/gpus additions).
+extension publishes (rows and the /api/v1/gpus additions). Every reason is also read for the
+clauses independent readers found false (``reason_clauses``): a move onto an estimated price that
+does not say so, "no cheaper option holds" beside one that does, "no cheaper option" on the
+catalog's cheapest, a server's reservation read as the need, an offload ruled out on a host link,
+an upgrade's price inside a rightsized reason.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from reason_clauses import false_clauses
 
 from exporter.api import gpus_json
 from exporter.rightsizing_live.extension import RightsizingExtension
@@ -26,6 +31,7 @@ from rightsizing.settings import RightsizingSettings
 from rightsizing.verdicts import VERDICTS
 
 SUITE = sorted((Path(__file__).parent / "scenarios").glob("*.yaml"))
+CATALOG = load_catalog()
 BUILTIN = [SCENARIO_DIR / "default.yaml", SCENARIO_DIR / "golden.yaml", SCENARIO_DIR / "mig.yaml"]
 
 
@@ -84,6 +90,7 @@ async def test_every_gpu_earns_what_its_scenario_expects(path: Path) -> None:
             have = got["recommended"]
             wrong.append(f"{name}: recommended {have!r}, expected one of {wanted} ({got['reason']})")
         assert got["reason"], f"{name}: no reason given"
+        wrong += [f"{name}: false clause: {f} ({got['reason']})" for f in false_clauses(got, CATALOG)]
     assert not wrong, f"{path.name}:\n" + "\n".join(wrong)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 import time
 from typing import Any
@@ -48,7 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"training optimizer: {'|'.join(OPTIMIZER_BYTES)} (default adamw, mixed precision)",
     )
     p.add_argument(
-        "--context", type=_int("--context"), default=4096, help="tokens per sequence (default 4096)"
+        "--context",
+        type=_tokens,
+        default=4096,
+        help="tokens per sequence: 8192, 32k, 128k (k = 1024 and m = 1024 x 1024, as a model card's "
+        "'128K context' is 131,072 positions; vLLM's --max-model-len reads a lower-case 128k as "
+        "128,000); default 4096",
     )
     p.add_argument("--batch", type=_int("--batch"), default=1, help="concurrent sequences (default 1)")
     p.add_argument("--gpus", type=_int("--gpus"), default=1, help="tensor-parallel GPUs (default 1)")
@@ -81,6 +87,21 @@ def _int(flag: str) -> Any:
             raise argparse.ArgumentTypeError(f"{flag} must be a whole number; got {text!r}") from None
 
     return parse
+
+
+_TOKENS = re.compile(r"([0-9]+(?:\.[0-9]+)?)([kKmM])")
+TOKEN_SUFFIX = {"k": 1024, "m": 1024 * 1024}
+
+
+def _tokens(text: str) -> int:
+    """'131072', '131_072', '128k', '128K', '1m' -> tokens (k = 1024: '128k' is 131,072)."""
+    m = _TOKENS.fullmatch(text.strip())
+    if m is None:
+        return int(_int("--context")(text))
+    value = float(m.group(1)) * TOKEN_SUFFIX[m.group(2).lower()]
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"--context {text!r} is not a whole number of tokens")
+    return int(value)
 
 
 def architecture(args: argparse.Namespace) -> Architecture:
@@ -165,6 +186,7 @@ def as_dict(r: Plan, measured: Measured | None = None) -> dict[str, Any]:
             "attention_heads": a.heads,
             "kv_heads": a.kv_heads,
             "head_dim": a.head_dim,
+            "kv_latent": a.kv_latent or None,
             "vocab_size": a.vocab,
             "estimated": a.estimated,
         },
@@ -238,8 +260,12 @@ def render(r: Plan, measured: bool = False) -> str:
     shape = (
         f"{a.params / 1e9:.2f} B parameters"
         + (f" ({a.active_params / 1e9:.1f} B active)" if a.active_params else "")
-        + f"; {a.layers} layers, hidden {a.hidden}, {a.heads} heads, {a.kv_heads} KV heads, "
-        f"head dim {a.head_dim}"
+        + f"; {a.layers} layers, hidden {a.hidden}, {a.heads} heads, "
+        + (
+            f"latent attention caching {a.kv_latent} values per token and layer"
+            if a.kv_latent
+            else f"{a.kv_heads} KV heads, head dim {a.head_dim}"
+        )
     )
     what = f"{w.mode}, {w.precision}"
     if w.mode == "training":

@@ -1,0 +1,70 @@
+"""Each clause independent readers found false, fixed and read on a scenario written for it
+(tests/scenarios/reasons_true.yaml, arithmetic there). The suite's test reads every scenario's
+reasons for the same clauses (``reason_clauses``)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from reason_clauses import false_clauses
+from test_rightsizing_scenarios import conclusions
+
+from rightsizing.catalog import CatalogSettings, load_catalog
+
+SCENARIO = Path(__file__).parent / "scenarios" / "reasons_true.yaml"
+CATALOG = load_catalog()
+
+
+@pytest.fixture(scope="module")
+def reasons() -> dict[str, dict]:
+    return asyncio.run(conclusions(SCENARIO))
+
+
+def test_the_catalogs_cheapest_option_says_so(reasons: dict[str, dict]) -> None:
+    reason = reasons["classifier-t4-cheapest"]["reason"]
+    assert "T4-16GB is the catalog's cheapest option" in reason and "no cheaper option" not in reason
+
+
+def test_an_unknown_served_model_says_the_peak_is_the_reservation(reasons: dict[str, dict]) -> None:
+    reason = reasons["vllm-unknown-model-l40s"]["reason"]
+    assert "peak memory 40.5 GiB (the vllm server's reservation, not a measured need" in reason
+    assert "set model on queue 'wiki-answers'" in reason
+
+
+def test_an_offload_is_not_ruled_out_on_a_host_link(reasons: dict[str, dict]) -> None:
+    got = reasons["offload-batch-t4"]
+    assert got["recommended"] == "A100-SXM-80GB/1g.20gb"  # a slice: 1/7 of a Gen4 link
+    assert "host link is too narrow" not in got["reason"] and "PCIe host link runs at" in got["reason"]
+
+
+def test_a_rightsized_reason_prices_no_upgrade(reasons: dict[str, dict]) -> None:
+    got = reasons["vllm-l40s-kv-pressure-slo-200ms"]
+    assert got["verdict"] == "rightsized"
+    assert "/h more" not in got["reason"] and " holds " not in got["reason"]
+    assert "under pressure (KV cache" in got["reason"]  # the signs the SLO outweighs are still named
+
+
+def test_a_cheaper_option_passed_over_for_saving_too_little_is_named() -> None:
+    # At $0.95/h the L4 would save 5.6 % of the A10G's $1.006/h, under the 10 % bar: rightsized, and
+    # "no cheaper option holds 20.7 GiB" would be false beside it (it holds 22.49 GiB).
+    catalog = load_catalog(CatalogSettings(prices={"L4-24GB": 0.95}))
+    got = asyncio.run(conclusions(SCENARIO, catalog=catalog))["batch-a10g-l4-close"]
+    assert (got["verdict"], got["recommended"]) == ("rightsized", "A10G-24GB")
+    assert "no other cheaper option holds 20.7 GiB (but L4-24GB, which would save under 10%)" in got["reason"]
+    assert false_clauses(got, catalog) == []
+
+
+def test_every_gpu_of_the_scenario_reads_true(reasons: dict[str, dict]) -> None:
+    found = {name: false_clauses(got, CATALOG) for name, got in reasons.items()}
+    assert {name: f for name, f in found.items() if f} == {}
+
+
+def test_an_slo_decided_move_to_an_estimated_price_says_so(reasons: dict[str, dict]) -> None:
+    got = reasons["itl-missed-h100-to-h200"]
+    assert (got["verdict"], got["recommended"], got["price_source"]) == (
+        "underprovisioned", "H200-SXM-141GB", "estimate"
+    )  # fmt: skip
+    assert "memory bandwidth decides: H200-SXM-141GB projects" in got["reason"]
+    assert "H200-SXM-141GB's price is an estimate, not a list price" in got["reason"]
