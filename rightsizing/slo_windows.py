@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .latency import KINDS, Histogram, at_or_under, empty
+from .latency import KINDS, Histogram, at_or_under, empty, problem
 from .latency_window import HistogramWindow
 from .settings import RightsizingSettings
 from .slo import SloDeclaration, SloEvidence, declaration_for, evaluate
@@ -104,6 +104,10 @@ class SloTracker:
         targets = q.declared.targets if q.declared is not None else {}
         for kind, h in latency.items():
             if kind not in KINDS:
+                continue
+            why = problem(h)
+            if why is not None:  # whatever the source: garbage is never read
+                q.refused.setdefault(kind, why)
                 continue
             long = q.long.get(kind)
             if long is None:
