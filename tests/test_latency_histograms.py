@@ -193,3 +193,15 @@ def test_the_tracker_never_reads_a_histogram_that_is_not_one(garbage: Histogram,
     tracker.add(15.0, "q", labels, "vllm", {"ttft": Histogram(H.bounds, (25.0, 85.0, 115.0, 130.0), 65.0)})
     assert tracker.scaling()[("", "q")].evidence is not None
     assert tracker.counted[("", "q", "ttft")].requests == 30
+
+
+def test_a_histogram_refused_from_its_first_reading_starts_with_a_baseline() -> None:
+    """Garbage at the first polls, then a good page holding 120 requests: they may all predate the
+    window, so that page is only a baseline; the next one's 10 requests are counted."""
+    tracker = SloTracker(RightsizingSettings(), [SloDeclaration(queue="q", ttft_seconds=0.5)])
+    labels = {"namespace": "n", "workload": "w"}
+    tracker.add(0.0, "q", labels, "vllm", None, {"ttft": "an le bound is negative"})
+    tracker.add(5.0, "q", labels, "vllm", {"ttft": Histogram(H.bounds, (20.0, 80.0, 110.0, 120.0), 60.0)})
+    assert ("", "q", "ttft") not in tracker.counted
+    tracker.add(10.0, "q", labels, "vllm", {"ttft": Histogram(H.bounds, (25.0, 85.0, 115.0, 130.0), 65.0)})
+    assert tracker.counted[("", "q", "ttft")].requests == 10
