@@ -117,12 +117,15 @@ def main() -> int:
             cpu0 = cpu_seconds(p.proc.pid)
             times, timeouts = probe(p.url, args.seconds)
             cpu = (cpu_seconds(p.proc.pid) - cpu0) / args.seconds
-            metrics = http_get(p.url + "/metrics", timeout=30)[2].decode()
+            try:
+                metrics = http_get(p.url + "/metrics", timeout=30)[2].decode()
+            except TimeoutError:
+                metrics = "(/metrics did not answer within 30 s)"
     child.terminate()
     times.sort()
     q = statistics.quantiles(times, n=100, method="inclusive")
     lines = metrics.splitlines()
-    up = next((ln for ln in lines if ln.startswith("rightsizer_queue_source_up{")), "?")
+    up = next((ln for ln in lines if ln.startswith("rightsizer_queue_source_up{")), metrics[:60])
     judged = next((ln for ln in lines if ln.startswith("rightsizer_workload_slo_scaling_up{")), "?")
     print(f"page: {args.bounds} bounds ({size / 1e6:.2f} MB), last bound alternating every poll")
     print(

@@ -18,6 +18,7 @@ finite bound only the observations under that bound are known to be under the ta
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -159,3 +160,26 @@ def at_or_under(h: Histogram, target: float) -> float | None:
 
 def finite(values: Sequence[float]) -> bool:
     return all(math.isfinite(v) for v in values)
+
+
+MAX_COUNT = float(2**53)  # past it a float no longer counts one by one, and sums of counts overflow
+
+
+def problem(h: Histogram) -> str | None:
+    """Why ``h`` is not a latency histogram (None: it is): bounds finite, at least 0 and strictly
+    ascending; counts finite, at least 0, at most 2^53 and not going down; one more count than
+    bounds; a sum finite and at least 0. What reads histograms checks them with this first."""
+    bounds, counts = h.bounds, h.counts
+    if len(counts) != len(bounds) + 1:
+        return "the counts do not match the bounds"
+    if not all(0.0 <= b < math.inf for b in bounds):
+        return "an le bound is negative or not finite"
+    if any(b <= a for a, b in itertools.pairwise(bounds)):
+        return "le bounds are not strictly ascending"
+    if not all(0.0 <= c <= MAX_COUNT for c in counts):
+        return "a bucket count is negative, not finite or over 2^53"
+    if any(b < a for a, b in itertools.pairwise(counts)):
+        return "bucket counts go down as le goes up"
+    if not 0.0 <= h.total <= MAX_COUNT:
+        return "the sum is negative, not finite or over 2^53"
+    return None

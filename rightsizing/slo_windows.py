@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .latency import KINDS, Histogram, at_or_under, empty
+from .latency import KINDS, Histogram, at_or_under, empty, problem
 from .latency_window import HistogramWindow
 from .settings import RightsizingSettings
 from .slo import SloDeclaration, SloEvidence, declaration_for, evaluate
@@ -43,6 +43,7 @@ class _Queue:
     seen_at: float = 0.0
     fresh: bool = False  # read in the latest cycle
     refused: dict[str, str] = field(default_factory=dict)  # kinds refused in the latest poll -> why
+    unread: set[str] = field(default_factory=set)  # kinds refused before any good reading of them
     read: bool = False  # read before: a kind that appears later started from zero
 
 
@@ -98,20 +99,29 @@ class SloTracker:
         q.seen_at, q.fresh = t, True
         first, q.read = not q.read, True
         q.refused = dict(refused) if refused else {}
+        for kind, h in (latency or {}).items():
+            why = problem(h) if kind in KINDS else None
+            if why is not None:  # whatever the source: garbage is never read
+                q.refused.setdefault(kind, why)
+        # a kind never read well: its first good reading is only a baseline
+        q.unread.update(kind for kind in q.refused if kind not in q.long)
         if latency is None:
             return
         s = self.s
         targets = q.declared.targets if q.declared is not None else {}
         for kind, h in latency.items():
-            if kind not in KINDS:
+            if kind not in KINDS or kind in q.refused:
                 continue
             long = q.long.get(kind)
             if long is None:
                 long = q.long[kind] = HistogramWindow(s.window_seconds, s.window_buckets)
                 q.short[kind] = HistogramWindow(s.slo_scaling_window_seconds, SCALING_BUCKETS)
                 # absent from the previous readings: the server creates it on first use, from zero
-                q.last[kind] = h if first else empty(h.bounds)
-                if first:
+                # (unless it was there, refused: what it counts then may predate the window)
+                baseline = first or kind in q.unread
+                q.unread.discard(kind)
+                q.last[kind] = h if baseline else empty(h.bounds)
+                if baseline:
                     long.add_delta(t, empty(h.bounds))  # a baseline: the window starts here
                     q.short[kind].add_delta(t, empty(h.bounds))
                     continue

@@ -156,3 +156,52 @@ def test_merging_two_layouts_is_one_sorted_pass(monkeypatch: pytest.MonkeyPatch)
     compared = 0
     assert one.minus(other) == Histogram(both.bounds, (0.0,) * n, 0.0)  # nothing new on the shared bounds
     assert compared <= 4 * n, compared
+
+
+@pytest.mark.parametrize(
+    ("garbage", "why"),
+    [
+        (Histogram((-1.0, -0.5), (150.0, 150.0, 150.0), 0.0), "an le bound is negative or not finite"),
+        (
+            Histogram((0.5, 0.1, 1.0), (70.0, 80.0, 110.0, 120.0), 60.0),
+            "le bounds are not strictly ascending",
+        ),
+        (
+            Histogram(H.bounds, (20.0, 80.0, 1.7e308, 1.7e308), 60.0),
+            "a bucket count is negative, not finite or over 2^53",
+        ),
+        (Histogram(H.bounds, (20.0, 80.0, 70.0, 120.0), 60.0), "bucket counts go down as le goes up"),
+        (
+            Histogram(H.bounds, (20.0, 80.0, 110.0, 120.0), float("nan")),
+            "the sum is negative, not finite or over 2^53",
+        ),
+    ],
+)
+def test_the_tracker_never_reads_a_histogram_that_is_not_one(garbage: Histogram, why: str) -> None:
+    """Whatever hands the tracker a reading (an inference server's poll, a scenario): garbage is
+    refused for that reading, the counters keep what came before, and the next good reading counts
+    everything since the last good one (20 + 10 requests)."""
+    tracker = SloTracker(RightsizingSettings(), [SloDeclaration(queue="q", ttft_seconds=0.5)])
+    labels = {"namespace": "n", "workload": "w"}
+    tracker.add(0.0, "q", labels, "vllm", {"ttft": H})
+    tracker.add(5.0, "q", labels, "vllm", {"ttft": Histogram(H.bounds, (20.0, 80.0, 110.0, 120.0), 60.0)})
+    tracker.begin_cycle()
+    tracker.add(10.0, "q", labels, "vllm", {"ttft": garbage})
+    assert tracker.scaling()[("", "q")].why_not == f"invalid histogram: {why}"
+    assert tracker.counted[("", "q", "ttft")].requests == 20
+    tracker.begin_cycle()
+    tracker.add(15.0, "q", labels, "vllm", {"ttft": Histogram(H.bounds, (25.0, 85.0, 115.0, 130.0), 65.0)})
+    assert tracker.scaling()[("", "q")].evidence is not None
+    assert tracker.counted[("", "q", "ttft")].requests == 30
+
+
+def test_a_histogram_refused_from_its_first_reading_starts_with_a_baseline() -> None:
+    """Garbage at the first polls, then a good page holding 120 requests: they may all predate the
+    window, so that page is only a baseline; the next one's 10 requests are counted."""
+    tracker = SloTracker(RightsizingSettings(), [SloDeclaration(queue="q", ttft_seconds=0.5)])
+    labels = {"namespace": "n", "workload": "w"}
+    tracker.add(0.0, "q", labels, "vllm", None, {"ttft": "an le bound is negative"})
+    tracker.add(5.0, "q", labels, "vllm", {"ttft": Histogram(H.bounds, (20.0, 80.0, 110.0, 120.0), 60.0)})
+    assert ("", "q", "ttft") not in tracker.counted
+    tracker.add(10.0, "q", labels, "vllm", {"ttft": Histogram(H.bounds, (25.0, 85.0, 115.0, 130.0), 65.0)})
+    assert tracker.counted[("", "q", "ttft")].requests == 10

@@ -24,9 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from rightsizing.latency import Histogram
+from rightsizing.latency import MAX_COUNT, Histogram
 
-MAX_COUNT = float(2**53)  # counts and sums past this are not exact counts: refused
 MAX_BOUNDS = 512  # finite bounds kept per histogram (vLLM's largest layout has 22)
 
 
