@@ -109,14 +109,21 @@ class Cluster:
         cluster's CA), or with no certificate when ``user`` is None."""
         return client_context(self.ca, self.ca, user, group)
 
-    def request(self, method: str, path: str, body: Any = None, ctx: ssl.SSLContext | None = None,
-                content_type: str = "application/json") -> tuple[int, Any]:  # fmt: skip
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        ctx: ssl.SSLContext | None = None,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(
             self.url + path,
             data=data,
             method=method,
-            headers={"Content-Type": content_type, "Accept": "application/json"},
+            headers={"Content-Type": content_type, "Accept": "application/json", **(headers or {})},
         )
         try:
             with urllib.request.urlopen(req, timeout=10, context=ctx or self._admin) as resp:
@@ -137,8 +144,13 @@ class Cluster:
     def kubectl(
         self, *args: str, stdin: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([tool("kubectl"), "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
-                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        result = subprocess.run(
+            [tool("kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if check:
             assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}{result.stdout}"
         return result
@@ -195,13 +207,15 @@ def client_cert(ca: trustme.CA, user: str, group: str | None = None) -> tuple[by
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )  # type: ignore[arg-type]
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())  # fmt: skip
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
-def client_context(ca: trustme.CA, verify: trustme.CA | None, user: str | None,
-                   group: str | None = None) -> ssl.SSLContext:  # fmt: skip
+def client_context(
+    ca: trustme.CA, verify: trustme.CA | None, user: str | None, group: str | None = None
+) -> ssl.SSLContext:
     """TLS as ``user`` (a client certificate from ``ca``; none when ``user`` is None), verifying the
     server against ``verify`` (no verification when None)."""
     ctx = ssl.create_default_context()
@@ -247,29 +261,53 @@ def _kubeconfig(tmp: Path, name: str, url: str, ca: trustme.CA, user: str, group
     (tmp / f"{name}.crt").write_bytes(cert)
     (tmp / f"{name}.key").write_bytes(key)
     path = tmp / f"{name}.kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "rig",
-        "clusters": [{"name": "rig",
-                      "cluster": {"server": url, "certificate-authority": str(tmp / "ca.crt")}}],
-        "users": [{"name": name, "user": {"client-certificate": str(tmp / f"{name}.crt"),
-                                          "client-key": str(tmp / f"{name}.key")}}],
-        "contexts": [{"name": "rig", "context": {"cluster": "rig", "user": name}}],
-    }))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "rig",
+                "clusters": [
+                    {"name": "rig", "cluster": {"server": url, "certificate-authority": str(tmp / "ca.crt")}}
+                ],
+                "users": [
+                    {
+                        "name": name,
+                        "user": {
+                            "client-certificate": str(tmp / f"{name}.crt"),
+                            "client-key": str(tmp / f"{name}.key"),
+                        },
+                    }
+                ],
+                "contexts": [{"name": "rig", "context": {"cluster": "rig", "user": name}}],
+            }
+        )
+    )
     return path
 
 
 # 1.20's system:controller:horizontal-pod-autoscaler cannot read external metrics (kubernetes#104244).
 HPA_EXTERNAL_METRICS = [
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-     "metadata": {"name": "rig:hpa-external-metrics"},
-     "rules": [{"apiGroups": ["external.metrics.k8s.io"], "resources": ["*"], "verbs": ["get", "list"]}]},
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-     "metadata": {"name": "rig:hpa-external-metrics"},
-     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                 "name": "rig:hpa-external-metrics"},
-     "subjects": [{"kind": "ServiceAccount", "name": "horizontal-pod-autoscaler",
-                   "namespace": "kube-system"}]},
-]  # fmt: skip
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "rig:hpa-external-metrics"},
+        "rules": [{"apiGroups": ["external.metrics.k8s.io"], "resources": ["*"], "verbs": ["get", "list"]}],
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "rig:hpa-external-metrics"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "rig:hpa-external-metrics",
+        },
+        "subjects": [
+            {"kind": "ServiceAccount", "name": "horizontal-pod-autoscaler", "namespace": "kube-system"}
+        ],
+    },
+]
 
 
 @contextlib.contextmanager
@@ -282,46 +320,93 @@ def control_plane(tmp: Path) -> Iterator[Cluster]:
     url = f"https://127.0.0.1:{api_port}"
     cluster = Cluster(tmp, url, ca, _kubeconfig(tmp, "admin", url, ca, "rig-admin", "system:masters"))
     try:
-        cluster.daemons.append(_daemon("etcd", [
-            bins["etcd"], "--name", "rig", "--data-dir", str(tmp / "etcd"),
-            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
-            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
-            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-cluster", f"rig=http://127.0.0.1:{peer_port}",
-            "--log-level", "warn", "--logger", "zap",
-        ], tmp))  # fmt: skip
-        cluster.daemons.append(_daemon("kube-apiserver", [
-            bins["kube-apiserver"], f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
-            "--insecure-port=0", f"--cert-dir={tmp}", "--endpoint-reconciler-type=none",
-            "--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=RBAC",
-            f"--client-ca-file={tmp / 'ca.crt'}", f"--tls-cert-file={tmp / 'apiserver.crt'}",
-            f"--tls-private-key-file={tmp / 'apiserver.key'}",
-            f"--service-account-key-file={tmp / 'sa.pub'}",
-            f"--service-account-signing-key-file={tmp / 'sa.key'}",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            "--disable-admission-plugins=ServiceAccount",
-            f"--requestheader-client-ca-file={tmp / 'front-proxy-ca.crt'}",
-            "--requestheader-allowed-names=front-proxy-client",
-            "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            f"--proxy-client-cert-file={tmp / 'front-proxy-client.crt'}",
-            f"--proxy-client-key-file={tmp / 'front-proxy-client.key'}",
-            "--enable-aggregator-routing=false", "--profiling=false", "--v=1",
-        ], tmp))  # fmt: skip
+        cluster.daemons.append(
+            _daemon(
+                "etcd",
+                [
+                    bins["etcd"],
+                    "--name",
+                    "rig",
+                    "--data-dir",
+                    str(tmp / "etcd"),
+                    "--listen-client-urls",
+                    f"http://127.0.0.1:{etcd_port}",
+                    "--advertise-client-urls",
+                    f"http://127.0.0.1:{etcd_port}",
+                    "--listen-peer-urls",
+                    f"http://127.0.0.1:{peer_port}",
+                    "--initial-advertise-peer-urls",
+                    f"http://127.0.0.1:{peer_port}",
+                    "--initial-cluster",
+                    f"rig=http://127.0.0.1:{peer_port}",
+                    "--log-level",
+                    "warn",
+                    "--logger",
+                    "zap",
+                ],
+                tmp,
+            )
+        )
+        cluster.daemons.append(
+            _daemon(
+                "kube-apiserver",
+                [
+                    bins["kube-apiserver"],
+                    f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                    "--bind-address=127.0.0.1",
+                    "--advertise-address=127.0.0.1",
+                    f"--secure-port={api_port}",
+                    "--insecure-port=0",
+                    f"--cert-dir={tmp}",
+                    "--endpoint-reconciler-type=none",
+                    "--service-cluster-ip-range=10.96.0.0/16",
+                    "--authorization-mode=RBAC",
+                    f"--client-ca-file={tmp / 'ca.crt'}",
+                    f"--tls-cert-file={tmp / 'apiserver.crt'}",
+                    f"--tls-private-key-file={tmp / 'apiserver.key'}",
+                    f"--service-account-key-file={tmp / 'sa.pub'}",
+                    f"--service-account-signing-key-file={tmp / 'sa.key'}",
+                    "--service-account-issuer=https://kubernetes.default.svc",
+                    "--disable-admission-plugins=ServiceAccount",
+                    f"--requestheader-client-ca-file={tmp / 'front-proxy-ca.crt'}",
+                    "--requestheader-allowed-names=front-proxy-client",
+                    "--requestheader-username-headers=X-Remote-User",
+                    "--requestheader-group-headers=X-Remote-Group",
+                    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                    f"--proxy-client-cert-file={tmp / 'front-proxy-client.crt'}",
+                    f"--proxy-client-key-file={tmp / 'front-proxy-client.key'}",
+                    "--enable-aggregator-routing=false",
+                    "--profiling=false",
+                    "--v=1",
+                ],
+                tmp,
+            )
+        )
         wait_for(lambda: _healthy(cluster), 120, 0.5, what="kube-apiserver /readyz")
         cm_kubeconfig = _kubeconfig(
             tmp, "controller-manager", url, ca, "system:kube-controller-manager", None
         )
-        cluster.daemons.append(_daemon("kube-controller-manager", [
-            bins["kube-controller-manager"], f"--kubeconfig={cm_kubeconfig}",
-            "--bind-address=127.0.0.1", f"--secure-port={cm_port}", "--port=0", "--leader-elect=false",
-            "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={tmp / 'sa.key'}", f"--root-ca-file={tmp / 'ca.crt'}",
-            "--controllers=serviceaccount-token,serviceaccount,horizontalpodautoscaling,deployment,replicaset",
-            f"--horizontal-pod-autoscaler-sync-period={SYNC_SECONDS}s", "--profiling=false", "--v=1",
-        ], tmp))  # fmt: skip
+        cluster.daemons.append(
+            _daemon(
+                "kube-controller-manager",
+                [
+                    bins["kube-controller-manager"],
+                    f"--kubeconfig={cm_kubeconfig}",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={cm_port}",
+                    "--port=0",
+                    "--leader-elect=false",
+                    "--use-service-account-credentials=true",
+                    f"--service-account-private-key-file={tmp / 'sa.key'}",
+                    f"--root-ca-file={tmp / 'ca.crt'}",
+                    "--controllers=serviceaccount-token,serviceaccount,horizontalpodautoscaling,deployment,replicaset",
+                    f"--horizontal-pod-autoscaler-sync-period={SYNC_SECONDS}s",
+                    "--profiling=false",
+                    "--v=1",
+                ],
+                tmp,
+            )
+        )
         cluster.apply(HPA_EXTERNAL_METRICS)
         cluster.token("kube-system", "horizontal-pod-autoscaler")
         yield cluster
@@ -370,11 +455,18 @@ class Kubelet:
             status = pod.get("status", {})
             if status.get("phase") == "Running" or pod["metadata"].get("deletionTimestamp"):
                 continue
-            pod["status"] = {**status, "phase": "Running", "startTime": now, "conditions": [
-                {"type": t, "status": "True", "lastTransitionTime": now}
-                for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")]}  # fmt: skip
-            self.cluster.request("PUT", f"/api/v1/namespaces/{self.namespace}/pods/"
-                                 f"{pod['metadata']['name']}/status", pod)  # fmt: skip
+            pod["status"] = {
+                **status,
+                "phase": "Running",
+                "startTime": now,
+                "conditions": [
+                    {"type": t, "status": "True", "lastTransitionTime": now}
+                    for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+                ],
+            }
+            self.cluster.request(
+                "PUT", f"/api/v1/namespaces/{self.namespace}/pods/{pod['metadata']['name']}/status", pod
+            )
 
 
 def hpa_status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:

@@ -125,9 +125,16 @@ def _exporter_config(tmp: Path, vllm_url: str, redis_port: int) -> Path:
     config = slo_declaration()
     (chat,) = config["queues"]
     chat.update(url=vllm_url, backoff_max=1)
-    config["queues"].append({"name": "jobs", "kind": "redis", "url": f"redis://127.0.0.1:{redis_port}/0",
-                             "key": "jobs", "backoff_max": 1,
-                             "labels": {"namespace": "demo", "workload": "worker"}})  # fmt: skip
+    config["queues"].append(
+        {
+            "name": "jobs",
+            "kind": "redis",
+            "url": f"redis://127.0.0.1:{redis_port}/0",
+            "key": "jobs",
+            "backoff_max": 1,
+            "labels": {"namespace": "demo", "workload": "worker"},
+        }
+    )
     config["rightsizing"]["slo_scaling_window_seconds"] = 12  # a short window: the tests' minutes
     path = tmp / "exporter.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -178,8 +185,15 @@ def kube_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         feeder = Feeder(vllm)
         stack.callback(feeder.stop)
         cluster.apply(shipped_objects())
-        args = ["--simulate", "--interval", "0.5", "--listen", f"127.0.0.1:{free_port()}",
-                "--config", str(_exporter_config(tmp, http.url("/metrics"), rds.extra["port"]))]  # fmt: skip
+        args = [
+            "--simulate",
+            "--interval",
+            "0.5",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--config",
+            str(_exporter_config(tmp, http.url("/metrics"), rds.extra["port"])),
+        ]
         rig = Rig(cluster, None, start_exporter(args), args, rds.extra["port"], feeder, tmp)  # type: ignore[arg-type]
         stack.callback(lambda: rig.exporter.stop())
         config = _adapter_config(tmp, cluster)
@@ -188,8 +202,12 @@ def kube_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         )
         stack.callback(rig.adapter.stop)
         try:
-            wait_for(lambda: all(v.startswith("True") for v in apiservices_available(cluster).values()),
-                     90, 0.5, what="the adapter's APIServices Available")  # fmt: skip
+            wait_for(
+                lambda: all(v.startswith("True") for v in apiservices_available(cluster).values()),
+                90,
+                0.5,
+                what="the adapter's APIServices Available",
+            )
         except AssertionError as exc:
             raise AssertionError(
                 f"{exc}\n{apiservices_available(cluster)}\n{rig.adapter.log()[-2000:]}"

@@ -26,8 +26,11 @@ def ext_path(namespace: str, metric: str, selector: str) -> str:
 
 def test_apiservices_are_available_and_discovery_lists_the_metrics(kube_rig: Rig) -> None:
     available = apiservices_available(kube_rig.cluster)
-    assert sorted(available) == ["v1beta1.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io",
-                                 "v1beta2.custom.metrics.k8s.io"], available  # fmt: skip
+    assert sorted(available) == [
+        "v1beta1.custom.metrics.k8s.io",
+        "v1beta1.external.metrics.k8s.io",
+        "v1beta2.custom.metrics.k8s.io",
+    ], available
     assert all(v.startswith("True Passed") for v in available.values()), available
     groups = {
         g["name"]: [v["version"] for v in g["versions"]] for g in kube_rig.cluster.get("/apis")["groups"]
@@ -75,8 +78,11 @@ def test_values_through_the_aggregator_equal_the_adapters_and_the_exporters(kube
         return quantity(via_api["value"]), quantity(direct["value"]), exported
 
     # The feeder's requests are steady, so the three agree once the window is full of them.
-    got = wait_for(lambda: (r := ratios()) and abs(r[0] - r[2]) < 1e-3 and abs(r[1] - r[2]) < 1e-3 and r, 60,
-                   what="the same ratio from the API, the adapter and the exporter")  # fmt: skip
+    got = wait_for(
+        lambda: (r := ratios()) and abs(r[0] - r[2]) < 1e-3 and abs(r[1] - r[2]) < 1e-3 and r,
+        60,
+        what="the same ratio from the API, the adapter and the exporter",
+    )
     assert got[0] == pytest.approx(got[2], abs=1e-3)
 
 
