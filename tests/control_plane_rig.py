@@ -28,6 +28,21 @@ from queue_servers import FakeHttpServer
 from servers import ROOT, Process, free_port, http_get, redis_server, start_exporter, wait_for
 
 SLOS_DOC = ROOT / "docs" / "slos.md"
+# The simulated fleet: one GPU at 85 % utilization, used by pod gpu/gpu-worker-0 (a StatefulSet's
+# first pod, so that the name is known before the pod exists).
+SCENARIO = {
+    "description": "One GPU serving at 85 % utilization, in pod gpu/gpu-worker-0",
+    "seed": 1,
+    "history_seconds": 60,
+    "gpus": [
+        {
+            "name": "busy",
+            "model": "H100-SXM-80GB",
+            "workload": {"kind": "steady_inference", "activity": 0.7, "utilization": 0.85, "swing": 0},
+            "pod": {"pod": "gpu-worker-0", "namespace": "gpu", "container": "server"},
+        }
+    ],
+}
 
 
 def for_1_20(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -151,7 +166,13 @@ def _adapter_config(tmp: Path, cluster: Cluster) -> Path:
     config = yaml.safe_load(cm["data"]["adapter.yaml"]) or {}
     token = tmp / "adapter-token"
     token.write_text(cluster.token("rightsizer", "rightsizer-adapter"))
-    config["kubernetes"] = {"api_url": cluster.url, "token_file": str(token), "ca_file": str(tmp / "ca.crt")}
+    # pod_labels: in a cluster "auto" reads pod labels from the API; here the adapter runs outside.
+    config["kubernetes"] = {
+        "api_url": cluster.url,
+        "token_file": str(token),
+        "ca_file": str(tmp / "ca.crt"),
+        "pod_labels": "api",
+    }
     config["authentication"] = {"delegated": "on"}
     config["authorization"] = {"delegated": "on"}
     path = tmp / "adapter.yaml"
@@ -185,8 +206,11 @@ def kube_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         feeder = Feeder(vllm)
         stack.callback(feeder.stop)
         cluster.apply(shipped_objects())
+        scenario = tmp / "scenario.yaml"
+        scenario.write_text(yaml.safe_dump(SCENARIO))
         args = [
             "--simulate",
+            str(scenario),
             "--interval",
             "0.5",
             "--listen",

@@ -10,7 +10,7 @@ import urllib.parse
 
 import pytest
 from adapter_support import get
-from control_plane import client_context
+from control_plane_pki import client_context
 from control_plane_rig import Rig, apiservices_available, quantity
 from servers import wait_for
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
-from control_plane import SYNC_SECONDS, Cluster, Timeline, condition, hpa_status
-from control_plane_rig import Rig, for_1_20, shipped_objects
+from control_plane import SYNC_SECONDS, Cluster
+from control_plane_kube import Kubelet, Timeline, condition, hpa_status
+from control_plane_rig import Rig, for_1_20, quantity, shipped_objects
 from kube import DEPLOY
 from servers import wait_for
 
@@ -115,3 +116,60 @@ def test_queue_depth_hpa_scales_up_holds_while_unreadable_and_recovers(kube_rig:
     )
     print(f"queue-depth HPA replicas: {timeline}")
     cluster.kubectl("-n", "demo", "delete", "hpa", "worker")
+
+
+def test_pods_metric_hpa_on_gpu_utilization_scales_up(kube_rig: Rig) -> None:
+    """deploy/examples/hpa-pod-gpu.yaml's metric (custom.metrics Pods, AverageValue 700m) on a
+    StatefulSet whose pod gpu-worker-0 holds the simulated GPU at 85 %: ceil(1 x 0.85 / 0.7) = 2.
+    The new pod gpu-worker-1 has no GPU series, and HPA counts a pod without a metric as 0 when
+    scaling up ((0.85 + 0) / 2 < 0.7): it stays at 2."""
+    rig, cluster = kube_rig, kube_rig.cluster
+    labels = {"app": "gpu-worker"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {"containers": [{"name": "server", "image": "registry.invalid/server:1"}]},
+    }
+    cluster.apply(
+        [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu"}},
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "metadata": {"name": "gpu-worker", "namespace": "gpu"},
+                "spec": {
+                    "replicas": 1,
+                    "serviceName": "gpu-worker",
+                    "selector": {"matchLabels": labels},
+                    "template": template,
+                },
+            },
+        ]
+    )
+    (example,) = [o for o in yaml.safe_load_all((DEPLOY / "examples" / "hpa-pod-gpu.yaml").read_text()) if o]
+    hpa = for_1_20(example)
+    assert hpa is not None
+    hpa["metadata"] = {"name": "gpu-worker", "namespace": "gpu"}
+    hpa["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "gpu-worker"}
+    with Kubelet(cluster, "gpu"):
+        wait_for(
+            lambda: cluster.request("GET", "/api/v1/namespaces/gpu/pods/gpu-worker-0")[0] == 200,
+            60,
+            0.5,
+            what="pod gpu-worker-0",
+        )
+        path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/gpu/pods/*/rightsizer_gpu_utilization_ratio"
+        items = wait_for(
+            lambda: cluster.get(path + "?labelSelector=app%3Dgpu-worker")["items"],
+            60,
+            0.5,
+            what="gpu-worker-0's utilization through the aggregator",
+        )
+        assert [i["describedObject"]["name"] for i in items] == ["gpu-worker-0"], items
+        exported = rig.exporter_value("DCGM_FI_DEV_GPU_UTIL", pod="gpu-worker-0")
+        assert exported is not None and 0.7 < quantity(items[0]["value"]) <= 1.0, (items, exported)
+        cluster.apply([hpa])
+        timeline = Timeline(cluster, "gpu", "gpu-worker", kind="statefulsets")
+        wait_for(lambda: timeline.replicas() == 2, 90, 0.5, what=f"2 replicas: {timeline}")
+        held(timeline, 2)
+        print(f"Pods-metric HPA replicas: {timeline}")
+    cluster.kubectl("-n", "gpu", "delete", "hpa", "gpu-worker")

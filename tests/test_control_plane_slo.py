@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from control_plane import Kubelet, Timeline, condition, hpa_status
+from control_plane_kube import Kubelet, Timeline, condition, hpa_status
 from control_plane_rig import SLOS_DOC, Rig, doc_yaml, quantity
 from servers import wait_for
 from test_control_plane_hpa import workload
