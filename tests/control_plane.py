@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import socket
 import ssl
@@ -150,11 +151,9 @@ class Cluster:
     def apply(self, objects: list[dict[str, Any]], *extra: str) -> subprocess.CompletedProcess[str]:
         return self.kubectl("apply", *extra, "-f", "-", stdin=yaml.safe_dump_all(objects))
 
-    @property
+    @functools.cached_property
     def _admin(self) -> ssl.SSLContext:
-        if not hasattr(self, "_admin_ctx"):
-            self._admin_ctx = self.context()
-        return self._admin_ctx
+        return self.context()
 
     def token(self, namespace: str, service_account: str) -> str:
         """The token of a ServiceAccount's secret (made by the controller-manager's token controller)."""
