@@ -1,9 +1,9 @@
-"""The session's control-plane rig (a pytest plugin, see conftest.py): tests/control_plane.py's
-etcd + kube-apiserver + kube-controller-manager with the project's shipped objects applied (the
-kustomize render of deploy/base, for 1.20), a simulated exporter on a fixed loopback port reading
-a real Redis queue and a fake vLLM (its TTFT and inter-token histograms fed at a chosen latency),
-and the adapter in direct mode on 127.0.0.1:443, authenticating and authorizing every request
-against the apiserver with its ServiceAccount's token, as in a cluster.
+"""The control-plane rig shared by the whole test run (a pytest plugin, see conftest.py):
+tests/control_plane.py's etcd + kube-apiserver + kube-controller-manager with the project's shipped
+objects applied (the kustomize render of deploy/base, for 1.20), a simulated exporter on a fixed
+loopback port reading a real Redis queue and a fake vLLM (its TTFT and inter-token histograms fed at
+a chosen latency), and the adapter in direct mode on 127.0.0.1:443, authenticating and authorizing
+every request against the apiserver with its ServiceAccount's token, as in a cluster.
 """
 
 from __future__ import annotations
