@@ -6,5 +6,5 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Fixtures shared across test modules: the libnvidia-ml.so.1 test double; the report files that
-# the HTML, Markdown and browser tests read.
-pytest_plugins = ["nvmldouble", "report_files"]
+# the HTML, Markdown and browser tests read; the control-plane rig (tests/control_plane_rig.py).
+pytest_plugins = ["nvmldouble", "report_files", "control_plane_rig"]
