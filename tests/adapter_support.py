@@ -141,6 +141,15 @@ def hpa_desired_replicas(items: Sequence[Mapping[str, Any]], target: float) -> i
     return math.ceil(total / target)
 
 
+def hpa_value_desired_replicas(items: Sequence[Mapping[str, Any]], target: float, ready: int) -> int:
+    """HPA's External Value maths (PROTOCOLS-4 §15): ceil(ready x sum of item values / target),
+    unchanged within the 10 % tolerance."""
+    if not items:
+        raise AssertionError("HPA: no metrics returned (items is empty), it would not scale")
+    ratio = sum(parse_quantity(item["value"]) for item in items) / target
+    return ready if abs(ratio - 1) <= 0.1 else math.ceil(ready * ratio)
+
+
 class ExpositionServer:
     """A real aiohttp server whose /metrics serves ``text`` (set it to change what it serves) and,
     as a Rightsizer exporter does, ``rightsizer_last_sample_timestamp_seconds``: the time of each

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 import yaml
-from adapter_support import ANONYMOUS, adapter, get_json, hpa_desired_replicas
+from adapter_support import ANONYMOUS, adapter, get_json, hpa_value_desired_replicas
 from latency_servers import ClientServer
 from queue_servers import FakeHttpServer
 from servers import Process, exporter, http_get, prom_query, prometheus, wait_for
@@ -67,8 +67,10 @@ def ratio_items(adapter_url: str) -> list[dict]:
 
 def check_scaling(adapter_url: str, http: FakeHttpServer) -> None:
     wait_for(lambda: ratio_items(adapter_url)[0]["value"] == "1900m", 30, what="the ratio 1.9")
-    # HPA, External AverageValue 0.8 per replica (scale out at 80 % of the target): ceil(1.9 / 0.8) = 3
-    assert hpa_desired_replicas(ratio_items(adapter_url), 0.8) == 3
+    # HPA, External Value 0.8 as docs/slos.md writes it (scale out past 80 % of the target):
+    # ceil(ready x 1.9 / 0.8): 1 -> 3, 4 -> 10; the ratio is per workload, not shared out per replica
+    assert hpa_value_desired_replicas(ratio_items(adapter_url), 0.8, ready=1) == 3
+    assert hpa_value_desired_replicas(ratio_items(adapter_url), 0.8, ready=4) == 10
     code, body = get_json(adapter_url + url(ATTAINMENT, "chat"))
     assert code == 200 and body["items"][0]["value"] == "750m", body
     code, body = get_json(adapter_url + url(RATIO, "nope"))  # no SLO declared: no such thing
