@@ -52,6 +52,7 @@ class PageModel:
     window_seconds: float | None = None
     queues: Sequence[Mapping[str, Any]] = ()
     slos: Sequence[Mapping[str, Any]] = ()  # /api/v1/rightsizing's workloads with latency SLOs
+    slos_unmatched: tuple[str, ...] = ()  # declared SLOs that no queue matches, one line each
     collectors: Sequence[Any] = ()
     drivers: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
@@ -137,7 +138,11 @@ def build(snapshot: Snapshot, source: str, interval: float, memo: ChartMemo | No
     counts: dict[str, int] = {}
     savings = window = None
     slos: tuple[Mapping[str, Any], ...] = ()
+    unmatched: tuple[str, ...] = ()
     if isinstance(summary, Mapping):
+        lost = summary.get("slos_unmatched")
+        lost = lost if isinstance(lost, list) else []
+        unmatched = tuple(str(u["message"]) for u in lost if isinstance(u, Mapping) and "message" in u)
         found = summary.get("slos")
         slos = tuple(x for x in found if isinstance(x, Mapping)) if isinstance(found, list) else ()
         counts = dict(summary.get("verdicts", {}))
@@ -155,6 +160,7 @@ def build(snapshot: Snapshot, source: str, interval: float, memo: ChartMemo | No
         window_seconds=window,
         queues=tuple(q for q in queues if isinstance(q, Mapping)) if isinstance(queues, list) else (),
         slos=slos,
+        slos_unmatched=unmatched,
         collectors=snapshot.collectors,
         drivers=tuple(sorted({g.identity.driver_version for g in snapshot.gpus} - {""})),
         sections=tuple(sorted(api)),

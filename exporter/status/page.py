@@ -191,8 +191,9 @@ def _slo_targets(s: Mapping[str, Any]) -> str:
 
 def _slos(m: PageModel) -> str:
     shown = [s for s in m.slos if s.get("state") != "no_slo"]
+    lost = "".join(f'<p class="slo-unmatched bad">{_e(line)}</p>' for line in m.slos_unmatched)
     if not shown:
-        return ""
+        return f"<h2>Latency SLOs</h2>{lost}" if lost else ""
     rows = []
     for s in shown:
         notes = [str(w) for w in s.get("not_judged") or ()]
@@ -210,7 +211,7 @@ def _slos(m: PageModel) -> str:
             f'<td data-label="Targets">{_slo_targets(s)}</td></tr>'
         )
     return (
-        "<h2>Latency SLOs</h2><table><thead><tr><th>Workload</th><th>Server</th><th>SLO</th>"
+        f"<h2>Latency SLOs</h2>{lost}<table><thead><tr><th>Workload</th><th>Server</th><th>SLO</th>"
         f'<th>Latency at the objective / target</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
     )
 
