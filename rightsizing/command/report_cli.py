@@ -13,6 +13,7 @@ from rightsizer_core.workloads import workload_of
 
 from ..catalog import Catalog
 from ..cost import cost_json
+from ..figures import monthly
 from . import report_slo
 from .output import money, table, to_csv, to_json
 from .output_file import OutputError, check_output, write_output
@@ -270,7 +271,7 @@ def render(
         f"Fleet over the {window} to {when}: {totals['gpus']} GPUs costing "
         f"{money(totals['hourly_price_dollars'])}/h. "
         f"Right-sizing saves {money(totals['hourly_savings_dollars'])}/h "
-        f"({money(totals['monthly_savings_dollars'], 0)}/month)"
+        f"({monthly(totals['monthly_savings_dollars'])}/month)"
     )
     if totals["hourly_upgrade_cost_dollars"]:
         head += f"; upgrades for under-provisioned GPUs add {money(totals['hourly_upgrade_cost_dollars'])}/h"

@@ -15,6 +15,7 @@ from typing import Any
 from rightsizer_core import __version__
 from rightsizer_core.workloads import workload_of
 
+from ..figures import monthly
 from ..html_parts.cells import NONE, VERDICT_ORDER, VERDICT_WORDS, e, money, utc, verdict_chip
 from ..html_parts.charts import svg
 from ..html_parts.style import STYLE
@@ -78,7 +79,7 @@ def _summary(doc: Mapping[str, Any]) -> str:
         f'<div class="chips">{chips}</div></div>'
         '<div class="card"><h3>On the table</h3>'
         f'<div class="big" id="savings">{money(t["hourly_savings_dollars"])}/h'
-        f'</div><div class="muted">≈ {money(t["monthly_savings_dollars"])} a month, of '
+        f'</div><div class="muted">≈ {monthly(t["monthly_savings_dollars"])} a month, of '
         f'{money(t["hourly_price_dollars"])}/h the fleet costs</div></div>'
         '<div class="card"><h3>Upgrades</h3>'
         f'<div class="big">{money(upgrades)}/h</div>'
@@ -154,7 +155,7 @@ def _gpu(g: Mapping[str, Any], window: float, charts: FleetCharts) -> str:
     mig = f' <span class="tag">MIG {e(g["mig_profile"])}</span>' if g["mig_profile"] else ""
     device = (
         f'<b>{e(g["gpu"])}</b>{mig}<br>{e(g["model"])}<div class="muted">{e(g["host"])}</div>'
-        f'<div class="id muted" title="UUID">{e(g["uuid"])}</div>'
+        f'<div class="id muted" title="{e(g["uuid"])}">{e(g["uuid"])}</div>'
     )
     if g["pod"]:
         pod = (f'<span class="pod">{e(g["pod"])}</span><br>'

@@ -9,6 +9,7 @@ from typing import Any
 
 from rightsizer_core.workloads import workload_of
 
+from ..figures import monthly
 from ..markdown import cell, md_table
 from ..verdicts import duration
 from ..words import exact_duration
@@ -35,7 +36,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         ("Verdicts", verdicts or "-"),
         ("Costs now", f"{money(totals['hourly_price_dollars'])}/h"),
         ("Right-sizing saves",
-         f"{money(totals['hourly_savings_dollars'])}/h ({money(totals['monthly_savings_dollars'], 0)}/month "
+         f"{money(totals['hourly_savings_dollars'])}/h ({monthly(totals['monthly_savings_dollars'])}/month "
          f"at {HOURS_PER_MONTH:g} h)"),
         ("Upgrades add", f"{money(totals['hourly_upgrade_cost_dollars'])}/h"),
         ("History found", history_line(totals, doc["window_seconds"]).removeprefix("History found: ")),
