@@ -259,6 +259,19 @@ def _links(m: PageModel) -> str:
     return "<nav>" + "".join(f'<a href="{_e(p.lstrip("/"))}">{_e(p)}</a>' for p in paths) + "</nav>"
 
 
+def _window_note(m: PageModel) -> str:
+    """The window the verdicts judge, and that the report judges its own: a page that says B200
+    beside a report that says "add replicas" may simply have judged another stretch of time."""
+    if not m.window_seconds:
+        return ""
+    return (
+        '<p class="note" id="window-note">Verdicts judge this exporter\'s last '
+        f"{_e(_duration(m.window_seconds))} (rightsizing.window_seconds); rightsizer report judges "
+        "the window it is given (--window, 7 d by default) from Prometheus, so its verdicts may "
+        "differ.</p>"
+    )
+
+
 def render(m: PageModel) -> str:
     drivers = ", ".join(m.drivers) or "unknown"
     refresh = max(5, math.ceil(m.interval))
@@ -273,7 +286,8 @@ def render(m: PageModel) -> str:
         f'<span id="node">{_e(m.hostname)}</span></small></h1>'
         f'<span class="live">exporter unreachable: showing the last answer</span>{_links(m)}</header>'
         f'<main id="status">{_summary(m)}'
-        '<h2>GPUs</h2><table class="gpus"><thead><tr><th>GPU</th><th>Pod · namespace · workload</th>'
+        f'<h2>GPUs</h2>{_window_note(m)}'
+        '<table class="gpus"><thead><tr><th>GPU</th><th>Pod · namespace · workload</th>'
         '<th>Verdict</th><th>Bottlenecks</th><th>Recommended</th><th class="num">Saved</th><th>History</th>'
         f"</tr></thead><tbody>{gpus}</tbody></table>"
         f"{_slos(m)}{_queues(m)}{_collectors(m)}"

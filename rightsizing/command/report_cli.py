@@ -27,7 +27,7 @@ from .promapi import (
 )
 from .report import collect
 from .report_assumptions import assumptions
-from .report_common import HOURS_PER_MONTH, history_line
+from .report_common import HOURS_PER_MONTH, history_line, windows_line
 from .report_patches import add_patch_arguments, patches, prepare_patches, write_patches
 from .report_rows import as_rows
 from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
@@ -168,6 +168,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         workloads = by_workload(gpus)
         totals = fleet_totals(gpus)
         totals["history_found_seconds"] = max((g["history_seconds"] for g in gpus), default=0)
+        totals["live_window_seconds"] = cfg.rightsizing.window_seconds  # what the status pages judge
         document = {
             "prometheus_url": args.prometheus_url,
             "window": args.window,
@@ -275,7 +276,8 @@ def render(
     )
     if totals["hourly_upgrade_cost_dollars"]:
         head += f"; upgrades for under-provisioned GPUs add {money(totals['hourly_upgrade_cost_dollars'])}/h"
-    out = [head + ".", history_line(totals, window_seconds), ""]
+    windows = windows_line(totals, window_seconds)
+    out = [head + ".", history_line(totals, window_seconds), *([windows] if windows else []), ""]
     out.append(
         table(
             ["GPU", "host", "workload", "verdict", "recommended", "saves/h", "bottlenecks", "why"],

@@ -22,7 +22,7 @@ from ..html_parts.style import STYLE
 from ..verdicts import duration
 from ..words import exact_duration
 from .report_charts import FleetCharts
-from .report_common import COST_HEADERS, cost_cells
+from .report_common import COST_HEADERS, cost_cells, windows_line
 from .report_slo import SLO_HEADERS, SLO_RIGHT, SLO_TITLE, slo_rows
 
 REPORT_STYLE = """
@@ -88,6 +88,7 @@ def _summary(doc: Mapping[str, Any]) -> str:
         f'<div class="muted">of the {e(duration(window))} window</div>'
         f"{_bar(found / window if window else 0)}</div>"
         "</section>"
+        + (f'<p class="note" id="windows">{e(windows)}</p>' if (windows := windows_line(t, window)) else "")
     )
 
 

@@ -14,7 +14,7 @@ from ..markdown import cell, md_table
 from ..verdicts import duration
 from ..words import exact_duration
 from .output import money
-from .report_common import COST_HEADERS, HOURS_PER_MONTH, cost_cells, history_line
+from .report_common import COST_HEADERS, HOURS_PER_MONTH, cost_cells, history_line, windows_line
 from .report_slo import SLO_HEADERS, SLO_RIGHT, SLO_TITLE, slo_rows
 
 
@@ -41,6 +41,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         ("Upgrades add", f"{money(totals['hourly_upgrade_cost_dollars'])}/h"),
         ("History found", history_line(totals, doc["window_seconds"]).removeprefix("History found: ")),
     ]  # fmt: skip
+    windows = windows_line(totals, doc["window_seconds"])
+    if windows:
+        summary.append(("Windows", windows.removeprefix("Windows: ")))
     workloads = [
         [w["namespace"], w["workload"], w["gpus"], w["verdicts"], w["recommended"],
          f"{money(w['hourly_price_dollars'])}/h", _saves(w["hourly_savings_dollars"])]
