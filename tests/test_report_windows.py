@@ -26,7 +26,7 @@ def test_another_window_is_said_in_every_format(fleet: Written) -> None:  # noqa
 
 
 def test_the_same_window_says_nothing(fleet: Written) -> None:  # noqa: F811
-    """The session's reports are over 1 h, the exporters' window."""
+    """The shared report files (written once per test run) are over 1 h, the exporters' window."""
     assert fleet.json["totals"]["live_window_seconds"] == 3600
     assert "Windows" not in fleet.markdown and 'id="windows"' not in fleet.html
     text = fleet.run()
