@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -36,6 +37,9 @@ from .render import Renderer
 from .sampler import Extension, Sampler
 from .server import create_app
 from .sources.base import GpuSource, SourceUnavailable
+
+if TYPE_CHECKING:
+    from .rightsizing_live.slo_match import Unmatched
 
 log = logging.getLogger("rightsizer.exporter")
 
@@ -180,9 +184,18 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
                 patches=cfg.patches,
                 node=cfg.effective_hostname,
                 slos=cfg.slos,
+                unmatched=unmatched_slos(cfg, source),
             )
         )
     return extensions
+
+
+def unmatched_slos(cfg: ExporterConfig, source: GpuSource | None) -> list[Unmatched]:
+    """The declared SLOs (the file's and the simulated scenario's) that no queue matches."""
+    from .rightsizing_live.slo_match import known_queues, unmatched
+
+    slos = (*cfg.slos, *getattr(source, "slos", ()))
+    return unmatched(slos, known_queues(cfg.queues, source)) if slos else []
 
 
 def page_url(addresses: Sequence[object]) -> str:
@@ -285,6 +298,8 @@ def run(argv: Sequence[str] | None) -> int:
     if args.check_config:
         for name, closest in ignored:
             print(f"rightsizer-exporter: warning: {unknown_env_line(name, closest)}", file=sys.stderr)
+        for slo in unmatched_slos(cfg, source):
+            print(f"rightsizer-exporter: warning: {slo.line()}", file=sys.stderr)
         print(f"{args.config or 'configuration'}: OK")
         return 0
     assert source is not None
@@ -292,6 +307,8 @@ def run(argv: Sequence[str] | None) -> int:
     for name, closest in ignored:
         ignored_line = "environment variable ignored: not a setting"
         event(log, logging.WARNING, ignored_line, variable=name, closest=closest)
+    for slo in unmatched_slos(cfg, source):
+        event(log, logging.WARNING, "SLO matches no queue: never judged", slo=slo.slo, queues=slo.workloads)
     try:
         return asyncio.run(serve(cfg, source))
     except KeyboardInterrupt:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from rightsizer_core.settings import setting
 
+from .figures import latency
 from .latency import KINDS, WORDS, Histogram, quantile, share_at_or_under
 
 QUANTILES = (0.5, 0.95, 0.99)
@@ -134,9 +135,7 @@ def percentile(q: float) -> str:
 
 
 def _seconds(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
+    return latency(x)  # '820 ms', '4.10 s', '33.4 min': never '2006500 ms'
 
 
 def seconds_words(x: float | None) -> str:

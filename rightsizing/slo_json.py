@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .figures import missed_by
 from .latency import KINDS
 from .slo import SloEvidence, percentile, seconds_words
 from .slo_windows import Scaling
@@ -81,5 +82,5 @@ def slo_words(ev: SloEvidence, margin: float) -> str:
     )
     ratio = ev.ratio or 0.0
     if state == "missed":
-        return f"missed by {ratio - 1:.0%}: {what}"
+        return f"{missed_by(ratio)}: {what}"
     return f"{state.replace('_', ' ')} ({1 - ratio:.0%} under): {what}"

@@ -143,13 +143,24 @@ def assess(ev: Evidence, s: RightsizingSettings, catalog: Catalog) -> Assessment
 
 
 def missing(ev: Evidence, s: RightsizingSettings) -> str:
-    """What a GPU without enough data still lacks: "9 min more history", "20 more samples"."""
+    """What a GPU without enough data still lacks: "9 min more history", "20 more samples"; when
+    the samples take longer than the history at the interval the window shows (60 samples at a
+    15 s scrape are 15 min, not the 10 min of history), how long: "55 more samples: about 14 min
+    at one sample every 15 s"."""
     parts = []
-    if ev.history_seconds < s.min_history_seconds:
-        parts.append(f"{duration(s.min_history_seconds - ev.history_seconds)} more history")
+    history_wait = max(0.0, s.min_history_seconds - ev.history_seconds)
+    if history_wait > 0:
+        parts.append(f"{duration(history_wait)} more history")
     if ev.samples < s.min_samples:
         more = s.min_samples - ev.samples
         parts.append(f"{more} more sample{'s' if more != 1 else ''}")
+        if ev.samples >= 2 and ev.history_seconds > 0:
+            interval = ev.history_seconds / (ev.samples - 1)
+            wait = more * interval
+            if wait > history_wait:
+                return " and ".join(parts) + (
+                    f": about {duration(wait)} at one sample every {duration(interval)}"
+                )
     return " and ".join(parts)
 
 

@@ -36,7 +36,7 @@ SLOS = exposition(
         ("nan", 503, "gave NaN for it: not a number"),
         ("inf", 503, "gave +Inf for it: not a number"),
         ("unjudged-ratio", 503, "is up but has no usable value of it"),
-        ("no-slo", 404, "no known source matches"),
+        ("no-slo", 404, "no SLO declared for llm/no-slo"),
     ],
 )
 async def test_a_declared_slo_without_a_usable_value_is_503_and_only_no_slo_is_404(

@@ -81,7 +81,11 @@ def test_insufficient_data_until_enough_samples_and_history(
         assert a.recommended == "none" and a.hourly_savings_dollars is None and a.fit_score is None
         assert "needs 60 samples over 10 min before judging: " in a.reason
         # What is missing, said: the samples, the history or both.
-        lacking = {(59, 3000.0): "1 more sample", (60, 599.0): "1 s more history"}[(samples, history)]
+        # 59 samples over 3000 s: one every 52 s (3000 / 58), so the last one is 52 s away
+        lacking = {
+            (59, 3000.0): "1 more sample: about 52 s at one sample every 52 s",
+            (60, 599.0): "1 s more history",
+        }[(samples, history)]
         assert a.reason.endswith(f"before judging: {lacking}"), a.reason
 
 
@@ -91,6 +95,15 @@ def test_insufficient_data_says_what_is_missing() -> None:
     assert a.reason == said  # 600 s - 62 s: 538 s, 9 min in words
     a = assess(ev(samples=12, history_seconds=60.0), S, CATALOG)
     assert a.reason.endswith("before judging: 9 min more history and 48 more samples"), a.reason
+
+
+def test_the_wait_for_samples_comes_from_the_scrape_interval() -> None:
+    """At a 15 s scrape, 5 samples span a minute: the 55 samples still missing take 55 x 15 s =
+    825 s (14 min), longer than the 9 min of history missing: the wait said is the longer one."""
+    a = assess(ev(samples=5, history_seconds=60.0), S, CATALOG)
+    assert a.reason.endswith(
+        "before judging: 9 min more history and 55 more samples: about 14 min at one sample every 15 s"
+    ), a.reason
 
 
 def test_a_model_outside_the_catalog_is_not_judged_on_price() -> None:

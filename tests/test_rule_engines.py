@@ -55,6 +55,7 @@ def alert_inputs(end: float) -> dict[str, list[str]]:
     xid = {**node, "UUID": "GPU-xid", "gpu": "1"}
     adapter = {"job": "rightsizer-adapter", "instance": "adapter:6443"}
     queue = {**node, "queue": "jobs", "kind": "redis", "namespace": "batch", "workload": "worker"}
+    server = {**node, "queue": "chat-q", "kind": "vllm", "namespace": "llm", "workload": "chat-kv"}
     exporters = {"job": "rightsizer-exporter"}
     return {
         "up": [*_series("up", {**exporters, "instance": "node-a:9400"}, until(1200)),
@@ -62,6 +63,13 @@ def alert_inputs(end: float) -> dict[str, list[str]]:
         "rightsizer_gpu_up": _series("rightsizer_gpu_up", gpu, until(900)),
         "rightsizer_queue_source_up": _series("rightsizer_queue_source_up", queue, until(600)),
         "rightsizer_queue_depth": _series("rightsizer_queue_depth", queue, counting(lambda t: 5.0)),
+        # A vLLM whose KV cache is 95 % full and that preempts a request a minute: KV pressure.
+        "rightsizer_queue_kv_cache_usage_ratio": _series(
+            "rightsizer_queue_kv_cache_usage_ratio", server, counting(lambda t: 0.95)
+        ),
+        "rightsizer_queue_preemptions_total": _series(
+            "rightsizer_queue_preemptions_total", server, counting(lambda t: float((t - (end - HOUR)) // 60))
+        ),
         # XID 13 appears 30 min before the end (at 1), then counts a second error 15 min later;
         # XID 79 appears 4 min before the end; XID 48 sits at 3 the whole hour; XID 74 counted 4
         # until the exporter restarted 20 min before the end, then 1 from 18 min before.

@@ -156,3 +156,15 @@ async def test_mig_instances_have_rows_of_their_own(aiohttp_client: Any) -> None
     assert instances and instances <= set(rows) and all(rows[u] != "unknown" for u in instances)
     assert {rows[u] for u in parents} == {"unknown"}
     assert "judged through its MIG instances" in html and "not judged" not in html
+
+
+async def test_the_page_says_which_window_it_judges(aiohttp_client: Any, default_fleet: Sampler) -> None:
+    """The default window is an hour; the report judges its own --window and may differ."""
+    client: TestClient = await aiohttp_client(create_app(default_fleet))
+    html = (await (await client.get("/")).read()).decode()
+    note = html[html.index('<p class="note" id="window-note">') :]
+    assert note.startswith(
+        '<p class="note" id="window-note">Verdicts judge this exporter\'s last 1 h '
+        "(rightsizing.window_seconds); rightsizer report judges the window it is given "
+        "(--window, 7 d by default) from Prometheus"
+    ), note[:300]

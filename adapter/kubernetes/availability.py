@@ -5,8 +5,9 @@ Rules with a source family (the queues, the GPU rules) carry one state per (key,
 (``sources/__init__.py``). A request is answered only when every key it selects is sound: no
 state of it is TAINTED (a value that may be old), and a key that a source lost (STALE) or whose
 source is down (DOWN) is still published by a source that is up. One selecting a key that is not
-sound fails with 503 naming the key, the source and why; one selecting no known key with 404; one
-selecting only sound keys gets the values (a real 0 when they are 0). A source whose series are
+sound fails with 503 naming the key, the source and why; one selecting no known key with 404 (the
+SLO rules: "no SLO declared for <namespace>/<workload>"); one selecting only sound keys gets the
+values (a real 0 when they are 0). A source whose series are
 not known at all (an exporter that never answered) fails every request. For a rule with
 ``every_source`` (keys several exporters publish parts of: the SLO rules) a key is sound only while
 every exporter publishing it is UP, so the survivors' part is never served as the whole.
@@ -88,6 +89,18 @@ def describe(metric: str, bad: dict[Key, list[Series]]) -> str:
     return f"{metric} unavailable: " + "; ".join(parts)
 
 
+def _no_slo(namespace: str | None, selector: Selector, extra: tuple[tuple[str, str], ...]) -> str:
+    """'no SLO declared for llm/chat' (or for what the request selects, when it names no one
+    workload): no exporter publishes an SLO series for it."""
+    named = {**selector.equalities(), **dict(extra)}
+    workload = named.get("workload")
+    space = namespace or named.get("namespace")
+    if workload is not None:
+        return f"no SLO declared for {space + '/' if space else ''}{workload[:200]}"
+    where = f" in namespace {namespace}" if namespace else ""
+    return f"no SLO declared for a workload that the request selects{where}"
+
+
 def check_sources(
     state: RuleState,
     namespace: str | None,
@@ -106,6 +119,8 @@ def check_sources(
     assert state.vector is not None
     matched = state.sources.select(namespace, mode, selector, extra)
     if not matched:
+        if state.rule.every_source:  # the SLO rules: a workload nobody declared an SLO for
+            raise Failure(404, f"{metric}: {_no_slo(namespace, selector, extra)}")
         where = f" in namespace {namespace}" if namespace else ""
         what = f"labelSelector {selector_text[:200]!r}" if selector_text.strip() else "the request"
         for label, value in extra:

@@ -17,6 +17,7 @@ from panels import (
     timeseries_panel,
     zero_when_none,
 )
+from slo import with_slo_panels
 
 QUEUE = sel(CLUSTER, NAMESPACE, 'queue=~"$queue"')
 ADAPTER = sel(CLUSTER, 'job=~"$adapter_job"')
@@ -26,12 +27,12 @@ IDLE_PODS = sel(CLUSTER, NAMESPACE, 'pod!=""', 'verdict="idle"')
 
 
 def build() -> db.Dashboard:
-    return (
+    return with_slo_panels(
         new_dashboard(
             "rightsizer-autoscaling",
             "Rightsizer / Autoscaling",
             "Queue depth and in-flight work as HPA and KEDA see them, next to the replicas they "
-            "decided, and the health of the adapter that serves them.",
+            "decided, the health of the adapter that serves them, and the workloads' latency SLOs.",
         )
         .with_variable(datasource_variable())
         .with_variable(cluster_variable())

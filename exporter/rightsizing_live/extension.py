@@ -50,6 +50,7 @@ from rightsizing.verdicts import Assessment, decision_inputs
 from ..lazy import Deferred, LazyRows, LazySections
 from ..sampler import Contribution
 from .publish import CycleView, RowMaker
+from .slo_match import Unmatched
 
 log = logging.getLogger("rightsizer.rightsizing")
 REPLAY_POINTS = 720  # samples per GPU replayed at start (a 1 h window: one every 5 s)
@@ -78,6 +79,7 @@ class RightsizingExtension:
         patches: PatchSettings | None = None,
         node: str = "",
         slos: Sequence[SloDeclaration] = (),
+        unmatched: Sequence[Unmatched] = (),
     ) -> None:
         self.settings = settings
         self.patch_settings = patches or PatchSettings()
@@ -113,6 +115,7 @@ class RightsizingExtension:
         self.slo = SloTracker(settings, (*slos, *getattr(source, "slos", ())))
         self._slo_evidence: dict[tuple[str, str], SloEvidence] = {}
         self._slo_scaling: dict[tuple[str, str], Scaling] = {}
+        self.slo_unmatched = tuple(unmatched)  # declared SLOs that no queue matches (slo_match)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:

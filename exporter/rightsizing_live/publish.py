@@ -21,6 +21,7 @@ from rightsizing.slo_windows import Scaling, SloTracker
 from rightsizing.tracker import GpuTracker
 from rightsizing.verdicts import VERDICTS, Assessment
 
+from .slo_match import Unmatched
 from .slo_rows import slo_rows
 
 VERDICT = "rightsizer_gpu_verdict"
@@ -162,6 +163,7 @@ class ScoredExtension(Protocol):
     slo: SloTracker
     _slo_evidence: dict[tuple[str, str], SloEvidence]
     _slo_scaling: dict[tuple[str, str], Scaling]
+    slo_unmatched: tuple[Unmatched, ...]
 
     @property
     def assessments(self) -> dict[str, Assessment]: ...
@@ -225,6 +227,7 @@ class CycleView:
         overview["slos"] = [
             slo_json(ev, ext._slo_scaling.get(key), margin) for key, ev in sorted(ext._slo_evidence.items())
         ]
+        overview["slos_unmatched"] = [u.json() for u in ext.slo_unmatched]
         return overview
 
 

@@ -16,6 +16,7 @@ from rightsizer_core.snapshot import GpuSample, Snapshot
 from rightsizer_core.workloads import workload_of
 from rightsizing.balance import findings
 from rightsizing.html_parts.charts import Chart, Series
+from rightsizing.words import duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class PageModel:
     window_seconds: float | None = None
     queues: Sequence[Mapping[str, Any]] = ()
     slos: Sequence[Mapping[str, Any]] = ()  # /api/v1/rightsizing's workloads with latency SLOs
+    slos_unmatched: tuple[str, ...] = ()  # declared SLOs that no queue matches, one line each
     collectors: Sequence[Any] = ()
     drivers: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
@@ -76,22 +78,34 @@ class ChartMemo:
             del self._by_gpu[uuid]
 
 
-def charts_of(uuid: str, tracker: Any, memory_total_bytes: float, memo: ChartMemo) -> tuple[Chart, ...]:
-    """Activity, SM active vs GPU utilization, memory used vs total, DRAM active."""
+def charts_of(
+    uuid: str, tracker: Any, memory_total_bytes: float, memo: ChartMemo, window_seconds: float = 0.0
+) -> tuple[Chart, ...]:
+    """Activity, SM active vs GPU utilization, memory used vs total, DRAM active; the x axis from
+    ``window_seconds`` ago to now."""
     gib = memory_total_bytes / 2**30
+    start, end = (f"{duration(window_seconds)} ago", "now") if window_seconds > 0 else ("window start", "now")
     source = str(getattr(tracker, "activity_source", "activity")).replace("_", " ")
     w = tracker.window
     return (
-        Chart("Activity", (Series(source, memo.series(uuid, w, "activity")),)),
+        Chart("Activity", (Series(source, memo.series(uuid, w, "activity")),), start=start, end=end),
         Chart(
             "SM active vs GPU_UTIL",
             (
                 Series("SM", memo.series(uuid, w, "sm_active")),
                 Series("util", memo.series(uuid, w, "utilization")),
             ),
+            start=start,
+            end=end,
         ),
-        Chart("Memory used", (Series("used", memo.series(uuid, w, "memory")),), f"of {gib:.0f} GiB"),
-        Chart("DRAM active", (Series("DRAM", memo.series(uuid, w, "dram_active")),)),
+        Chart(
+            "Memory used",
+            (Series("used", memo.series(uuid, w, "memory")),),
+            f"of {gib:.0f} GiB",
+            start=start,
+            end=end,
+        ),
+        Chart("DRAM active", (Series("DRAM", memo.series(uuid, w, "dram_active")),), start=start, end=end),
     )
 
 
@@ -119,7 +133,9 @@ def _row(g: GpuSample, entries: Any, judged_parents: set[str], memo: ChartMemo) 
         a.hourly_savings_dollars,
         ev.history_seconds,
         ev.window_seconds,
-        charts=() if tracker is None else charts_of(g.identity.uuid, tracker, ev.memory_total_bytes, memo),
+        charts=()
+        if tracker is None
+        else charts_of(g.identity.uuid, tracker, ev.memory_total_bytes, memo, ev.window_seconds),
         findings=tuple((f.name, f.evidence) for f in findings(ev)),
     )
 
@@ -137,7 +153,11 @@ def build(snapshot: Snapshot, source: str, interval: float, memo: ChartMemo | No
     counts: dict[str, int] = {}
     savings = window = None
     slos: tuple[Mapping[str, Any], ...] = ()
+    unmatched: tuple[str, ...] = ()
     if isinstance(summary, Mapping):
+        lost = summary.get("slos_unmatched")
+        lost = lost if isinstance(lost, list) else []
+        unmatched = tuple(str(u["message"]) for u in lost if isinstance(u, Mapping) and "message" in u)
         found = summary.get("slos")
         slos = tuple(x for x in found if isinstance(x, Mapping)) if isinstance(found, list) else ()
         counts = dict(summary.get("verdicts", {}))
@@ -155,6 +175,7 @@ def build(snapshot: Snapshot, source: str, interval: float, memo: ChartMemo | No
         window_seconds=window,
         queues=tuple(q for q in queues if isinstance(q, Mapping)) if isinstance(queues, list) else (),
         slos=slos,
+        slos_unmatched=unmatched,
         collectors=snapshot.collectors,
         drivers=tuple(sorted({g.identity.driver_version for g in snapshot.gpus} - {""})),
         sections=tuple(sorted(api)),

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from rightsizing.figures import latency, missed_by, monthly
 from rightsizing.html_parts.cells import HOURS_PER_MONTH, NONE
 from rightsizing.html_parts.cells import VERDICT_ORDER as _VERDICT_ORDER
 from rightsizing.html_parts.cells import VERDICT_WORDS as _VERDICT_WORDS
@@ -43,7 +44,7 @@ def _device(row: GpuRow) -> str:
     mig = f' <span class="tag">MIG {_e(ident.mig_profile)}</span>' if ident.mig_profile else ""
     return (
         f"<b>{_e(ident.index)}</b>{mig}<br>{_e(ident.model)}"
-        f'<div class="id muted" title="UUID">{_e(ident.uuid)}</div>'
+        f'<div class="id muted" title="{_e(ident.uuid)}">{_e(ident.uuid)}</div>'
     )
 
 
@@ -78,7 +79,7 @@ def _gpu_rows(row: GpuRow) -> str:
         f'<span class="tag finding" title="{_e(evidence)}">{_e(name.replace("_", " "))}</span>'
         for name, evidence in row.findings
     )
-    recommended = row.recommended if row.recommended not in (None, "none") else None
+    recommended = row.recommended if row.recommended not in (None, "none") else _instead(row)
     main = (
         f'<tr class="gpu" data-uuid="{_e(uuid)}" data-verdict="{_e(row.verdict or "unknown")}">'
         f'<td data-label="GPU">{_device(row)}</td>'
@@ -111,7 +112,7 @@ def _summary(m: PageModel) -> str:
     else:
         money = (
             f'<div class="big" id="savings">{_money(m.savings)}/h</div>'
-            f'<div class="muted">≈ {_money(m.savings * HOURS_PER_MONTH)} a month, '
+            f'<div class="muted">≈ {monthly(m.savings * HOURS_PER_MONTH)} a month, '
             f"over the last {_e(_duration(m.window_seconds or 0))}</div>"
         )
     top = sorted((r for r in judged if r.savings and r.savings > 0), key=lambda r: -(r.savings or 0))[:3]
@@ -127,11 +128,25 @@ def _summary(m: PageModel) -> str:
     )
 
 
+def _instead(row: GpuRow) -> str | None:
+    """What an under-provisioned GPU that no single GPU relieves needs instead, as its reason
+    says it (no "move to none")."""
+    if row.verdict != "underprovisioned":
+        return None
+    for fix, words in (("add replicas", "add replicas"), ("split the model", "split the model across GPUs")):
+        if fix in row.reason:
+            return words
+    return "no single GPU is enough"
+
+
 def _recommendation(r: GpuRow) -> str:
     ident = r.sample.identity
     who = f" ({_e(r.workload)})" if r.workload else ""
+    instead = _instead(r) if r.recommended in (None, "none") else None
     if r.verdict == "idle":
         what = "release it"
+    elif instead is not None:
+        return f"<li>GPU {_e(ident.index)}{who}: {_e(instead)}</li>"
     elif r.verdict == "underprovisioned":
         what = f"move to {_e(r.recommended)}"
     else:
@@ -167,7 +182,7 @@ def _slo_state(s: Mapping[str, Any]) -> str:
     """'missed by 64 %', 'met, 12 % under', 'not judged'."""
     ratio, state = s.get("latency_ratio"), s.get("state")
     if state == "missed" and isinstance(ratio, (int, float)):
-        return f'<span class="bad">missed by {ratio - 1:.0%}</span>'
+        return f'<span class="bad">{_e(missed_by(ratio))}</span>'
     if state in ("met", "met_with_room") and isinstance(ratio, (int, float)):
         room = " with room" if state == "met_with_room" else ""
         return f'<span class="ok">met{room}, {1 - ratio:.0%} under</span>'
@@ -182,17 +197,18 @@ def _slo_targets(s: Mapping[str, Any]) -> str:
         if not isinstance(target, (int, float)):
             continue
         at = x.get("latency_at_objective_seconds")
-        got = f"{at * 1000:.0f} ms" if isinstance(at, (int, float)) else "unknown"
+        got = latency(at) if isinstance(at, (int, float)) else "unknown"
         q = (x.get("quantiles") or {}).keys()
         p = next((k for k in q if k not in ("p50", "p95", "p99")), "p95" if "p95" in q else "")
-        out.append(f'<span class="tag">{_e(x.get("slo"))} {_e(p)} {_e(got)} / {target * 1000:.0f} ms</span>')
+        out.append(f'<span class="tag">{_e(x.get("slo"))} {_e(p)} {_e(got)} / {_e(latency(target))}</span>')
     return "".join(out)
 
 
 def _slos(m: PageModel) -> str:
     shown = [s for s in m.slos if s.get("state") != "no_slo"]
+    lost = "".join(f'<p class="slo-unmatched bad">{_e(line)}</p>' for line in m.slos_unmatched)
     if not shown:
-        return ""
+        return f"<h2>Latency SLOs</h2>{lost}" if lost else ""
     rows = []
     for s in shown:
         notes = [str(w) for w in s.get("not_judged") or ()]
@@ -210,7 +226,7 @@ def _slos(m: PageModel) -> str:
             f'<td data-label="Targets">{_slo_targets(s)}</td></tr>'
         )
     return (
-        "<h2>Latency SLOs</h2><table><thead><tr><th>Workload</th><th>Server</th><th>SLO</th>"
+        f"<h2>Latency SLOs</h2>{lost}<table><thead><tr><th>Workload</th><th>Server</th><th>SLO</th>"
         f'<th>Latency at the objective / target</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
     )
 
@@ -243,6 +259,19 @@ def _links(m: PageModel) -> str:
     return "<nav>" + "".join(f'<a href="{_e(p.lstrip("/"))}">{_e(p)}</a>' for p in paths) + "</nav>"
 
 
+def _window_note(m: PageModel) -> str:
+    """The window the verdicts judge, and that the report judges its own: a page that says B200
+    beside a report that says "add replicas" may simply have judged another stretch of time."""
+    if not m.window_seconds:
+        return ""
+    return (
+        '<p class="note" id="window-note">Verdicts judge this exporter\'s last '
+        f"{_e(_duration(m.window_seconds))} (rightsizing.window_seconds); rightsizer report judges "
+        "the window it is given (--window, 7 d by default) from Prometheus, so its verdicts may "
+        "differ.</p>"
+    )
+
+
 def render(m: PageModel) -> str:
     drivers = ", ".join(m.drivers) or "unknown"
     refresh = max(5, math.ceil(m.interval))
@@ -252,11 +281,13 @@ def render(m: PageModel) -> str:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         '<meta name="color-scheme" content="light dark"><link rel="icon" href="data:,">'
-        f"<title>Rightsizer · {_e(m.hostname)}</title><style>{STYLE}</style></head>"
-        f'<body data-refresh="{refresh}"><header><h1>Rightsizer <small>{_e(m.hostname)}</small></h1>'
+        f"<title>Rightsizer · node {_e(m.hostname)}</title><style>{STYLE}</style></head>"
+        f'<body data-refresh="{refresh}"><header><h1>Rightsizer <small>node '
+        f'<span id="node">{_e(m.hostname)}</span></small></h1>'
         f'<span class="live">exporter unreachable: showing the last answer</span>{_links(m)}</header>'
         f'<main id="status">{_summary(m)}'
-        '<h2>GPUs</h2><table class="gpus"><thead><tr><th>GPU</th><th>Pod · namespace · workload</th>'
+        f'<h2>GPUs</h2>{_window_note(m)}'
+        '<table class="gpus"><thead><tr><th>GPU</th><th>Pod · namespace · workload</th>'
         '<th>Verdict</th><th>Bottlenecks</th><th>Recommended</th><th class="num">Saved</th><th>History</th>'
         f"</tr></thead><tbody>{gpus}</tbody></table>"
         f"{_slos(m)}{_queues(m)}{_collectors(m)}"

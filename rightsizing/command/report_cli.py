@@ -13,6 +13,7 @@ from rightsizer_core.workloads import workload_of
 
 from ..catalog import Catalog
 from ..cost import cost_json
+from ..figures import monthly
 from . import report_slo
 from .output import money, table, to_csv, to_json
 from .output_file import OutputError, check_output, write_output
@@ -26,7 +27,7 @@ from .promapi import (
 )
 from .report import collect
 from .report_assumptions import assumptions
-from .report_common import HOURS_PER_MONTH, history_line
+from .report_common import HOURS_PER_MONTH, history_line, windows_line
 from .report_patches import add_patch_arguments, patches, prepare_patches, write_patches
 from .report_rows import as_rows
 from .report_shards import DEFAULT_CONCURRENCY, DEFAULT_MAX_SERIES, ShardedClient
@@ -167,6 +168,7 @@ def run(args: argparse.Namespace, catalog: Catalog, cfg: EngineSettings) -> int:
         workloads = by_workload(gpus)
         totals = fleet_totals(gpus)
         totals["history_found_seconds"] = max((g["history_seconds"] for g in gpus), default=0)
+        totals["live_window_seconds"] = cfg.rightsizing.window_seconds  # what the status pages judge
         document = {
             "prometheus_url": args.prometheus_url,
             "window": args.window,
@@ -270,11 +272,12 @@ def render(
         f"Fleet over the {window} to {when}: {totals['gpus']} GPUs costing "
         f"{money(totals['hourly_price_dollars'])}/h. "
         f"Right-sizing saves {money(totals['hourly_savings_dollars'])}/h "
-        f"({money(totals['monthly_savings_dollars'], 0)}/month)"
+        f"({monthly(totals['monthly_savings_dollars'])}/month)"
     )
     if totals["hourly_upgrade_cost_dollars"]:
         head += f"; upgrades for under-provisioned GPUs add {money(totals['hourly_upgrade_cost_dollars'])}/h"
-    out = [head + ".", history_line(totals, window_seconds), ""]
+    windows = windows_line(totals, window_seconds)
+    out = [head + ".", history_line(totals, window_seconds), *([windows] if windows else []), ""]
     out.append(
         table(
             ["GPU", "host", "workload", "verdict", "recommended", "saves/h", "bottlenecks", "why"],

@@ -25,6 +25,20 @@ def history_line(totals: dict[str, Any], window_seconds: float) -> str:
     return line + "."
 
 
+def windows_line(totals: dict[str, Any], window_seconds: float) -> str:
+    """When the exporters' status pages judge another window than the report's, say so: a page
+    that says B200 beside a report that says "add replicas" is not a contradiction when one judged
+    the last hour and the other a week. Empty when the two windows are the same."""
+    live = totals.get("live_window_seconds")
+    if not isinstance(live, (int, float)) or abs(live - window_seconds) < 1:
+        return ""
+    return (
+        f"Windows: this report judges {duration(window_seconds)}; each exporter's status page and "
+        f"/api/v1/rightsizing judge its last {duration(live)} (rightsizing.window_seconds), so a "
+        "verdict there may differ from this one."
+    )
+
+
 COST_HEADERS = ("Queue", "Server", "GPUs", "Costs", "Measured", "Cost now", "Projected", "Cost recommended")
 
 

@@ -15,13 +15,14 @@ from typing import Any
 from rightsizer_core import __version__
 from rightsizer_core.workloads import workload_of
 
+from ..figures import monthly
 from ..html_parts.cells import NONE, VERDICT_ORDER, VERDICT_WORDS, e, money, utc, verdict_chip
 from ..html_parts.charts import svg
 from ..html_parts.style import STYLE
 from ..verdicts import duration
 from ..words import exact_duration
 from .report_charts import FleetCharts
-from .report_common import COST_HEADERS, cost_cells
+from .report_common import COST_HEADERS, cost_cells, windows_line
 from .report_slo import SLO_HEADERS, SLO_RIGHT, SLO_TITLE, slo_rows
 
 REPORT_STYLE = """
@@ -78,7 +79,7 @@ def _summary(doc: Mapping[str, Any]) -> str:
         f'<div class="chips">{chips}</div></div>'
         '<div class="card"><h3>On the table</h3>'
         f'<div class="big" id="savings">{money(t["hourly_savings_dollars"])}/h'
-        f'</div><div class="muted">≈ {money(t["monthly_savings_dollars"])} a month, of '
+        f'</div><div class="muted">≈ {monthly(t["monthly_savings_dollars"])} a month, of '
         f'{money(t["hourly_price_dollars"])}/h the fleet costs</div></div>'
         '<div class="card"><h3>Upgrades</h3>'
         f'<div class="big">{money(upgrades)}/h</div>'
@@ -87,6 +88,7 @@ def _summary(doc: Mapping[str, Any]) -> str:
         f'<div class="muted">of the {e(duration(window))} window</div>'
         f"{_bar(found / window if window else 0)}</div>"
         "</section>"
+        + (f'<p class="note" id="windows">{e(windows)}</p>' if (windows := windows_line(t, window)) else "")
     )
 
 
@@ -154,7 +156,7 @@ def _gpu(g: Mapping[str, Any], window: float, charts: FleetCharts) -> str:
     mig = f' <span class="tag">MIG {e(g["mig_profile"])}</span>' if g["mig_profile"] else ""
     device = (
         f'<b>{e(g["gpu"])}</b>{mig}<br>{e(g["model"])}<div class="muted">{e(g["host"])}</div>'
-        f'<div class="id muted" title="UUID">{e(g["uuid"])}</div>'
+        f'<div class="id muted" title="{e(g["uuid"])}">{e(g["uuid"])}</div>'
     )
     if g["pod"]:
         pod = (f'<span class="pod">{e(g["pod"])}</span><br>'

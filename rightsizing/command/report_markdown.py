@@ -9,11 +9,12 @@ from typing import Any
 
 from rightsizer_core.workloads import workload_of
 
+from ..figures import monthly
 from ..markdown import cell, md_table
 from ..verdicts import duration
 from ..words import exact_duration
 from .output import money
-from .report_common import COST_HEADERS, HOURS_PER_MONTH, cost_cells, history_line
+from .report_common import COST_HEADERS, HOURS_PER_MONTH, cost_cells, history_line, windows_line
 from .report_slo import SLO_HEADERS, SLO_RIGHT, SLO_TITLE, slo_rows
 
 
@@ -35,11 +36,14 @@ def render_markdown(doc: dict[str, Any]) -> str:
         ("Verdicts", verdicts or "-"),
         ("Costs now", f"{money(totals['hourly_price_dollars'])}/h"),
         ("Right-sizing saves",
-         f"{money(totals['hourly_savings_dollars'])}/h ({money(totals['monthly_savings_dollars'], 0)}/month "
+         f"{money(totals['hourly_savings_dollars'])}/h ({monthly(totals['monthly_savings_dollars'])}/month "
          f"at {HOURS_PER_MONTH:g} h)"),
         ("Upgrades add", f"{money(totals['hourly_upgrade_cost_dollars'])}/h"),
         ("History found", history_line(totals, doc["window_seconds"]).removeprefix("History found: ")),
     ]  # fmt: skip
+    windows = windows_line(totals, doc["window_seconds"])
+    if windows:
+        summary.append(("Windows", windows.removeprefix("Windows: ")))
     workloads = [
         [w["namespace"], w["workload"], w["gpus"], w["verdicts"], w["recommended"],
          f"{money(w['hourly_price_dollars'])}/h", _saves(w["hourly_savings_dollars"])]

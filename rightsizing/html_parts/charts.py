@@ -26,6 +26,8 @@ class Chart:
     title: str
     series: tuple[Series, ...]
     note: str = ""  # e.g. "of 80 GiB" for memory
+    start: str = "window start"  # the x axis' left end ("1 h ago")
+    end: str = "window end"  # and its right end ("now")
 
 
 def _segments(values: Sequence[float | None]) -> list[list[tuple[float, float]]]:
@@ -76,12 +78,17 @@ def svg(chart: Chart) -> str:
     body = "".join(parts)
     empty = "" if points else '<span class="empty">not reported</span>'
     note = f' <span class="note">{escape(chart.note)}</span>' if chart.note else ""
+    # Axes as HTML beside the stretched drawing (text inside it would stretch too): the y axis is
+    # the share of the GPU (0 to 100 %, gridlines at 50 and 100), the x axis the window's time.
     return (
         f'<figure class="chart" data-points="{points}"><figcaption>{label}{note}</figcaption>'
+        '<div class="plot"><div class="yaxis" aria-hidden="true"><span>100%</span><span>50%</span>'
+        '<span>0%</span></div>'
         f'<svg viewBox="0 0 {WIDTH:.0f} {HEIGHT:.0f}" preserveAspectRatio="none" role="img" '
-        f'aria-label="{label}"><title>{label}</title>'
+        f'aria-label="{label}, 0 to 100 % over the window"><title>{label}</title>'
         f'<line class="grid" x1="0" y1="{PAD}" x2="{WIDTH:.0f}" y2="{PAD}"/>'
         f'<line class="grid" x1="0" y1="{HEIGHT / 2:.0f}" x2="{WIDTH:.0f}" y2="{HEIGHT / 2:.0f}"/>'
         f'<line class="axis" x1="0" y1="{HEIGHT - PAD}" x2="{WIDTH:.0f}" y2="{HEIGHT - PAD}"/>'
-        f'{body}</svg>{empty}<div class="legend">{"".join(legend)}</div></figure>'
+        f'{body}</svg></div>{empty}<div class="xaxis" aria-hidden="true"><span>{escape(chart.start)}</span>'
+        f'<span>{escape(chart.end)}</span></div><div class="legend">{"".join(legend)}</div></figure>'
     )

@@ -1,5 +1,6 @@
 """The style sheet of the status page and the HTML report: light and dark (``prefers-color-scheme``),
-readable from phone width to 1280 px. Inline in each document; nothing is fetched from elsewhere."""
+readable from phone width to 1280 px (table rows become cards at 960 px and below). Inline in each
+document; nothing is fetched from elsewhere."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ a{color:var(--c1)}
 .card h3{margin:0 0 6px;font-size:12px;font-weight:600;text-transform:uppercase;letter-spacing:.04em;
 color:var(--muted)}
 .big{font-size:26px;font-weight:650}
-@media (min-width:761px){.card.wide{grid-column:span 2}}
+@media (min-width:961px){.card.wide{grid-column:span 2}}
 .card ul{margin:0;padding-left:18px}
 .chips{display:flex;flex-wrap:wrap;gap:6px}
 .verdict{display:inline-block;border-radius:999px;padding:1px 9px;font-size:12px;font-weight:600;
@@ -43,12 +44,17 @@ tr.charts td{border-top:0;padding-top:0}
 .tag{display:inline-block;font-size:12px;background:var(--bg);border:1px solid var(--line);border-radius:4px;
 padding:0 5px;margin:0 4px 2px 0}
 code,.id{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;overflow-wrap:anywhere}
+.id{display:block;max-width:16ch;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .bar{height:4px;background:var(--line);border-radius:2px;margin-top:4px;width:80px}
 .bar span{display:block;height:100%;background:var(--c1);border-radius:2px}
 .grid4{display:grid;grid-template-columns:repeat(4,minmax(0,1fr));gap:12px}
 figure.chart{margin:0;position:relative}
 figcaption{font-size:12px}
 svg{display:block;width:100%;height:44px;overflow:visible}
+.plot{display:flex;gap:4px}.plot svg{flex:1;min-width:0}
+.yaxis{display:flex;flex-direction:column;justify-content:space-between;height:44px;width:30px;
+font-size:10px;line-height:1;color:var(--muted);text-align:right;flex:none}
+.xaxis{display:flex;justify-content:space-between;margin-left:34px;font-size:10px;color:var(--muted)}
 svg line{stroke:var(--line);stroke-width:1;vector-effect:non-scaling-stroke}
 svg line.grid{stroke-dasharray:2 3}
 svg polyline{fill:none;stroke-width:1.6;vector-effect:non-scaling-stroke;stroke-linejoin:round}
@@ -60,7 +66,7 @@ svg circle.s1{fill:var(--c1)}svg circle.s2{fill:var(--c2)}
 background:var(--c1)}.key.s2::before{background:var(--c2)}
 .ok{color:var(--right)}.bad{color:var(--under)}
 footer{color:var(--muted);font-size:12px;margin:24px 0}
-@media (max-width:760px){
+@media (max-width:960px){
  nav{margin-left:0}
  table,thead,tbody,tr,td{display:block;width:100%}
  thead{display:none}

@@ -251,6 +251,11 @@ class SimulatedSource:
         busy *= 1.0 + 0.04 * self._host_noise.signed("load", math.floor(t))
         return round(min(1.0, max(0.0, busy)), 4)
 
+    def queue_entries(self) -> list[tuple[str, dict[str, str]]]:
+        """(name, labels) of every queue the scenario declares, present now or later."""
+        entries = (q for d in self.devices for q in (d.gpu.queue, *(i.mig.queue for i in d.instances)))
+        return [(q.name, dict(q.labels)) for q in entries if q is not None]
+
     def queue_samples(self, t: float | None = None) -> list[QueueSample]:
         """Depth and in-flight count of every simulated queue at ``t`` (default: now)."""
         t = self.now() if t is None else t
