@@ -14,7 +14,10 @@ import re
 from pathlib import Path
 
 import pytest
-from nvmldouble import NvmlDouble, exporter_args, gpu_values, scrape
+import yaml
+from nvmldouble import NvmlDouble, exporter_args, gpu_values, scrape, value
+from queue_fakes import VllmMetrics
+from queue_servers import FakeHttpServer
 from servers import exporter, http_get, wait_for
 
 OPTIONAL = ("grpc", "redis", "cryptography", "google.protobuf", "prometheus_client")
@@ -65,3 +68,23 @@ def test_exporter_maps_no_cplusplus_runtime(
         maps = Path(f"/proc/{proc.proc.pid}/maps").read_text()
     assert "/libnvidia-ml.so.1" in maps  # the maps of the exporter on the double
     assert "libstdc++" not in maps
+
+
+def test_http_queues_alone_load_no_redis(nvml_double: NvmlDouble, tmp_path: Path) -> None:
+    """A vLLM queue is polled and published; redis-py, needed by Redis sources only, stays unloaded."""
+    nvml_double.set({"gpus": 1, **gpu_values(0)})
+    vllm = VllmMetrics()
+    vllm.set([4], [2])
+    with FakeHttpServer() as srv:
+        srv.route("/metrics", body=vllm.render)
+        args = exporter_args(tmp_path)
+        config = Path(args[1])
+        queue = {"name": "chat", "kind": "vllm", "url": srv.url("/metrics"), "backoff_max": 1}
+        config.write_text(config.read_text() + yaml.safe_dump({"queues": [queue]}))
+        env = {**nvml_double.env(), "PYTHONPROFILEIMPORTTIME": "1"}
+        with exporter(args, env=env) as proc:
+            depth = lambda: value(scrape(proc.url), "rightsizer_queue_depth", queue="chat")  # noqa: E731
+            wait_for(lambda: depth() == 4, 15, what="depth 4")
+            modules = imported(proc.log())
+    assert "exporter.sources.queues.manager" in modules  # the queue extension ran
+    assert sorted(m for m in modules if m.split(".")[0] == "redis") == []
