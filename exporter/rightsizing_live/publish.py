@@ -11,8 +11,6 @@ from rightsizing.bottlenecks import BOTTLENECKS
 from rightsizing.catalog import Catalog
 from rightsizing.evidence import Evidence
 from rightsizing.numa import NumaPlacement, format_cpulist
-from rightsizing.patches.build import build_patches
-from rightsizing.patches.plan import Context, Held
 from rightsizing.patches.settings import PatchSettings
 from rightsizing.settings import RightsizingSettings
 from rightsizing.slo import SloEvidence
@@ -205,7 +203,11 @@ class CycleView:
 
     def patches(self) -> dict[str, Any]:
         """``/api/v1/patches``: the node's moves as kustomize patches (owners from the pods' names:
-        the exporter sees pods, not the objects that own them)."""
+        the exporter sees pods, not the objects that own them). The patch writer loads on the first
+        request for them."""
+        from rightsizing.patches.build import build_patches
+        from rightsizing.patches.plan import Context, Held
+
         ext = self.ext
         assessments, evidence = ext.assessments, ext._evidence
         held = [

@@ -1,4 +1,7 @@
-"""The exporter's status page at ``/`` (server-rendered HTML; see ``page``)."""
+"""The exporter's status page at ``/`` (server-rendered HTML; see ``page``).
+
+The page's model and HTML writer (and the engine modules they read) load on the first request for
+the page: an exporter nobody opens the page of never imports them (bench/imports.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +9,6 @@ import asyncio
 from typing import Any
 
 from .assets import CONTENT_SECURITY_POLICY
-from .model import ChartMemo, build
-from .page import render
 
 __all__ = ["CONTENT_SECURITY_POLICY", "StatusPage"]
 
@@ -25,7 +26,7 @@ class StatusPage:
         self._for: Any = None
         self._body = b""
         self._lock = asyncio.Lock()
-        self._memo = ChartMemo()
+        self._memo: Any = None  # a ChartMemo, made with the first render
         self.renders = 0
 
     async def body(self, published: Any) -> bytes:
@@ -33,6 +34,11 @@ class StatusPage:
             return self._body
         async with self._lock:  # concurrent first requests of a cycle share one render
             if published is not self._for:
+                from .model import ChartMemo, build
+                from .page import render
+
+                if self._memo is None:
+                    self._memo = ChartMemo()
                 model = build(published.snapshot, self.source, self.interval, self._memo)
                 self._body = await asyncio.to_thread(lambda: render(model).encode())
                 self._for = published

@@ -14,6 +14,9 @@ is up, how long its latest poll took and when it last succeeded. A source that i
 its up/duration/last-success series and loses its depth series, so an old value is never
 published as if it were fresh. The up series carries the depth's labels (queue, kind and the
 static labels), so whoever reads a selection of depths can tell which of them are down.
+
+redis-py (about 6 MiB of RSS, bench/imports.py) is imported when the first Redis source is made:
+HTTP and scrape sources alone never load it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, Row
 
@@ -43,10 +46,12 @@ from .families import (
 )
 from .http_json import HttpJsonSource
 from .poller import Poller
-from .redis import RedisPools, RedisSource
 from .schedule import BurstLead, RenderClock
 from .scrape import ScrapeSource
 from .settings import SCRAPE_KINDS, QueueSettings
+
+if TYPE_CHECKING:
+    from .redis import RedisPools
 
 FIRST_ROUND_WAIT = 1.0  # start() waits at most this long for the first polls
 STOP_WAIT = 5.0
@@ -71,7 +76,7 @@ class QueueExtension:
         # while the pollers' thread builds the next.
         self.pollers: list[Poller] = []
         self.static: list[Poller] = []
-        self._redis = RedisPools()
+        self._redis: RedisPools | None = None  # made with the first Redis source
         self._burst = BurstLead(interval)
         self._tasks: dict[Poller, asyncio.Task[None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -154,14 +159,16 @@ class QueueExtension:
                 await poller.close()
 
     def _factory(self, cfg: QueueSettings, timeout: float) -> Callable[[], QueueSource]:
-        def make() -> QueueSource:
-            if cfg.kind == "redis":
-                return RedisSource(self._redis, cfg, timeout)
-            if cfg.kind in SCRAPE_KINDS:
-                return ScrapeSource(cfg)
-            return HttpJsonSource(cfg)
+        if cfg.kind == "redis":
+            from .redis import RedisPools, RedisSource
 
-        return make
+            if self._redis is None:
+                self._redis = RedisPools()
+            pools = self._redis
+            return lambda: RedisSource(pools, cfg, timeout)
+        if cfg.kind in SCRAPE_KINDS:
+            return lambda: ScrapeSource(cfg)
+        return lambda: HttpJsonSource(cfg)
 
     def contribute(self, reading: GpuReading, gpus: tuple[GpuSample, ...]) -> Contribution:
         self.clock.observe(time.monotonic())
@@ -266,4 +273,5 @@ class QueueExtension:
             async with asyncio.timeout(STOP_WAIT):
                 for p in self.pollers:
                     await p.close()
-                await self._redis.close()
+                if self._redis is not None:
+                    await self._redis.close()

@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import redis.exceptions
 
 from rightsizer_core.logs import event
 
@@ -36,14 +35,19 @@ def describe(exc: BaseException, timeout: float) -> tuple[str, bool]:
     """(one-line reason, expected?) for a failed poll."""
     if isinstance(exc, QueueSourceError):
         return str(exc), True
-    if isinstance(exc, TimeoutError | redis.exceptions.TimeoutError):
+    if isinstance(exc, TimeoutError):
         return f"no answer within {timeout:g} s", True
-    if isinstance(exc, redis.exceptions.AuthenticationError | redis.exceptions.AuthorizationError):
-        return shorten(f"Redis refused the credentials: {exc}"), True
-    if isinstance(exc, redis.exceptions.ConnectionError):
-        return shorten(f"Redis connection failed: {exc}"), True
-    if isinstance(exc, redis.exceptions.RedisError):
-        return shorten(f"Redis error: {exc}"), True
+    # redis-py is imported with the first Redis source; before that no Redis error can be raised.
+    errors = sys.modules.get("redis.exceptions")
+    if errors is not None:
+        if isinstance(exc, errors.TimeoutError):
+            return f"no answer within {timeout:g} s", True
+        if isinstance(exc, errors.AuthenticationError | errors.AuthorizationError):
+            return shorten(f"Redis refused the credentials: {exc}"), True
+        if isinstance(exc, errors.ConnectionError):
+            return shorten(f"Redis connection failed: {exc}"), True
+        if isinstance(exc, errors.RedisError):
+            return shorten(f"Redis error: {exc}"), True
     if isinstance(exc, OSError):
         why = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or str(exc))
         return shorten(f"connection error: {why}"), True
