@@ -25,7 +25,7 @@ PRICES_DIR = Path(__file__).with_name("prices")
 # The sets catalog.price_set accepts: the catalog's own list and one file per set in PRICES_DIR.
 PriceSetName = Literal["catalog", "aws-on-demand", "gcp-on-demand", "azure-on-demand"]
 DEFAULT_SET = "catalog"
-DEFAULT_DESCRIPTION = "the catalog's own list prices (catalog.yaml)"
+DEFAULT_DESCRIPTION = "the built-in list in catalog.yaml"
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def read_price_set(path: str | Path, known_gpus: Iterable[str]) -> PriceSet:
         out[e.gpu] = (per_gpu, source)
     if not out:
         raise ConfigError(f"{path}: prices is empty")
-    description = f"{f.provider} {f.pricing}, {f.region}, as of {f.as_of} ({f.source})"
+    description = f"{f.provider} {f.pricing}, {f.region}, as of {f.as_of}, from the {f.source}"
     return PriceSet(f.name, description, out)
 
 

@@ -164,8 +164,8 @@ async def test_the_status_page_and_its_json_name_the_set(aiohttp_client: Any) ->
     finally:
         await sampler.stop()
     assert (
-        '<p class="note" id="price-set">Prices: <code>aws-on-demand</code> (AWS on-demand, us-east-1, '
-        "as of 2024 (AWS EC2 On-Demand Pricing page (Linux)); catalog.price_set"
+        '<p class="note" id="price-set">Prices: <code>aws-on-demand</code>, AWS on-demand, us-east-1, '
+        "as of 2024, from the AWS EC2 On-Demand Pricing page, Linux. Chosen with catalog.price_set"
     ) in html
 
 

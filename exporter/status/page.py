@@ -278,8 +278,8 @@ def _price_note(m: PageModel) -> str:
         return ""
     name, description = m.price_set
     return (
-        f'<p class="note" id="price-set">Prices: <code>{_e(name)}</code> ({_e(description)}; '
-        "catalog.price_set, catalog.prices overrides win).</p>"
+        f'<p class="note" id="price-set">Prices: <code>{_e(name)}</code>, {_e(description)}. '
+        "Chosen with catalog.price_set; prices set in catalog.prices win over it.</p>"
     )
 
 
