@@ -1,9 +1,9 @@
 """The GPU catalog: published figures and indicative prices of the GPUs Rightsizer can recommend.
 
 The data lives in ``catalog.yaml`` next to this module (format documented at its top). Users
-override prices and add GPUs in the exporter configuration (``catalog`` section, see
-``CatalogSettings``); ``load_catalog`` merges both and checks every entry, naming
-the file, the entry and the key of anything wrong.
+pick a price set (``catalog.price_set``, see ``price_sets``), override prices and add GPUs in the
+exporter configuration (``catalog`` section, see ``CatalogSettings``); ``load_catalog`` merges
+them and checks every entry, naming the file, the entry and the key of anything wrong.
 
 Candidates are the priced options a recommendation chooses from: every whole GPU and every MIG
 profile. A MIG profile's price is its parent's hourly price x its compute fraction (compute
@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rightsizer_core.settings import ConfigError, build, read_yaml, setting
+
+from .price_sets import DEFAULT_DESCRIPTION, DEFAULT_SET, PriceSet, PriceSetName, load_price_set
 
 DATA_FILE = Path(__file__).with_name("catalog.yaml")
 
@@ -336,7 +338,9 @@ def _short(name: str) -> str:
 class Catalog:
     """GPUs by key and NVML name, and the priced candidates a recommendation chooses from."""
 
-    def __init__(self, gpus: Iterable[GpuSpec]) -> None:
+    def __init__(self, gpus: Iterable[GpuSpec], price_set: str = DEFAULT_SET,
+                 price_set_description: str = DEFAULT_DESCRIPTION) -> None:
+        self.price_set, self.price_set_description = price_set, price_set_description
         by_key: dict[str, GpuSpec] = {}
         for gpu in gpus:
             by_key[_normal(gpu.key)] = gpu  # later entries (user's) replace earlier ones by key
@@ -388,6 +392,12 @@ class Catalog:
 
 @dataclass(frozen=True)
 class CatalogSettings:
+    price_set: PriceSetName = setting(
+        DEFAULT_SET,
+        "Which price list prices the GPUs: catalog (the built-in list), aws-on-demand, gcp-on-demand or "
+        "azure-on-demand (rightsizing/prices/). A GPU a set leaves out keeps the catalog's price; "
+        "catalog.prices wins over the set.",
+    )
     prices: dict[str, float] = setting(
         {},
         "Hourly price in dollars per catalog GPU (key or NVML name), replacing the catalog's indicative "
@@ -414,13 +424,17 @@ def load_catalog(overrides: CatalogSettings | None = None) -> Catalog:
     gpus = list(builtin_gpus())
     if overrides is None:
         return Catalog(gpus)
+    named: tuple[str, str] = (overrides.price_set, DEFAULT_DESCRIPTION)
+    price_set = load_price_set(overrides.price_set, tuple(g.key for g in gpus))
+    if price_set is not None:  # the set prices the built-in GPUs; extra GPUs bring their own prices
+        gpus, named = with_prices(gpus, price_set), (price_set.name, price_set.description)
     if overrides.extra_gpus_file:
         try:
             gpus += read_catalog_file(overrides.extra_gpus_file)
         except ConfigError as exc:
             raise ConfigError(f"catalog.extra_gpus_file: {exc}") from None
     gpus += specs_from_list(overrides.extra_gpus, "catalog.extra_gpus")
-    catalog = Catalog(gpus)
+    catalog = Catalog(gpus, *named)
     priced: dict[str, GpuSpec] = {}
     for name, price in overrides.prices.items():
         gpu = catalog.lookup(name)
@@ -431,7 +445,21 @@ def load_catalog(overrides: CatalogSettings | None = None) -> Catalog:
         if not price >= 0:
             raise ConfigError(f"catalog.prices.{name}: must be at least 0; got {price!r}")
         priced[gpu.key] = _repriced(gpu, float(price))
-    return Catalog([priced.get(g.key, g) for g in catalog.all()]) if priced else catalog
+    return Catalog([priced.get(g.key, g) for g in catalog.all()], *named) if priced else catalog
+
+
+def with_prices(gpus: Iterable[GpuSpec], price_set: PriceSet) -> list[GpuSpec]:
+    """The GPUs with a price set's prices; those it leaves out keep the catalog's, marked so."""
+    out: list[GpuSpec] = []
+    for gpu in gpus:
+        found = price_set.prices.get(gpu.key)
+        if found is None:
+            kept = f"not in {price_set.name}: the catalog's default price applies ({gpu.price_source})"
+            out.append(replace(gpu, price_source=kept))
+        else:
+            price, source = found
+            out.append(replace(gpu, hourly_price_dollars=price, price_source=source, price_estimated=False))
+    return out
 
 
 def _repriced(gpu: GpuSpec, price: float) -> GpuSpec:

@@ -224,6 +224,8 @@ class CycleView:
     def overview(self) -> dict[str, Any]:
         ext = self.ext
         overview = summary(ext.assessments.values(), ext.settings)
+        named = ext.catalog
+        overview["price_set"] = {"name": named.price_set, "description": named.price_set_description}
         overview["workloads"] = ext._cost_json
         margin = ext.settings.slo_margin_ratio
         overview["slos"] = [

@@ -51,6 +51,7 @@ class PageModel:
     verdict_counts: Mapping[str, int] = field(default_factory=dict)
     savings: float | None = None  # None: right-sizing off
     window_seconds: float | None = None
+    price_set: tuple[str, str] | None = None  # (name, description) of catalog.price_set; None: not said
     queues: Sequence[Mapping[str, Any]] = ()
     slos: Sequence[Mapping[str, Any]] = ()  # /api/v1/rightsizing's workloads with latency SLOs
     slos_unmatched: tuple[str, ...] = ()  # declared SLOs that no queue matches, one line each
@@ -152,6 +153,7 @@ def build(snapshot: Snapshot, source: str, interval: float, memo: ChartMemo | No
     summary = api.get("rightsizing")
     counts: dict[str, int] = {}
     savings = window = None
+    price_set: tuple[str, str] | None = None
     slos: tuple[Mapping[str, Any], ...] = ()
     unmatched: tuple[str, ...] = ()
     if isinstance(summary, Mapping):
@@ -163,6 +165,9 @@ def build(snapshot: Snapshot, source: str, interval: float, memo: ChartMemo | No
         counts = dict(summary.get("verdicts", {}))
         savings = summary.get("hourly_savings_dollars")
         window = summary.get("window_seconds")
+        named = summary.get("price_set")
+        if isinstance(named, Mapping) and isinstance(named.get("name"), str):
+            price_set = (str(named["name"]), str(named.get("description", "")))
     queues = api.get("queues")
     return PageModel(
         hostname=snapshot.hostname,
@@ -173,6 +178,7 @@ def build(snapshot: Snapshot, source: str, interval: float, memo: ChartMemo | No
         verdict_counts=counts,
         savings=savings,
         window_seconds=window,
+        price_set=price_set,
         queues=tuple(q for q in queues if isinstance(q, Mapping)) if isinstance(queues, list) else (),
         slos=slos,
         slos_unmatched=unmatched,

@@ -272,6 +272,17 @@ def _window_note(m: PageModel) -> str:
     )
 
 
+def _price_note(m: PageModel) -> str:
+    """Which price set (catalog.price_set) the savings and recommendations are priced with."""
+    if m.price_set is None:
+        return ""
+    name, description = m.price_set
+    return (
+        f'<p class="note" id="price-set">Prices: <code>{_e(name)}</code>, {_e(description)}. '
+        "Chosen with catalog.price_set; prices set in catalog.prices win over it.</p>"
+    )
+
+
 def render(m: PageModel) -> str:
     drivers = ", ".join(m.drivers) or "unknown"
     refresh = max(5, math.ceil(m.interval))
@@ -286,7 +297,7 @@ def render(m: PageModel) -> str:
         f'<span id="node">{_e(m.hostname)}</span></small></h1>'
         f'<span class="live">exporter unreachable: showing the last answer</span>{_links(m)}</header>'
         f'<main id="status">{_summary(m)}'
-        f'<h2>GPUs</h2>{_window_note(m)}'
+        f'<h2>GPUs</h2>{_window_note(m)}{_price_note(m)}'
         '<table class="gpus"><thead><tr><th>GPU</th><th>Pod · namespace · workload</th>'
         '<th>Verdict</th><th>Bottlenecks</th><th>Recommended</th><th class="num">Saved</th><th>History</th>'
         f"</tr></thead><tbody>{gpus}</tbody></table>"

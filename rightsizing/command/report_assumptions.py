@@ -76,5 +76,11 @@ def assumptions(
         "history_start": history_start,  # the earliest first sample of a GPU judged (None: none)
         "exporter_config": exporter_config,
         "thresholds": thresholds(settings),
+        "price_set": price_set(catalog),
         "prices": prices(rows, catalog),
     }
+
+
+def price_set(catalog: Catalog) -> dict[str, str]:
+    """Which price set (catalog.price_set) priced the GPUs; catalog.prices overrides show per price."""
+    return {"name": catalog.price_set, "description": catalog.price_set_description}

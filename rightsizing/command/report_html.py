@@ -208,6 +208,7 @@ def _assumptions(doc: Mapping[str, Any], charts: FleetCharts) -> str:
          f"a subquery every {e(duration(resolution))}" if resolution else "every raw sample"),
         ("Charts", drawn),
         ("Settings from", e(a["exporter_config"] or "built-in defaults (no --exporter-config)")),
+        ("Price set", f'<code>{e(a["price_set"]["name"])}</code>: {e(a["price_set"]["description"])}'),
     ]
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     thresholds = "".join(

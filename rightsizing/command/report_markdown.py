@@ -100,6 +100,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "",
         "## Prices",
         "",
+        f"Price set (catalog.price_set): `{a['price_set']['name']}`, {cell(a['price_set']['description'])}.",
+        "",
         md_table(["GPU", "Price", "Source"],
                  [[p["gpu"], f"{money(p['hourly_price_dollars'], 4)}/h", p["source"]] for p in a["prices"]],
                  [False, True, False]),
