@@ -2,7 +2,8 @@
 
 In Prometheus mode they are rendered into a rule's query where it says ``<<.LabelMatchers>>``;
 in direct mode the same matchers are evaluated here against the exporters' samples, with
-Prometheus's semantics (an absent label equals ``""``; regexes are fully anchored).
+Prometheus's semantics (an absent label equals ``""``; regexes are fully anchored and, as in
+Prometheus 3, ``.`` matches a newline too).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def parse_matcher(text: str) -> Matcher:
     regex = None
     if op in ("=~", "!~"):
         try:
-            regex = re.compile(value)
+            regex = re.compile(value, re.DOTALL)
         except re.error as exc:
             raise ValueError(f"{text!r}: bad regular expression: {exc}") from None
     return Matcher(label, op, value, regex)

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servers import prometheus, require_binary
+from servers import prometheus, prometheus_build
 from victoria_metrics import import_text, victoria_metrics
 
 from exporter.render import Renderer
@@ -133,7 +133,7 @@ def engine_holding(engine: str, families: dict[str, list[str]]) -> Iterator[str]
             yield vm.url
         return
     assert engine == "prometheus", engine
-    promtool = require_binary("promtool")
+    promtool = prometheus_build().promtool
     text = "\n".join(f"# TYPE {name} unknown\n" + "\n".join(lines) for name, lines in families.items())
     tsdb = Path(tempfile.mkdtemp(prefix="report-tsdb-"))
     try:

@@ -170,6 +170,46 @@ def require_binary(name: str) -> str:
     return path
 
 
+@dataclass(frozen=True)
+class PrometheusBuild:
+    """One Prometheus version's ``prometheus`` and ``promtool``."""
+
+    name: str  # the test id: "2.42" (Debian's package), "3.5" (scripts/prometheus3)
+    prometheus: str
+    promtool: str
+
+
+PROMETHEUS3_BIN = ROOT / ".tools" / "prometheus3" / "bin"
+_build: list[PrometheusBuild] = []  # the build a test chose (tests/prometheus_versions.py); else Debian's
+
+
+def debian_prometheus() -> PrometheusBuild:
+    return PrometheusBuild("2.42", require_binary("prometheus"), require_binary("promtool"))
+
+
+def prometheus3() -> PrometheusBuild | None:
+    """Prometheus 3.5 as scripts/prometheus3 unpacks it; None when it is not there."""
+    tools = [PROMETHEUS3_BIN / "prometheus", PROMETHEUS3_BIN / "promtool"]
+    if not all(os.access(t, os.X_OK) for t in tools):
+        return None
+    return PrometheusBuild("3.5", str(tools[0]), str(tools[1]))
+
+
+def prometheus_build() -> PrometheusBuild:
+    """The Prometheus the running test uses: the one its ``prometheus_version`` chose, else Debian's."""
+    return _build[-1] if _build else debian_prometheus()
+
+
+@contextlib.contextmanager
+def using_prometheus(build: PrometheusBuild) -> Iterator[PrometheusBuild]:
+    """``prometheus()`` and ``prometheus_build()`` give ``build`` inside the block."""
+    _build.append(build)
+    try:
+        yield build
+    finally:
+        _build.pop()
+
+
 @contextlib.contextmanager
 def prometheus(
     scrape_targets: Mapping[str, Sequence[str]],
@@ -178,12 +218,14 @@ def prometheus(
     args: Sequence[str] = (),
     data_dir: Path | None = None,
     port: int | None = None,
+    binary: str | None = None,
 ) -> Iterator[Process]:
     """A real Prometheus scraping ``{job: [host:port, ...]}``; yields it with ``.url`` set.
+    ``binary``: the ``prometheus`` to run (default: ``prometheus_build()``'s).
     ``data_dir``: a TSDB directory to start from (e.g. blocks written by ``promtool tsdb
     create-blocks-from``) instead of an empty one; the caller removes it. ``port``: listen there
     (to restart one at the same address)."""
-    binary = require_binary("prometheus")
+    binary = binary or prometheus_build().prometheus
     workdir = Path(tempfile.mkdtemp(prefix="prometheus-"))
     jobs = "\n".join(
         f"  - job_name: {json.dumps(job)}\n    static_configs:\n      - targets: {json.dumps(list(targets))}"

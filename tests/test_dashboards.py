@@ -24,7 +24,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import Dashboard
 from metric_names import known_names, names_in
 from monitoring_stack import Stack, exercise_adapter, monitoring_stack
-from servers import ROOT, http_get, prom_query, require_binary, wait_for
+from servers import ROOT, http_get, prom_query, prometheus_build, wait_for
 
 DASHBOARDS = ROOT / "dashboards"
 FILES = sorted(DASHBOARDS.glob("*.json"))
@@ -153,12 +153,13 @@ def test_template_variables_cover_cluster_instance_namespace_and_model() -> None
         assert set(re.findall(r"\$(\w+)", expr)) - builtins <= names[dashboard], where
 
 
+@pytest.mark.usefixtures("prometheus_version")  # the parsers of 2.42 and 3.5
 def test_every_expression_parses_with_promtool(tmp_path: Path) -> None:
     exprs = [substitute(e) for _, e in targets()] + [substitute(s) for _, s, _ in variable_selectors()]
     rules = {"groups": [{"name": "dashboards", "rules": [
         {"record": f"dashboard:expression_{i}:check", "expr": e} for i, e in enumerate(exprs)]}]}
     (tmp_path / "dashboards.rules.yaml").write_text(yaml.safe_dump(rules))
-    result = subprocess.run([require_binary("promtool"), "check", "rules", "dashboards.rules.yaml"],
+    result = subprocess.run([prometheus_build().promtool, "check", "rules", "dashboards.rules.yaml"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(exprs)} rules found" in result.stdout

@@ -36,7 +36,8 @@ def start_rig(tmp_path: Path) -> Iterator[Rig]:
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+def shared(tmp_path_factory: pytest.TempPathFactory, prometheus_version: object) -> Iterator[Rig]:
+    """One rig per Prometheus version: 2.42 and, with --prometheus3, 3.5 (tests/prometheus_versions.py)."""
     with start_rig(tmp_path_factory.mktemp("outage-prometheus")) as rig:
         yield rig
 
@@ -51,6 +52,7 @@ def test_up_and_empty_is_zero_down_is_unavailable_typo_is_not_found(shared: Rig)
     assert_not_found(answers.everywhere("queue=jobs,workload=typo"))
 
 
+@pytest.mark.usefixtures("prometheus_version")  # staleness on 2.42 and 3.5
 def test_redis_stopped_then_exporter_gone(tmp_path: Path) -> None:
     with start_rig(tmp_path) as (answers, rds, exp):
         wait_for(lambda: answers.external("queue=jobs")[0] == 200, 30, what="the jobs queue in the adapter")

@@ -20,6 +20,10 @@ from scheduling import Node, why_not
 from test_patches_report import HOUR, STEP, patches
 
 START = 1767225600.0  # 2026-01-01T00:00:00Z: the same history, figures and dates every run
+# The history's simulated clock ends half a scrape after START, so its samples sit between the scrape
+# grid's points and none falls exactly on the hour window's start: Prometheus 2.x counts a sample
+# there, 3.x (left-open range selectors) does not. The window holds 240 samples on both.
+HISTORY_END = START + STEP / 2
 SCENARIO = HERE / "scenarios" / "patches_clouds.yaml"
 FIXTURES = HERE / "fixtures" / "patches_clouds"
 PODS = {(ns, f"{n}-6d8f9-bcdfg"): ("ReplicaSet", f"{n}-6d8f9") for ns, n in
@@ -86,8 +90,9 @@ GPU_KEYS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "node.
 def cloud_patches(tmp: Path) -> dict[str, str]:
     """What the report writes for the scenario's pinned hour and the fixture manifests."""
     extra = ksm_series(START, PODS, REPLICASETS, {})
-    with report_history.prometheus_with_history([SCENARIO], HOUR, STEP, True, extra=extra, start=START) as (
-        url, _):  # fmt: skip
+    history = report_history.prometheus_with_history([SCENARIO], HOUR, STEP, True, extra=extra,
+                                                     start=HISTORY_END)
+    with history as (url, _):
         return patches(url, START, tmp, "--manifests", str(FIXTURES))
 
 

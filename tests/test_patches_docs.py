@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import report_history
 import yaml
 from doc_blocks import blocks, kind
 from patches_rig import FIXTURES, SCENARIO, ksm_series
 from servers import ROOT
 from test_patches_clouds import FIXTURES as CLOUDS
-from test_patches_clouds import cloud_patches
+from test_patches_clouds import HISTORY_END, cloud_patches
 from test_patches_report import HOUR, STEP, patches
 
 START = 1767225600.0  # 2026-01-01T00:00:00Z
@@ -37,14 +38,17 @@ def test_the_documented_manifest_is_the_fixture() -> None:
     assert yaml.safe_load(block("patch-manifest")) == fixture
 
 
+@pytest.mark.usefixtures("prometheus_version")
 def test_the_documented_patch_is_what_the_report_writes(tmp_path: Path) -> None:
     extra = ksm_series(START)
-    history = report_history.prometheus_with_history([SCENARIO], HOUR, STEP, True, extra=extra, start=START)
+    history = report_history.prometheus_with_history([SCENARIO], HOUR, STEP, True, extra=extra,
+                                                     start=HISTORY_END)
     with history as (url, _):
         files = patches(url, START, tmp_path / "gpu-patches", "--manifests", str(FIXTURES))
     assert files["llm_deployment_summarizer.yaml"] == block("patch-output")
 
 
+@pytest.mark.usefixtures("prometheus_version")
 def test_one_worked_example_per_cloud_is_what_the_report_writes(tmp_path: Path) -> None:
     manifests, outputs = named("patch-manifest"), named("patch-output")
     assert set(manifests) == {"gke-chat.yaml", "eks-summarizer.yaml", "aks-embedder.yaml"}

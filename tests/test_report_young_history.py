@@ -103,6 +103,7 @@ def test_html_charts_span_the_history_found(young) -> None:
     assert int(charts.group(1)) <= span / 60  # about 120 points over the history, not over a week
 
 
+@pytest.mark.usefixtures("prometheus_version")  # on 2.42 and 3.5 (tests/prometheus_versions.py)
 def test_report_agrees_with_the_running_exporter_from_its_first_scrapes() -> None:
     """The exporter process on its default fleet, scraped every 3 s by Prometheus from its start:
     after eight scrapes (21 s between the first and the last), the report's rates with the

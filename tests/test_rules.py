@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 import yaml
 from metric_names import known_names, names_in
-from servers import ROOT, require_binary
+from servers import ROOT, prometheus_build
+
+pytestmark = pytest.mark.usefixtures("prometheus_version")  # promtool check/test rules of 2.42 and 3.5
 
 MONITORING = ROOT / "deploy" / "monitoring"
 RULE_FILE = "rightsizer.rules.yaml"
@@ -36,7 +38,7 @@ def unit_test_files() -> list[Path]:
 
 
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([require_binary("promtool"), *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([prometheus_build().promtool, *args], cwd=cwd, capture_output=True, text=True,
                           timeout=120)
 
 

@@ -93,6 +93,7 @@ def test_direct_mode_serves_the_ratio_and_errors_for_unknown(rig) -> None:
         keda_over_grpc(a, http)
 
 
+@pytest.mark.usefixtures("prometheus_version")  # on 2.42 and 3.5 (tests/prometheus_versions.py)
 def test_prometheus_mode_serves_the_ratio_and_errors_for_unknown(rig) -> None:
     p, http, _ = rig
     with prometheus({"rightsizer": [p.url.removeprefix("http://")]}) as prom:

@@ -22,7 +22,8 @@ SCENARIO = Path(__file__).parent / "scenarios" / "slo_latency.yaml"
 
 
 @pytest.fixture(scope="module")
-def history() -> Iterator[tuple[str, float, SimulatedSource]]:
+def history(prometheus_version: object) -> Iterator[tuple[str, float, SimulatedSource]]:
+    """The hour in Prometheus 2.42 and, with --prometheus3, 3.5 (tests/prometheus_versions.py)."""
     with report_history.prometheus_with_history([SCENARIO], HOUR, STEP) as (url, fleets):
         yield url, fleets[0].last, fleets[0].source
 
