@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
-from control_plane import SYNC_SECONDS
+from control_plane import SYNC_SECONDS, Cluster
 from control_plane_kube import Kubelet, Timeline, condition, hpa_status
 from control_plane_rig import Rig
 from servers import wait_for
@@ -81,6 +82,12 @@ def unjudged(rig: Rig, reason: str) -> bool:
     )
 
 
+def refused(cluster: Cluster) -> tuple[int, Any] | None:
+    """The adapter's answer for the workload's ratio once it is no longer a value."""
+    code, body = cluster.request("GET", PATH)
+    return (code, body) if code != 200 else None
+
+
 def exported_ratio(rig: Rig) -> float | None:
     return rig.exporter_value("rightsizer_workload_slo_scaling_latency_ratio", workload="llama3-8b")
 
@@ -116,9 +123,9 @@ def test_a_garbage_histogram_holds_the_slo_hpa_and_a_good_page_moves_it_again(ku
                 reason = f"invalid histogram: {TTFT}: {why}"
                 rig.feeder.spoil = spoil
                 wait_for(lambda reason=reason: unjudged(rig, reason), 30, 0.5, what=f"{name} refused")
-                code, body = cluster.request("GET", PATH)
-                assert code == 503, (name, code, body)
-                assert reason in body["message"], (name, body)  # the exporter's reason, via the aggregator
+                # the adapter's next refresh: 503 quoting the exporter's reason, via the aggregator
+                code, body = wait_for(lambda: refused(cluster), 30, 0.5, what=f"{name}: the adapter's 503")
+                assert code == 503 and reason in body["message"], (name, code, body)
                 # HPA's condition carries it too (FailedGetExternalMetric, quoting the adapter's 503)
                 wait_for(lambda reason=reason: reason in (failing(cluster, "chat", "held") or ""), 60, 0.5,
                          what=f"{name}: FailedGetExternalMetric")  # fmt: skip
