@@ -44,6 +44,7 @@ SLOS = exposition(
         ("nan", 503, "gave NaN for it: not a number"),
         ("inf", 503, "gave +Inf for it: not a number"),
         ("unjudged-ratio", 503, "is up but has no usable value of it"),
+        ("refused", 503, "'namespace=llm,workload=refused' (http://"),  # the key, then its exporter
         ("refused", 503, f"scaling_up is 0 (invalid histogram: {TTFT}: an le bound is negative)"),
         ("down", 503, "scaling_up is 0 (the source is down)"),
         ("no-slo", 404, "no known source matches"),
