@@ -82,6 +82,12 @@ class RuleConfig:
         "otherwise 503 naming it. Not with up_family.",
         env=False,
     )
+    why_family: str | None = setting(
+        None,
+        "With up_family: an info family whose series, with the values' labels, carry a `reason` "
+        "label saying why the flag is 0; the 503 then quotes it (direct mode).",
+        env=False,
+    )
     every_source: bool = setting(
         False,
         "With a source family: several exporters publish parts of one key (an SLO over replicas on "
@@ -125,11 +131,14 @@ class RuleConfig:
             raise ValueError(f"rule {self.name!r}: give a query (Prometheus mode) or direct (direct mode)")
         for text in self.match:
             parse_matcher(text)
-        for key, family in (("up_family", self.up_family), ("source_family", self.source_family)):
+        named = (("up_family", self.up_family), ("source_family", self.source_family))
+        for key, family in (*named, ("why_family", self.why_family)):
             if family is not None and not _PROM_NAME.fullmatch(family):
                 raise ValueError(f"rule {self.name!r}: {key} {family!r} is not a metric name")
         if self.up_family is not None and self.source_family is not None:
             raise ValueError(f"rule {self.name!r}: give up_family or source_family, not both")
+        if self.why_family is not None and self.up_family is None:
+            raise ValueError(f"rule {self.name!r}: why_family needs up_family")
         if self.every_source and self.states_family is None:
             raise ValueError(f"rule {self.name!r}: every_source needs up_family or source_family")
         _check_labels(list(self.objects.values()), f"rule {self.name!r} objects")
@@ -214,6 +223,7 @@ def _slo_rule(name: str, family: str, aggregation: Aggregation) -> RuleConfig:
             "query": f"{aggregation} by ({', '.join(keys)}) ({family}{{<<.LabelMatchers>>}})",
             "direct": {"family": family, "aggregation": aggregation, "by": keys},
             "up_family": "rightsizer_workload_slo_scaling_up",
+            "why_family": "rightsizer_workload_slo_scaling_unjudged_info",  # its `reason`, in the 503
             "every_source": True,
             "aggregation": aggregation,
             "objects": {"deployments": "workload", "statefulsets": "workload"},

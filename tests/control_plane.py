@@ -259,6 +259,7 @@ def control_plane(tmp: Path) -> Iterator[Cluster]:
                     f"--service-account-signing-key-file={tmp / 'sa.key'}",
                     "--service-account-issuer=https://kubernetes.default.svc",
                     "--disable-admission-plugins=ServiceAccount",
+                    "--allow-privileged=true",  # as kubeadm, kind and the managed services run it
                     f"--requestheader-client-ca-file={tmp / 'front-proxy-ca.crt'}",
                     "--requestheader-allowed-names=front-proxy-client",
                     "--requestheader-username-headers=X-Remote-User",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,10 +85,12 @@ def doc_yaml(path: Path) -> list[Any]:
 
 
 class Feeder:
-    """Requests observed on the fake vLLM, 20 every half second, at ``ttft`` and ``itl`` seconds."""
+    """Requests observed on the fake vLLM, 20 every half second, at ``ttft`` and ``itl`` seconds;
+    its page is what vLLM renders, or that text turned to garbage by ``spoil`` while it is set."""
 
     def __init__(self, vllm: ClientServer) -> None:
         self.vllm, self.ttft, self.itl = vllm, 0.03, 0.008
+        self.spoil: Callable[[str], str] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -97,6 +99,10 @@ class Feeder:
         while not self._stop.wait(0.5):
             self.vllm.observe("ttft", self.ttft, 20)
             self.vllm.observe("itl", self.itl, 20)
+
+    def page(self) -> bytes:
+        text, spoil = self.vllm.render().decode(), self.spoil
+        return (spoil(text) if spoil is not None else text).encode()
 
     def stop(self) -> None:
         self._stop.set()
@@ -202,8 +208,8 @@ def kube_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         cluster = stack.enter_context(control_plane(tmp))
         rds = stack.enter_context(redis_server())
         http = stack.enter_context(FakeHttpServer())
-        http.route("/metrics", body=lambda: vllm.render())
         feeder = Feeder(vllm)
+        http.route("/metrics", body=feeder.page)
         stack.callback(feeder.stop)
         cluster.apply(shipped_objects())
         scenario = tmp / "scenario.yaml"

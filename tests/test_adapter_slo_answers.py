@@ -9,6 +9,7 @@ import pytest
 from adapter_support import EXT, Make, assert_status, client_get, exposition, make  # noqa: F401
 
 RATIO = "rightsizer_workload_slo_latency_ratio"
+TTFT = "vllm:time_to_first_token_seconds"
 
 
 def workload(name: str) -> dict[str, str]:
@@ -23,7 +24,14 @@ SLOS = exposition(
             (workload("inf"), float("inf")),
         ],
         "rightsizer_workload_slo_scaling_up": [
-            (workload(name), 1) for name in ("good", "nan", "inf", "unjudged-ratio")
+            *((workload(name), 1) for name in ("good", "nan", "inf", "unjudged-ratio")),
+            (workload("refused"), 0),
+            (workload("down"), 0),
+        ],
+        # why "refused" is not judged, as the exporter says it (none for "down")
+        "rightsizer_workload_slo_scaling_unjudged_info": [
+            ({**workload("refused"), "reason": f"invalid histogram: {TTFT}: an le bound is negative"}, 1),
+            ({**workload("other"), "reason": "too few requests in the window"}, 1),
         ],
     }
 )
@@ -36,6 +44,9 @@ SLOS = exposition(
         ("nan", 503, "gave NaN for it: not a number"),
         ("inf", 503, "gave +Inf for it: not a number"),
         ("unjudged-ratio", 503, "is up but has no usable value of it"),
+        ("refused", 503, "'namespace=llm,workload=refused' (http://"),  # the key, then its exporter
+        ("refused", 503, f"scaling_up is 0 (invalid histogram: {TTFT}: an le bound is negative)"),
+        ("down", 503, "scaling_up is 0 (the source is down)"),
         ("no-slo", 404, "no SLO declared for llm/no-slo"),
     ],
 )

@@ -42,9 +42,8 @@ def key_of(s: Series) -> Key:
 
 def _name(key: Key) -> str:
     labels = dict(key)
-    return labels.get("queue") or ",".join(
-        f"{k}={v}" for k, v in sorted(labels.items()) if k not in ("workload", "container")
-    )
+    derived = ("workload", "container") if "pod" in labels else ()  # a pod's key: its pod names it
+    return labels.get("queue") or ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if k not in derived)
 
 
 def _names(keys: Iterable[Key]) -> str:

@@ -126,6 +126,10 @@ def source_states(rule: RuleConfig, exporter: Exporter, why: str) -> list[Series
     family = rule.states_family
     assert family is not None
     matchers = rule.matchers
+    reasons = {  # why a flag is 0, by key (the rule's ``why_family``)
+        frozenset(rule.key_of(s.labels).items()): s.labels.get("reason", "")
+        for s in exporter.samples.get(rule.why_family or "", ())
+    }
     out = []
     for s in exporter.samples.get(family, ()):
         if not all(m.matches(s.labels) for m in matchers):
@@ -134,7 +138,8 @@ def source_states(rule: RuleConfig, exporter: Exporter, why: str) -> list[Series
         if why:
             out.append(state(key, exporter.url, STALE, why))
         elif rule.up_family is not None and s.value != 1:
-            out.append(state(key, exporter.url, DOWN, f"{family} is {s.value:g} (the source is down)"))
+            reason = reasons.get(frozenset(key.items())) or "the source is down"
+            out.append(state(key, exporter.url, DOWN, f"{family} is {s.value:g} ({reason[:300]})"))
         else:
             out.append(state(key, exporter.url, UP))
     return out
@@ -255,6 +260,7 @@ class ScrapeSource:
                 STAMP_FAMILY,
                 *(r.direct.family for r in rules if r.direct is not None),
                 *(f for r in rules if (f := r.states_family) is not None),
+                *(f for r in rules if (f := r.why_family) is not None),
             }
         )
         due = math.inf if everything else time.monotonic() + 0.005
