@@ -40,9 +40,9 @@ from rightsizing.numa import NumaPlacement
 from rightsizing.patches.settings import PatchSettings
 from rightsizing.pressure import INFERENCE_SERVERS
 from rightsizing.settings import RightsizingSettings
-from rightsizing.slo import SloDeclaration, SloEvidence
-from rightsizing.slo_verdict import assess_with_slo
-from rightsizing.slo_windows import Scaling, SloTracker
+from rightsizing.slo.attainment import SloDeclaration, SloEvidence
+from rightsizing.slo.verdict import assess_with_slo
+from rightsizing.slo.windows import Scaling, SloTracker
 from rightsizing.tracker import GpuTracker
 from rightsizing.trend import QueueTrend, ServerCounters
 from rightsizing.verdicts import Assessment, decision_inputs

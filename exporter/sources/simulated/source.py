@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
-from rightsizing.latency import Histogram
 from rightsizing.numa import NumaPlacement
+from rightsizing.slo.latency import Histogram
 
 from .latency import LatencyModel, slo_of
 from .mig import INSTANCE_FIELDS, PARENT_UNSUPPORTED, Instance, combined
