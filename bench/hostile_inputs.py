@@ -30,8 +30,8 @@ from typing import Any
 import redis
 from adapter_support import get_json
 from gpu_rig import scenario
-from hostile import finish, start
 from hostile_clients import manifest_memory_limit
+from hostile_runs import finish, start
 from hostile_sources import MIB, gpu_pods, long_label, many_series, measured_exporter
 from pods_fake_kubelet import kubelet_process, short_socket_dir, write_raw_answer
 from queue_fakes import VllmMetrics

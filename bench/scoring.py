@@ -40,7 +40,7 @@ from rightsizing.catalog import load_catalog  # noqa: E402
 from rightsizing.cost import cost_json, cost_rows, workload_costs  # noqa: E402
 from rightsizing.hostpsi import PsiReader  # noqa: E402
 from rightsizing.settings import RightsizingSettings  # noqa: E402
-from rightsizing.slo_verdict import judge  # noqa: E402
+from rightsizing.slo.verdict import judge  # noqa: E402
 from rightsizing.tracker import GpuTracker  # noqa: E402
 
 WINDOW = 3600

@@ -169,7 +169,8 @@ def make_extensions(cfg: ExporterConfig, source: GpuSource | None = None) -> lis
     if cfg.rightsizing.enabled:
         from rightsizing.catalog import load_catalog
 
-        from .rightsizing_live.extension import QueueExtensionFeed, RightsizingExtension
+        from .rightsizing_live.extension import RightsizingExtension
+        from .rightsizing_live.feeds import QueueExtensionFeed
 
         queues = next((e for e in extensions if e.name == "queues"), None)
         pods = next((e for e in extensions if e.name == "pods"), None)

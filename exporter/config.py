@@ -13,7 +13,7 @@ from rightsizer_core.settings import ConfigError, build, env_overrides, merge, r
 from rightsizing.catalog import CatalogSettings
 from rightsizing.patches.settings import PatchSettings
 from rightsizing.settings import RightsizingSettings
-from rightsizing.slo import SloDeclaration
+from rightsizing.slo.attainment import SloDeclaration
 
 from .sources.dcgm.settings import DcgmExporterSettings
 from .sources.discovery.settings import DiscoverySettings

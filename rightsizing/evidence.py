@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .numa import NumaPlacement
-    from .slo import SloEvidence
+    from .slo.attainment import SloEvidence
 
 # Activity is SM active when the GPU reports it, else GR engine active, else GPU utilization.
 ACTIVITY_SOURCES = ("sm_active", "gr_engine_active", "gpu_utilization")

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from rightsizer_core.snapshot import GpuSample
 from rightsizer_core.workloads import workload_of
 
-from .latency import Histogram
 from .settings import QueueLink
+from .slo.latency import Histogram
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hostile import Outcome, finish, start
+from hostile_runs import Outcome, finish, start
 from servers import free_port, http_get, wait_for
 
 MIB = 2**20

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from adapter_support import adapter, get
-from hostile import RSS_LIMIT, Outcome, run_program
+from hostile_runs import RSS_LIMIT, Outcome, run_program
 from servers import ROOT, wait_for
 
 # Nine levels of nine aliases each: 9^9 (387 million) values once expanded, in 300 bytes.

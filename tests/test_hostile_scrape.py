@@ -1,6 +1,6 @@
 """Direct mode against hostile exporters: whatever one sends, the adapter stays under its 256Mi limit.
 
-The adapter runs as its own process under ``own_peak_rss.py`` (``hostile.py``), scraping a real
+The adapter runs as its own process under ``own_peak_rss.py`` (``hostile_runs.py``), scraping a real
 simulated exporter (pod a of ``gpu_rig``) and one hostile endpoint, with the default caps
 (``direct.max_body_bytes`` 16 MiB as received and after gzip, ``direct.max_series_per_exporter``
 20,000). Each hostile answer must make that exporter down (503 naming it and the cap), with one
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from adapter_support import get_json
 from gpu_rig import POD_A, scenario
-from hostile import RSS_LIMIT, finish, start
+from hostile_runs import RSS_LIMIT, finish, start
 from queue_servers import FakeHttpServer
 from servers import exporter, wait_for
 

@@ -5,7 +5,7 @@ inference server could send (hundreds of thousands of series, a label value of m
 megabytes wide or nested 100,000 deep, a negative depth), a real Redis whose stream has 150,000
 consumer groups, a fake Redis announcing a gigabyte answer, and the fake kubelet (real pod-resources
 gRPC) answering 120,000 pods. Each test measures the exporter's peak RSS over its whole run
-(``hostile.py``'s launcher) and checks the outcome: the source over a bound is down with its reason
+(``hostile_runs.py``'s launcher) and checks the outcome: the source over a bound is down with its reason
 (``rightsizer_queue_source_up`` 0, or the ``pods`` collector 0), one log line, never published as a
 smaller number, and every other source and the GPUs keep being served.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from hostile import RSS_LIMIT
+from hostile_runs import RSS_LIMIT
 from hostile_sources import MIB, Running, gpu_pods, long_label, many_series, measured_exporter, settled
 from pods_fake_kubelet import kubelet_process, short_socket_dir, write_raw_answer
 from queue_fakes import VllmMetrics, json_body

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hostile import RSS_LIMIT, Outcome, finish, start
+from hostile_runs import RSS_LIMIT, Outcome, finish, start
 from nvmldouble import NvmlDouble
 from pods_fake_kubelet import FakeKubelet, short_socket_dir, write_answer
 from servers import wait_for

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hostile import run_program
+from hostile_runs import run_program
 
 WORKLOAD = {"kind": "steady_inference"}
 

@@ -168,6 +168,42 @@ def test_checker_names_a_forbidden_import_and_a_cycle() -> None:
     assert cycles(made_up, modules) == [["exporter.a", "exporter.b", "exporter.c", "exporter.a"]]
 
 
+BENCH = ROOT / "bench"
+
+
+def bench_imports() -> list[Import]:
+    """The imports between benchmarks: each script has ``bench/`` on its ``sys.path`` and imports
+    another by its bare name (``from common import wrk``). ``exporter`` and ``adapter`` name the
+    packages there (each script puts the repository first), not ``bench/exporter.py``."""
+    names = {p.stem for p in BENCH.glob("*.py")} - set(PACKAGES)
+    found = []
+    for path in sorted(BENCH.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                targets = [node.module]
+            else:
+                continue
+            found += [Import(f"bench.{path.stem}", f"bench.{t}", node.lineno) for t in targets if t in names]
+    return found
+
+
+def test_no_import_cycles_between_benchmarks() -> None:
+    imports = bench_imports()
+    assert ("bench.mig", "bench.common") in {(i.module, i.target) for i in imports}  # the walk found them
+    found = cycles(imports, {f"bench.{p.stem}" for p in BENCH.glob("*.py")})
+    assert found == [], "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_no_benchmark_is_named_like_a_test_helper() -> None:
+    """The benchmarks put ``tests/`` on ``sys.path`` for the test servers: a benchmark named like a
+    helper there is that helper when another benchmark imports it by name, and the import graph a
+    reader (or the check above) follows is not the one Python does."""
+    shared = {p.stem for p in BENCH.glob("*.py")} & {p.stem for p in (ROOT / "tests").glob("*.py")}
+    assert shared == set()
+
+
 def _loaded_after(code: str) -> list[str]:
     probe = f"import sys\n{code}\nprint('\\n'.join(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from rightsizing.latency import Histogram, quantile, share_at_or_under
-from rightsizing.latency_window import HistogramWindow
 from rightsizing.settings import RightsizingSettings
-from rightsizing.slo import SloDeclaration, evaluate
-from rightsizing.slo_windows import SloTracker
+from rightsizing.slo.attainment import SloDeclaration, evaluate
+from rightsizing.slo.latency import Histogram, quantile, share_at_or_under
+from rightsizing.slo.latency_window import HistogramWindow
+from rightsizing.slo.windows import SloTracker
 
 # 100 observations: 10 <= 0.1 s, 60 <= 0.5 s, 90 <= 1.0 s, all 100 <= +Inf; sum 50 s.
 H = Histogram((0.1, 0.5, 1.0), (10.0, 60.0, 90.0, 100.0), 50.0)
@@ -135,7 +135,7 @@ def test_the_tracker_forgets_queues_and_their_counters_after_a_window() -> None:
 def test_merging_two_layouts_is_one_sorted_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two 3,000-bound layouts that differ in their last bound (a server alternating it every poll)
     merge with a number of bound comparisons linear in the bounds, not 3,000 x 3,000."""
-    import rightsizing.latency as latency
+    import rightsizing.slo.latency as latency
 
     compared = 0
     real = latency.same_bound

@@ -14,7 +14,7 @@ from patches_units import AT, HOUR, evidence, held, patch_set
 from rightsizing.evidence import QueueEvidence
 from rightsizing.patches.owners import OwnerSeries
 from rightsizing.patches.replicas import count
-from rightsizing.slo import Latency, SloDeclaration, SloEvidence
+from rightsizing.slo.attainment import Latency, SloDeclaration, SloEvidence
 
 PODS = ("x2k9q", "bcdfg")
 OWNERS = OwnerSeries(

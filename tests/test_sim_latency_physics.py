@@ -13,7 +13,7 @@ import pytest
 from exporter.sources.simulated.latency import LatencyModel
 from exporter.sources.simulated.scenario import builtin_names, load_scenario
 from exporter.sources.simulated.source import SimulatedSource
-from rightsizing.latency import Histogram, quantile
+from rightsizing.slo.latency import Histogram, quantile
 
 HOUR = 3600.0
 

@@ -11,7 +11,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.sources.queues.scrape import PRESETS, ExpositionReader
-from rightsizing.latency import Histogram
+from rightsizing.slo.latency import Histogram
 
 
 def pages() -> dict[str, str]:

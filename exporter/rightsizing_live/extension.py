@@ -25,8 +25,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
 
 from rightsizer_core.logs import event
 from rightsizer_core.snapshot import CollectorStatus, GpuReading, GpuSample, PodRef, Row
@@ -38,31 +37,22 @@ from rightsizing.hostcpu import HostCpuMonitor
 from rightsizing.links import QueueReading, linked
 from rightsizing.numa import NumaPlacement
 from rightsizing.patches.settings import PatchSettings
-from rightsizing.pressure import INFERENCE_SERVERS
 from rightsizing.settings import RightsizingSettings
-from rightsizing.slo import SloDeclaration, SloEvidence
-from rightsizing.slo_verdict import assess_with_slo
-from rightsizing.slo_windows import Scaling, SloTracker
+from rightsizing.slo.attainment import SloDeclaration, SloEvidence
+from rightsizing.slo.verdict import assess_with_slo
+from rightsizing.slo.windows import Scaling, SloTracker
 from rightsizing.tracker import GpuTracker
 from rightsizing.trend import QueueTrend, ServerCounters
 from rightsizing.verdicts import Assessment, decision_inputs
 
 from ..lazy import Deferred, LazyRows, LazySections
 from ..sampler import Contribution
+from .feeds import PlacementFeed, QueueFeed, simulated_queue_readings
 from .publish import CycleView, RowMaker
 from .slo_match import Unmatched
 
 log = logging.getLogger("rightsizer.rightsizing")
 REPLAY_POINTS = 720  # samples per GPU replayed at start (a 1 h window: one every 5 s)
-
-
-class QueueFeed(Protocol):
-    def queue_readings(self) -> list[QueueReading]: ...
-
-
-# Device UUID -> NUMA placement of the GPU and its container (pod attribution, or the simulated
-# fleet's scenario); cached by its owner, no I/O.
-PlacementFeed = Callable[[], Mapping[str, NumaPlacement]]
 
 
 class RightsizingExtension:
@@ -171,23 +161,7 @@ class RightsizingExtension:
         simulated fleet's queues at ``t``."""
         out = self.queue_feed.queue_readings() if self.queue_feed is not None and live else []
         if self._sim_queues is not None:
-            out += [
-                QueueReading(
-                    q.name,
-                    q.depth,
-                    dict(q.labels),
-                    tuple(q.gpus),
-                    q.server,
-                    q.kv_cache_usage,
-                    q.preemptions_total,
-                    q.generated_tokens_total,
-                    q.prompt_tokens_total,
-                    q.requests_total,
-                    q.latency,
-                    getattr(q, "kv_cache_bytes", None),
-                )
-                for q in self._sim_queues(t)
-            ]
+            out += simulated_queue_readings(self._sim_queues(t))
         return out
 
     def feed(self, t: float, gpus: Sequence[GpuSample], live: bool = True) -> None:
@@ -380,37 +354,3 @@ class RightsizingExtension:
             self.queue_meta.pop(name, None)
             self.servers.pop(name, None)
         self.slo.forget(horizon)
-
-
-class QueueExtensionFeed:
-    """Latest depths of the configured queue sources (``queues:``), read from their pollers."""
-
-    def __init__(self, queue_extension: Any) -> None:
-        self.ext = queue_extension
-
-    def queue_readings(self) -> list[QueueReading]:
-        out = []
-        for p in getattr(self.ext, "pollers", ()):
-            outcome = p.outcome
-            if outcome is None or outcome.value is None:
-                continue  # not polled yet, or down: no fresh value
-            value = outcome.value
-            out.append(
-                QueueReading(
-                    p.name,
-                    float(value.depth),
-                    dict(p.cfg.labels),
-                    tuple(getattr(p, "gpus", ())),
-                    server=p.cfg.kind if p.cfg.kind in INFERENCE_SERVERS else None,
-                    kv_cache_usage=value.kv_cache_usage,
-                    preemptions_total=value.preemptions_total,
-                    generated_tokens_total=value.generated_tokens_total,
-                    prompt_tokens_total=value.prompt_tokens_total,
-                    requests_total=value.requests_total,
-                    latency=value.latency,
-                    kv_cache_bytes=value.kv_cache_bytes,
-                    latency_refused=value.latency_refused,
-                    exact=getattr(p, "exact", False),
-                )
-            )
-        return out

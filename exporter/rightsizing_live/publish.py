@@ -13,9 +13,9 @@ from rightsizing.evidence import Evidence
 from rightsizing.numa import NumaPlacement, format_cpulist
 from rightsizing.patches.settings import PatchSettings
 from rightsizing.settings import RightsizingSettings
-from rightsizing.slo import SloEvidence
-from rightsizing.slo_json import slo_json, slo_state
-from rightsizing.slo_windows import Scaling, SloTracker
+from rightsizing.slo.attainment import SloEvidence
+from rightsizing.slo.summary import slo_json, slo_state
+from rightsizing.slo.windows import Scaling, SloTracker
 from rightsizing.tracker import GpuTracker
 from rightsizing.verdicts import VERDICTS, Assessment
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rightsizing.slo import SloDeclaration
+from rightsizing.slo.attainment import SloDeclaration
 
 SHOWN = 10  # queues named in a line; the rest are counted
 

@@ -17,8 +17,8 @@ import math
 from collections.abc import Mapping
 
 from rightsizer_core.snapshot import Row
-from rightsizing.slo import SloEvidence
-from rightsizing.slo_windows import Counted, Scaling
+from rightsizing.slo.attainment import SloEvidence
+from rightsizing.slo.windows import Counted, Scaling
 
 ATTAINMENT = "rightsizer_workload_slo_attainment_ratio"
 TARGET = "rightsizer_workload_slo_target_seconds"

@@ -12,7 +12,7 @@ From a Prometheus holding the exporter's series (instant queries at now):
 
 With a latency SLO declared for the workload (``rightsizer_workload_slo_*`` over the last hour, read
 as ``rightsizer report`` reads them), its state and latency ratio today, and each option's latency
-at the objective projected by the model the engine uses (``rightsizing.slo_projection``) over the
+at the objective projected by the model the engine uses (``rightsizing.slo.projection``) over the
 target, with the margin the SLO must keep.
 
 Each plan option gets the measured rate projected by the one rule the live exporter and ``rightsizer
@@ -40,9 +40,9 @@ from ..models import PlanError
 from ..planner import Option, Plan
 from ..recommend import current_candidate
 from ..settings import RightsizingSettings
-from ..slo import SloEvidence
-from ..slo_json import slo_json, slo_words
-from ..slo_projection import Binding, project
+from ..slo.attainment import SloEvidence
+from ..slo.projection import Binding, project
+from ..slo.summary import slo_json, slo_words
 from . import report_slo
 from .output import money, rate, table
 from .promapi import PrometheusClient, ReportError, Sample

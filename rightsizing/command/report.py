@@ -23,8 +23,8 @@ from ..evidence import Evidence
 from ..group import merge, multi_gpu_groups
 from ..links import linked
 from ..settings import RightsizingSettings
-from ..slo import SloEvidence
-from ..slo_verdict import assess_with_slo
+from ..slo.attainment import SloEvidence
+from ..slo.verdict import assess_with_slo
 from ..verdicts import Assessment
 from ..words import exact_duration
 from . import report_dcgm, report_queues, report_slo, report_span

@@ -20,12 +20,12 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from ..evidence import QueueEvidence
-from ..latency import KINDS
 from ..links import QueueReading
 from ..settings import RightsizingSettings
-from ..slo import PER_REQUEST, SloDeclaration, SloEvidence
-from ..slo import Latency as LatencyEvidence
-from ..slo_json import slo_json
+from ..slo.attainment import PER_REQUEST, SloDeclaration, SloEvidence
+from ..slo.attainment import Latency as LatencyEvidence
+from ..slo.latency import KINDS
+from ..slo.summary import slo_json
 from .output import table
 from .promapi import Sample
 

@@ -1,5 +1,5 @@
 """The latency SLO of a move, when the workload declares one: its latency today and projected on
-the recommended option (``slo_projection``, the engine's projection), in words and as figures."""
+the recommended option (``slo.projection``, the engine's projection), in words and as figures."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from ..catalog import Catalog
 from ..evidence import Evidence
-from ..latency import WORDS
-from ..slo import seconds_words
-from ..slo_projection import project
-from ..slo_verdict import slo_of
+from ..slo.attainment import seconds_words
+from ..slo.latency import WORDS
+from ..slo.projection import project
+from ..slo.verdict import slo_of
 from ..verdicts import Assessment
 
 _CHANGE = re.compile(r"^(\d+) x \S+ -> (\d+) x \S+$")

@@ -10,7 +10,7 @@ from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from rightsizer_core.files import read_secret, read_token
-from rightsizing.latency import Histogram
+from rightsizing.slo.latency import Histogram
 
 REASON_LIMIT = 200
 

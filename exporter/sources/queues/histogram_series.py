@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from rightsizing.latency import MAX_COUNT, Histogram
+from rightsizing.slo.latency import MAX_COUNT, Histogram
 
 MAX_BOUNDS = 512  # finite bounds kept per histogram (vLLM's largest layout has 22)
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from rightsizing.latency import Histogram
+from rightsizing.slo.latency import Histogram
 
 from .histogram_series import MAX_COUNT, Family
 

@@ -26,8 +26,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rightsizing.latency import Histogram
-from rightsizing.slo import SloDeclaration
+from rightsizing.slo.attainment import SloDeclaration
+from rightsizing.slo.latency import Histogram
 
 from .schema import QueueEntry
 from .workloads import Noise, Workload

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from rightsizer_core.settings import setting
 from rightsizing.catalog import GpuSpec, MigProfile
-from rightsizing.slo import SloDeclaration, SloTargets
+from rightsizing.slo.attainment import SloDeclaration, SloTargets
 
 from . import workloads as wl
 

@@ -3,8 +3,9 @@
 Simulated time is ``start + elapsed wall time x speed`` (or stays at ``start`` when the scenario
 is frozen). Everything a reading holds is a pure function of the scenario and the simulated time,
 so ``reading_at(t)`` is the same whenever it is asked: the energy counter is the integral of the
-power over 10-second buckets from a fixed origin (prefix sums are cached, so each bucket is
-computed once). ``history`` replays the recent past so windows can be full at start.
+power over 10-second buckets from a fixed origin (``device``: each GPU's activity and counters;
+prefix sums are cached, so each bucket is computed once). ``history`` replays the recent past so
+windows can be full at start.
 
 Beyond the GPU fields, the right-sizing engine reads the node's host CPU busy ratio
 (``host_cpu_busy_ratio``) and each simulated queue's depth (``queue_samples``).
@@ -14,27 +15,23 @@ from __future__ import annotations
 
 import math
 import time
-from array import array
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample, PodRef
-from rightsizing.latency import Histogram
+from rightsizer_core.snapshot import CollectorStatus, GpuIdentity, GpuReading, GpuSample
 from rightsizing.numa import NumaPlacement
+from rightsizing.slo.latency import Histogram
 
+from .device import ENERGY_BUCKET_SECONDS, Device
 from .latency import LatencyModel, slo_of
-from .mig import INSTANCE_FIELDS, PARENT_UNSUPPORTED, Instance, combined
+from .mig import INSTANCE_FIELDS, PARENT_UNSUPPORTED
 from .numa import placements
-from .physics import Board, fields_of, nvlink_bytes_per_second, power_watts
-from .scenario import Scenario, SimGpu, builtin_names, load_scenario
+from .physics import fields_of
+from .scenario import Scenario, builtin_names, load_scenario
 from .schema import QueueEntry
-from .workloads import Activity, Noise, Workload, evaluate
+from .workloads import Activity, Noise
 
 __all__ = ["QueueSample", "Scenario", "SimulatedSource", "XidEvent", "builtin_names", "load_scenario"]
-
-ENERGY_BUCKET_SECONDS = 10.0
-KEEP_EXTRA_BUCKETS = 720  # integrals cached beyond the replayable history: 2 h of 10 s buckets
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,77 +73,6 @@ class QueueSample:
         return self.gpus[0]
 
 
-class _Device:
-    """One simulated GPU: constants, noise, and the cached energy / NVLink integrals."""
-
-    __slots__ = (
-        "base",
-        "began",
-        "board",
-        "energy",
-        "gpu",
-        "identity",
-        "instances",
-        "keep",
-        "last",
-        "last_t",
-        "noise",
-        "nvlink",
-        "origin_bucket",
-        "pod",
-        "rate",
-        "rate_bucket",
-        "unsupported",
-        "uptime0",
-    )
-
-    def __init__(self, gpu: SimGpu, scenario: Scenario, start: float) -> None:
-        self.gpu = gpu
-        self.board = Board.of(gpu.spec)
-        if gpu.pcie_link is not None:  # trained below its maximum: current values and capacity drop
-            self.board = self.board.with_link(*gpu.pcie_link)
-        self.noise = Noise(scenario.seed, gpu.index)
-        self.identity = GpuIdentity(
-            index=gpu.index,
-            uuid=gpu.uuid,
-            pci_bus_id=gpu.pci_bus_id,
-            model=gpu.spec.nvml_names[0] if gpu.spec.nvml_names else gpu.spec.key,
-            minor_number=gpu.index,
-            driver_version=scenario.driver_version,
-            memory_total_bytes=gpu.spec.usable_memory,
-        )
-        self.pod = PodRef(gpu.pod.pod, gpu.pod.namespace, gpu.pod.container) if gpu.pod else None
-        origin = start - scenario.history_seconds - ENERGY_BUCKET_SECONDS
-        self.instances = [
-            Instance(gpu, m, self.identity, scenario.seed, gpu.spec.gpm_supported) for m in gpu.mig
-        ]
-        self.unsupported = self.board.unsupported | (PARENT_UNSUPPORTED if gpu.mig else frozenset())
-        # A workload runs from start_after_seconds after the start, or since before the replayable past.
-        self.began = [began(w.params["start_after_seconds"], start, scenario) for w in self._workloads()]
-        self.origin_bucket = math.floor(origin / ENERGY_BUCKET_SECONDS)
-        # Booted between 1 and 30 days before the origin; the counters start from that uptime.
-        self.uptime0 = 86400.0 * (1 + 29 * self.noise.fixed("phase", 7))
-        # energy[k - base], nvlink[k - base]: joules since boot and MiB over NVLink at the start of
-        # bucket origin+k. Only the recent part is kept; older values are recomputed on demand.
-        self.base = 0
-        self.energy = array("d", [self.board.idle_watts * self.uptime0])
-        self.nvlink = array("d", [0.0])
-        self.keep = int(scenario.history_seconds / ENERGY_BUCKET_SECONDS) + KEEP_EXTRA_BUCKETS
-        self.last_t: float | None = None
-        self.last: Activity | None = None
-        self.rate_bucket: int | None = None
-        self.rate = (0.0, 0.0)
-
-    def _workloads(self) -> list[Workload]:
-        if self.gpu.workload is not None:
-            return [self.gpu.workload]
-        return [m.workload for m in self.gpu.mig]
-
-
-def began(after: float, start: float, scenario: Scenario) -> float:
-    return start + after if after > 0 else start - scenario.history_seconds
-
-
 class SimulatedSource:
     name = "simulated"
 
@@ -160,7 +86,7 @@ class SimulatedSource:
         self._monotonic = monotonic
         self._wall0 = monotonic()
         self.start_time = scenario.start if scenario.start is not None else wall()
-        self.devices = [_Device(g, scenario, self.start_time) for g in scenario.gpus]
+        self.devices = [Device(g, scenario, self.start_time) for g in scenario.gpus]
         self._numa = placements(scenario.numa_nodes, scenario.gpus)
         self._host_noise = Noise(scenario.seed, -1)
         # Latency histograms of each serving workload whose queue names its inference server.
@@ -233,7 +159,7 @@ class SimulatedSource:
                 if cancelled():
                     return
                 t = min(t + ENERGY_BUCKET_SECONDS * 512, now - n * step)
-                self._integrals(d, t)
+                d.integrals(t)
                 if t >= now - n * step:
                     break
         for k in range(n, 0, -1):
@@ -246,7 +172,7 @@ class SimulatedSource:
         """Share of the node's CPU time busy at ``t`` (default: now)."""
         t = self.now() if t is None else t
         busy = self.scenario.host_cpu_busy_ratio + sum(
-            self._activity(d, t).host_cpu for d in self.devices if self._present(d, t)
+            d.activity(t).host_cpu for d in self.devices if self._present(d, t)
         )
         busy *= 1.0 + 0.04 * self._host_noise.signed("load", math.floor(t))
         return round(min(1.0, max(0.0, busy)), 4)
@@ -266,9 +192,9 @@ class SimulatedSource:
                 continue
             feeds: list[tuple[QueueEntry | None, str, Activity, float]] = []
             if d.gpu.queue is not None:
-                feeds.append((d.gpu.queue, d.gpu.uuid, self._activity(d, t), d.began[0]))
+                feeds.append((d.gpu.queue, d.gpu.uuid, d.activity(t), d.began[0]))
             if d.instances:
-                acts = self._instance_activities(d, t)
+                acts = d.instance_activities(t)
                 feeds += [
                     (i.mig.queue, i.mig.uuid, a, b)
                     for i, a, b in zip(d.instances, acts, d.began, strict=True)
@@ -329,34 +255,20 @@ class SimulatedSource:
             if not self._present(d, t):
                 continue
             if not d.instances:
-                out.append((d.identity, self._activity(d, t)))
+                out.append((d.identity, d.activity(t)))
                 continue
-            for inst, a in zip(d.instances, self._instance_activities(d, t), strict=True):
+            for inst, a in zip(d.instances, d.instance_activities(t), strict=True):
                 out.append((inst.identity, a))
         return out
 
     # -- internals ----------------------------------------------------------------------------------
-    def _present(self, d: _Device, t: float) -> bool:
+    def _present(self, d: Device, t: float) -> bool:
         """Whether the GPU existed at ``t`` (GPUs with a short ``history_seconds`` appeared lately)."""
         return t >= self.start_time - d.gpu.history_seconds
 
-    def _instance_activities(self, d: _Device, t: float) -> list[Activity]:
-        return [i.activity(t, b) for i, b in zip(d.instances, d.began, strict=True)]
-
-    def _activity(self, d: _Device, t: float) -> Activity:
-        """The whole GPU's activity (in MIG mode, its instances' combined)."""
-        if d.last_t == t and d.last is not None:  # collect, host CPU and queues ask the same t
-            return d.last
-        if d.gpu.workload is not None:
-            a = evaluate(d.gpu.workload, d.noise, t, t - d.began[0])
-        else:
-            a = combined(d.instances, self._instance_activities(d, t), d.gpu.spec.memory_bytes)
-        d.last_t, d.last = t, a
-        return a
-
-    def _samples(self, d: _Device, t: float) -> list[GpuSample]:
-        a = self._activity(d, t)
-        joules, nvlink = self._integrals(d, t)
+    def _samples(self, d: Device, t: float) -> list[GpuSample]:
+        a = d.activity(t)
+        joules, nvlink = d.integrals(t)
         uptime = d.uptime0 + (t - d.origin_bucket * ENERGY_BUCKET_SECONDS)
         fields, reasons = fields_of(d.board, a, d.noise, t, joules, nvlink, uptime)
         if d.gpu.xids:
@@ -368,43 +280,8 @@ class SimulatedSource:
         for name in PARENT_UNSUPPORTED:
             del fields[name]
         out = [GpuSample(d.identity, True, fields, d.unsupported, None, d.pod, reasons)]
-        for inst, ia in zip(d.instances, self._instance_activities(d, t), strict=True):
+        for inst, ia in zip(d.instances, d.instance_activities(t), strict=True):
             if inst.unsupported is None:  # what NVML answers NOT_SUPPORTED for on an instance
                 inst.unsupported = inst.missing | (frozenset(fields) | PARENT_UNSUPPORTED) - INSTANCE_FIELDS
             out.append(GpuSample(inst.identity, True, inst.fields(ia), inst.unsupported, None, inst.pod))
         return out
-
-    def _integrals(self, d: _Device, t: float) -> tuple[float, float]:
-        """Energy (J since boot) and NVLink data (MiB) at ``t``: whole buckets from the cache plus
-        the current bucket's share at its midpoint rate."""
-        k = max(0, math.floor(t / ENERGY_BUCKET_SECONDS) - d.origin_bucket)
-        if k < d.base:  # older than the cache: the same sums, recomputed (rare: deep history)
-            e, n = self._from_origin(d, k)
-        else:
-            while d.base + len(d.energy) <= k:
-                j = d.base + len(d.energy) - 1
-                watts, link = self._rates(d, (d.origin_bucket + j + 0.5) * ENERGY_BUCKET_SECONDS)
-                d.energy.append(d.energy[-1] + watts * ENERGY_BUCKET_SECONDS)
-                d.nvlink.append(d.nvlink[-1] + link * ENERGY_BUCKET_SECONDS)
-            e, n = d.energy[k - d.base], d.nvlink[k - d.base]
-            if len(d.energy) > 2 * d.keep:
-                drop = len(d.energy) - d.keep
-                del d.energy[:drop], d.nvlink[:drop]
-                d.base += drop
-        if d.rate_bucket != k:  # the current bucket's rate, once per bucket
-            d.rate_bucket, d.rate = k, self._rates(d, (d.origin_bucket + k + 0.5) * ENERGY_BUCKET_SECONDS)
-        watts, link = d.rate
-        part = t - (d.origin_bucket + k) * ENERGY_BUCKET_SECONDS
-        return e + watts * part, n + link * part
-
-    def _from_origin(self, d: _Device, k: int) -> tuple[float, float]:
-        e, n = d.board.idle_watts * d.uptime0, 0.0
-        for j in range(k):
-            watts, link = self._rates(d, (d.origin_bucket + j + 0.5) * ENERGY_BUCKET_SECONDS)
-            e += watts * ENERGY_BUCKET_SECONDS
-            n += link * ENERGY_BUCKET_SECONDS
-        return e, n
-
-    def _rates(self, d: _Device, t: float) -> tuple[float, float]:
-        a = self._activity(d, t)
-        return power_watts(d.board, a), nvlink_bytes_per_second(d.board, a) / MIB

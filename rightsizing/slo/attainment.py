@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from rightsizer_core.settings import setting
 
-from .figures import latency
+from ..figures import latency
 from .latency import KINDS, WORDS, Histogram, quantile, share_at_or_under
 
 QUANTILES = (0.5, 0.95, 0.99)

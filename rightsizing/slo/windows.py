@@ -23,10 +23,10 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..settings import RightsizingSettings
+from .attainment import SloDeclaration, SloEvidence, declaration_for, evaluate
 from .latency import KINDS, Histogram, at_or_under, empty, problem
 from .latency_window import HistogramWindow
-from .settings import RightsizingSettings
-from .slo import SloDeclaration, SloEvidence, declaration_for, evaluate
 
 SCALING_BUCKETS = 12
 

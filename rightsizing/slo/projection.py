@@ -31,10 +31,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import projection
-from .catalog import Candidate
-from .evidence import Evidence
-from .slo import SloEvidence
+from .. import projection
+from ..catalog import Candidate
+from ..evidence import Evidence
+from .attainment import SloEvidence
 
 
 @dataclass(frozen=True, slots=True)

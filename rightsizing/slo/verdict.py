@@ -1,6 +1,6 @@
 """Verdicts against a declared latency SLO, layered on the utilisation verdict (``verdicts.assess``).
 
-With an SLO judged over the window (``slo``; enough requests):
+With an SLO judged over the window (``attainment``; enough requests):
 
 - **missed** (a target's attainment under the objective): underprovisioned, whatever utilisation
   says. The reason names the target, the latency measured at the objective and the binding
@@ -8,7 +8,7 @@ With an SLO judged over the window (``slo``; enough requests):
   is measured above the bandwidth signal); TTFT (or end-to-end latency) whose queue time at the
   objective is at least half of it -> capacity; TTFT with a short queue time -> prefill compute;
   queue time -> capacity. The recommendation is the cheapest other option that carries the work
-  (``recommend.fits``) and whose projected latency (``slo_projection``) stays under every target
+  (``recommend.fits``) and whose projected latency (``projection``) stays under every target
   with the margin (``slo_margin_ratio``); none: add replicas (capacity) or split the model.
 - **met with room** (every declared target at most (1 - margin) x target at the objective): the
   strongest evidence there is that the service has what it needs. Signs of unmet demand
@@ -32,16 +32,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from .catalog import Candidate, Catalog
-from .evidence import Evidence
+from ..catalog import Candidate, Catalog
+from ..evidence import Evidence
+from ..recommend import current_candidate, demand, fits
+from ..settings import RightsizingSettings
+from ..verdicts import Assessment, assess
+from ..words import estimated
+from ..workload_fit import workload_options
+from .attainment import Latency, SloEvidence, seconds_words
 from .latency import WORDS
-from .recommend import current_candidate, demand, fits
-from .settings import RightsizingSettings
-from .slo import Latency, SloEvidence, seconds_words
-from .slo_projection import LatencyProjection, decode_binding, project, queue_time
-from .verdicts import Assessment, assess
-from .words import estimated
-from .workload_fit import workload_options
+from .projection import LatencyProjection, decode_binding, project, queue_time
 
 CAPACITY = "capacity"
 PREFILL = "prefill compute"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .figures import missed_by
+from ..figures import missed_by
+from .attainment import SloEvidence, percentile, seconds_words
 from .latency import KINDS
-from .slo import SloEvidence, percentile, seconds_words
-from .slo_windows import Scaling
+from .windows import Scaling
 
 
 def _r(x: float, digits: int = 6) -> float:
