@@ -58,6 +58,8 @@ def healthy(series: Mapping[str, list[dict[str, str]]], flag: str = "1") -> Prov
             return [(TARGET, str(NOW - 1))]
         if name == "frozen":
             return []
+        if name == "stamped":  # an exporter: it publishes its sample time
+            return [(TARGET, "1")]
         value = {"cur": flag, "ts": str(NOW - 1), "seen": str(NOW - 1)}[name]
         return [({**labels, **TARGET}, value) for labels in series.get(family, [])]
 

@@ -8,7 +8,7 @@ import pytest
 from adapter.kubernetes.availability import unsound
 from adapter.rules import BUILTIN_RULES
 from adapter.sources import DOWN, GONE, STALE, TAINTED, UP, state
-from adapter.sources.evidence import Horizon, Target, classify
+from adapter.sources.evidence import Horizon, Target, classify, unreached
 from adapter.vectors import Series
 
 KEY = {"namespace": "ha", "workload": "w"}
@@ -54,3 +54,19 @@ def test_a_target_gone_or_done_with_the_key_is_marked_gone_a_failing_one_is_not(
     for source, marked in (("gone:1", True), ("done:1", True), ("down:1", False)):
         assert found[f"{source} (job e)"].value == STALE
         assert (GONE in found[f"{source} (job e)"].labels) is marked, source
+
+
+def test_a_target_never_reached_is_unknown_only_in_an_exporter_job() -> None:
+    """Prometheus mode: a failing target never healthy within the horizon that published nothing
+    might hold anything, in a job of exporters; in a catch-all job (a target answering without
+    the exporter's stamp) it is just some failing pod."""
+    rule = next(r for r in BUILTIN_RULES if r.name == "rightsizer_workload_slo_latency_ratio")
+    parts = {"cur": [Series({**KEY, "instance": "a:1", "job": "e"}, 1.0)]}
+    never = Target(0.0, 1000.0, None)
+    exporters = {("a:1", "e"): Target(1.0, 1000.0, 990.0, stamped=True), ("b:1", "e"): never}
+    [unknown] = unreached(rule, parts, exporters)
+    assert "b:1 (job e) has not been scraped successfully" in unknown.labels["@unknown"]
+    catch_all = {**exporters, ("web:80", "e"): Target(1.0, 1000.0, 990.0, stamped=False)}
+    assert unreached(rule, parts, catch_all) == []
+    other_job = {("a:1", "e"): exporters[("a:1", "e")], ("b:1", "other"): never}
+    assert unreached(rule, parts, other_job) == []
