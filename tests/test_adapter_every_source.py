@@ -61,12 +61,28 @@ def test_a_target_never_reached_is_unknown_only_in_an_exporter_job() -> None:
     might hold anything, in a job of exporters; in a catch-all job (a target answering without
     the exporter's stamp) it is just some failing pod."""
     rule = next(r for r in BUILTIN_RULES if r.name == "rightsizer_workload_slo_latency_ratio")
-    parts = {"cur": [Series({**KEY, "instance": "a:1", "job": "e"}, 1.0)]}
+    horizon = Horizon(3600, 60)
+    scraped = [Series({"job": "e"}, 120.0)]
+    parts = {"cur": [Series({**KEY, "instance": "a:1", "job": "e"}, 1.0)], "scrapes": scraped}
     never = Target(0.0, 1000.0, None)
     exporters = {("a:1", "e"): Target(1.0, 1000.0, 990.0, stamped=True), ("b:1", "e"): never}
-    [unknown] = unreached(rule, parts, exporters)
+    [unknown] = unreached(rule, parts, exporters, horizon)
     assert "b:1 (job e) has not been scraped successfully" in unknown.labels["@unknown"]
     catch_all = {**exporters, ("web:80", "e"): Target(1.0, 1000.0, 990.0, stamped=False)}
-    assert unreached(rule, parts, catch_all) == []
+    assert unreached(rule, parts, catch_all, horizon) == []
     other_job = {("a:1", "e"): exporters[("a:1", "e")], ("b:1", "other"): never}
-    assert unreached(rule, parts, other_job) == []
+    assert unreached(rule, parts, other_job, horizon) == []
+
+
+def test_a_job_the_engine_began_scraping_moments_ago_is_unknown() -> None:
+    """A target not scraped yet has no `up` at all: until the job has been scraped a few times,
+    the exporters answering might not be all of them."""
+    rule = next(r for r in BUILTIN_RULES if r.name == "rightsizer_workload_slo_latency_ratio")
+    known = {("a:1", "e"): Target(1.0, 1000.0, None, stamped=True)}
+    cur = [Series({**KEY, "instance": "a:1", "job": "e"}, 1.0)]
+    for count, unknown in ((None, True), (1.0, True), (2.0, True), (3.0, False)):
+        scrapes = [] if count is None else [Series({"job": "e"}, count)]
+        found = unreached(rule, {"cur": cur, "scrapes": scrapes}, known, Horizon(3600, 60))
+        assert bool(found) is unknown, count
+        if found:
+            assert "the engine has scraped job e only" in found[0].labels["@unknown"]
