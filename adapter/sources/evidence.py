@@ -122,9 +122,14 @@ def targets(parts: Mapping[str, Sequence[Series]]) -> dict[tuple[str, str], Targ
     out: dict[tuple[str, str], Target] = {}
     for name in ("up", "up_at", "healthy_at", "frozen", "stamped"):
         for s in parts.get(name, ()):
-            t = out.setdefault(_target_key(s.labels), Target())
-            if name in ("frozen", "stamped"):
-                setattr(t, name, True)
+            key = _target_key(s.labels)
+            if name == "stamped":  # marks a scraped target; imported data has no target at all
+                if key in out:
+                    out[key].stamped = True
+                continue
+            t = out.setdefault(key, Target())
+            if name == "frozen":
+                t.frozen = True
             else:
                 setattr(t, name, s.value)
     return out
@@ -203,7 +208,9 @@ def unreached(
     scrapes = {s.labels.get("job", ""): s.value for s in parts.get("scrapes", ())}
     window = int(max(1, 2 * horizon.stale_after))
     out = []
-    for job in sorted(jobs):
+    # jobs with no `up` at all hold imported or remote-written data: nothing is scraped there
+    scraped_jobs = {job for (_, job), t in known.items() if t.up is not None or t.healthy_at is not None}
+    for job in sorted(jobs & scraped_jobs):
         if scrapes.get(job, 0.0) < 3:
             why = (
                 f"the engine has scraped job {job} only {scrapes.get(job, 0.0):g} times in {window}s: "
