@@ -58,6 +58,10 @@ def healthy(series: Mapping[str, list[dict[str, str]]], flag: str = "1") -> Prov
             return [(TARGET, str(NOW - 1))]
         if name == "frozen":
             return []
+        if name == "stamped":  # an exporter: it publishes its sample time
+            return [(TARGET, "1")]
+        if name == "scrapes":  # scraped for a while
+            return [({"job": TARGET["job"]}, "120")]
         value = {"cur": flag, "ts": str(NOW - 1), "seen": str(NOW - 1)}[name]
         return [({**labels, **TARGET}, value) for labels in series.get(family, [])]
 

@@ -1,7 +1,7 @@
 """Prometheus mode: which exporters a rule's values come from, and whether each is up and current.
 
 A rule with a source family F (``up_family`` or ``source_family``) asks, beside its values, three
-vectors of F's series per (key labels, ``instance``, ``job``), and every rule shares four vectors
+vectors of F's series per (key labels, ``instance``, ``job``), and every rule shares six vectors
 per scrape target, all evaluated at the engine's clock:
 
 - ``cur``: F now (the flag of an ``up_family``), honouring staleness markers;
@@ -12,7 +12,8 @@ per scrape target, all evaluated at the engine's clock:
 - per target: ``up``, the time of its last scrape (``timestamp(up)``), the time of its last good
   scrape within H (``max_over_time((timestamp(up) and up == 1)[H:R])``), and whether its exporter
   is frozen (``rightsizer_last_sample_timestamp_seconds`` sampled at least twice in the last
-  ``stale_after`` seconds without changing).
+  ``stale_after`` seconds without changing) and whether it publishes that stamp now (an exporter);
+  per job, how many times its most scraped target was scraped in the last 2 x ``stale_after``.
 
 From them ``classify`` gives each series a state (``sources/__init__.py``): UP from a target that
 is up and current; TAINTED when a value of it is still selected although its target is not
@@ -71,7 +72,7 @@ def rule_parts(rule: RuleConfig, selector: str, horizon: Horizon) -> dict[str, s
 
 
 def target_parts(horizon: Horizon) -> dict[str, str]:
-    """The four per-target queries every rule with a source family shares."""
+    """The six per-target (and per-job) queries every rule with a source family shares."""
     window = f"[{int(max(1, horizon.stale_after))}s]"
     frozen = (
         f"count_over_time({STAMP_FAMILY}{window}) >= 2 unless changes({STAMP_FAMILY}{window}) > 0"
@@ -81,6 +82,8 @@ def target_parts(horizon: Horizon) -> dict[str, str]:
         "up_at": "max by (instance, job) (timestamp(up))",
         "healthy_at": f"max by (instance, job) (max_over_time((timestamp(up) and up == 1){horizon.range}))",
         "frozen": f"max by (instance, job) ({frozen})",
+        "stamped": f"max by (instance, job) ({STAMP_FAMILY} * 0 + 1)",  # an exporter, answering now
+        "scrapes": f"max by (job) (count_over_time(up[{int(max(1, 2 * horizon.stale_after))}s]))",
     }
 
 
@@ -90,6 +93,7 @@ class Target:
     up_at: float | None = None
     healthy_at: float | None = None
     frozen: bool = False
+    stamped: bool = False  # publishes rightsizer_last_sample_timestamp_seconds now: an exporter
 
     def problem(self, now: float, horizon: Horizon) -> str:
         """"" when up and current, else why not."""
@@ -116,9 +120,14 @@ def _target_key(labels: Mapping[str, str]) -> tuple[str, str]:
 
 def targets(parts: Mapping[str, Sequence[Series]]) -> dict[tuple[str, str], Target]:
     out: dict[tuple[str, str], Target] = {}
-    for name in ("up", "up_at", "healthy_at", "frozen"):
+    for name in ("up", "up_at", "healthy_at", "frozen", "stamped"):
         for s in parts.get(name, ()):
-            t = out.setdefault(_target_key(s.labels), Target())
+            key = _target_key(s.labels)
+            if name == "stamped":  # marks a scraped target; imported data has no target at all
+                if key in out:
+                    out[key].stamped = True
+                continue
+            t = out.setdefault(key, Target())
             if name == "frozen":
                 t.frozen = True
             else:
@@ -178,15 +187,36 @@ def classify(
 
 
 def unreached(
-    rule: RuleConfig, parts: Mapping[str, Sequence[Series]], known: Mapping[tuple[str, str], Target]
+    rule: RuleConfig,
+    parts: Mapping[str, Sequence[Series]],
+    known: Mapping[tuple[str, str], Target],
+    horizon: Horizon,
 ) -> list[Series]:
-    """UNKNOWN states (no key) for the targets of the jobs publishing ``rule``'s family that are
-    scraped, failing, had no good scrape within the horizon (on its grid) and published none of
-    the family within it: they might publish anything, so
-    (as an exporter never reached in direct mode) every request fails until they answer."""
+    """UNKNOWN states (no key) for the targets of exporter jobs publishing ``rule``'s family
+    (every target of the job answering now is an exporter: a catch-all job of every annotated pod
+    is not one) that are scraped, failing, had no good scrape within the horizon (on its grid) and
+    published none of the family within it: they might publish anything, so
+    (as an exporter never reached in direct mode) every request fails until they answer.
+
+    Likewise for a job the engine began scraping moments ago (its most scraped target scraped
+    fewer than 3 times in 2 x ``stale_after``, at least 4 times once settled since the scrape
+    interval must stay under ``stale_after`` / 2): a target of it may not be scraped yet, and a
+    target never scraped has no ``up`` at all, so nothing else can tell it is missing."""
     held = {_target_key(s.labels) for name in ("cur", "seen") for s in parts.get(name, ())}
-    jobs = {job for _, job in held}
+    answering = [(job, t.stamped) for (_, job), t in known.items() if t.up == 1]
+    jobs = {job for _, job in held} - {job for job, stamped in answering if not stamped}
+    scrapes = {s.labels.get("job", ""): s.value for s in parts.get("scrapes", ())}
+    window = int(max(1, 2 * horizon.stale_after))
     out = []
+    # jobs with no `up` at all hold imported or remote-written data: nothing is scraped there
+    scraped_jobs = {job for (_, job), t in known.items() if t.up is not None or t.healthy_at is not None}
+    for job in sorted(jobs & scraped_jobs):
+        if scrapes.get(job, 0.0) < 3:
+            why = (
+                f"the engine has scraped job {job} only {scrapes.get(job, 0.0):g} times in {window}s: "
+                "a target of it may not have been scraped yet"
+            )
+            out.append(Series({UNKNOWN: why}, TAINTED))
     for (instance, job), target in sorted(known.items()):
         failing = target.up is not None and target.up != 1 and target.healthy_at is None
         if failing and job in jobs and (instance, job) not in held:

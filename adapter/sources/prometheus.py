@@ -269,7 +269,7 @@ class PrometheusSource:
             parts = {name: found_series for name, (found_series, _) in mine_now.items()}
             known = targets(parts)
             classified = classify(rule, parts, known, now, self.horizon)
-            states[rule.name] = (*classified, *unreached(rule, parts, known))
+            states[rule.name] = (*classified, *unreached(rule, parts, known, self.horizon))
         return series, stamp, dropped, states
 
     async def _collect_rule(self, rule: RuleConfig, shared: SharedParts) -> RuleResult:
