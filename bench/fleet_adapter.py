@@ -38,6 +38,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -223,6 +224,39 @@ def replicas(flags: list[str]) -> Iterator[tuple[Process, Process]]:
             p.stop()
 
 
+class Watch:
+    """Samples both replicas' own metrics once a second while the load runs: the oldest rule's cache
+    age (answer freshness) and each replica's peak RSS (VmHWM)."""
+
+    def __init__(self, replicas: tuple[Process, Process]) -> None:
+        self.replicas = replicas
+        self.oldest = 0.0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(1.0):
+            for p in self.replicas:
+                try:
+                    text = get(p.url + "/metrics", adapter_bench.AUTH, timeout=5)[2].decode()
+                except OSError:
+                    continue
+                ages = re.findall(r"^rightsizer_adapter_cache_age_seconds\{[^}]*\} (\S+)$", text, re.M)
+                self.oldest = max([self.oldest, *(float(a) for a in ages)])
+
+    def __enter__(self) -> Watch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def goal(what: str, value: str, target: str, met: bool) -> None:
+    print(f"    {what:<44} {value:<34} goal {target:<26} {'met' if met else 'NOT MET'}", flush=True)
+
+
 def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: argparse.Namespace,
                  auth: list[str]) -> None:  # fmt: skip
     with engine(name, scrape) as (url, pid):
@@ -245,29 +279,84 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
             script = ROTATE % ", ".join(json.dumps(p) for p in paths)
             if args.rate:
                 script += PACE % (args.connections / WRK_THREADS, args.rate / WRK_THREADS)
-            lat, failed = wrk(one.url + paths[0], args.connections, args.seconds, script)
+            load = os.getloadavg()[0]
+            with Watch((one, two)) as watch:
+                lat, failed = wrk(one.url + paths[0], args.connections, args.seconds, script)
+            load = max(load, os.getloadavg()[0])
             time.sleep(1.1)  # the adapter renders its own /metrics at most once a second
             after = get(one.url + "/metrics", adapter_bench.AUTH)[2].decode()
             rules = len(re.findall(r"^rightsizer_adapter_rule_up\{", after, re.M))
-            queries = metric(after, "rightsizer_adapter_upstream_queries_total") - metric(
-                before, "rightsizer_adapter_upstream_queries_total")
-            refreshes = metric(after, "rightsizer_adapter_refreshes_total") - metric(
-                before, "rightsizer_adapter_refreshes_total")
+
+            def delta(name: str) -> float:
+                return metric(after, name) - metric(before, name)
+
+            queries, refreshes = delta("rightsizer_adapter_upstream_queries_total"), delta(
+                "rightsizer_adapter_refreshes_total")
+            timeouts, retries = delta("rightsizer_adapter_upstream_timeouts_total"), delta(
+                "rightsizer_adapter_upstream_retries_total")
             total = metric(after, "rightsizer_adapter_upstream_query_duration_seconds_sum")
             count = metric(after, "rightsizer_adapter_upstream_query_duration_seconds_count")
-            slowest = _slowest_bucket(after)
+            refresh_mean = delta("rightsizer_adapter_refresh_duration_seconds_sum") / max(1.0, refreshes)
+            slowest = _slowest_bucket(after, "rightsizer_adapter_upstream_query_duration_seconds")
+            slowest_refresh = _slowest_bucket(after, "rightsizer_adapter_refresh_duration_seconds")
             same = sum(x == y for x, y in zip(a, b, strict=True))
-            ok = sum(code == 200 and bool(items) for code, items in a)
-            print(f"  refresh: {rules} rules, upstream query per rule mean {1000 * total / count:.0f} ms "
+            ok = min(sum(code == 200 and bool(items) for code, items in answers_) for answers_ in (a, b))
+            peak = max(rss_mib(p.proc.pid, "VmHWM") for p in (one, two))
+            per_rule = total / max(1.0, count)
+            print(f"  refresh: {rules} rules, upstream query mean {1000 * per_rule:.0f} ms "
                   f"(slowest under {slowest}); {queries:.0f} upstream queries over {refreshes:.0f} refreshes "
-                  f"= {queries / max(1, refreshes):.2f} per refresh", flush=True)  # fmt: skip
+                  f"= {queries / max(1, refreshes):.2f} per refresh ({timeouts:.0f} timed out, {retries:.0f} "
+                  f"retried); refresh mean {refresh_mean:.2f} s (slowest under {slowest_refresh})",
+                  flush=True)  # fmt: skip
             print(f"  {len(paths):,} selectors over HTTPS, {args.connections} connections, {args.seconds} s: "
                   f"{lat.requests_per_second:,.0f} req/s ({failed} not 2xx), p50 {lat.p50_ms:.1f} ms, "
                   f"p99 {lat.p99_ms:.1f} ms; "
-                  f"adapter RSS {rss_mib(one.proc.pid):.0f} MiB (peak {rss_mib(one.proc.pid, 'VmHWM'):.0f})",
-                  flush=True)  # fmt: skip
-            print(f"  two replicas: {same} of {len(paths)} answers identical ({ok} with values; "
+                  f"adapter RSS {rss_mib(one.proc.pid):.0f} MiB (peak {rss_mib(one.proc.pid, 'VmHWM'):.0f}); "
+                  f"load average up to {load:.1f}", flush=True)  # fmt: skip
+            print(f"  two replicas: {same} of {len(paths)} answers identical ({ok} with values on each; "
                   f"codes before the load {dict(codes)})", flush=True)
+            figures = Figures(ok, same, len(paths), refresh_mean, slowest_refresh, watch.oldest, per_rule,
+                              queries / max(1, refreshes), rules, peak, lat)  # fmt: skip
+            report_goals(name, args, figures)
+
+
+@dataclass
+class Figures:
+    answered: int
+    same: int
+    selectors: int
+    refresh_mean: float
+    refresh_slowest: str
+    oldest: float
+    per_rule: float
+    per_refresh: float
+    rules: int
+    peak_mib: float
+    lat: common.Latency
+
+
+def report_goals(name: str, args: argparse.Namespace, f: Figures) -> None:
+    """Each figure of issue 32 against its goal."""
+    interval, n = args.refresh_interval, f.selectors
+    query_goal = 0.05 if args.gpus <= 200 else (1.0 if name == "victoria-metrics" else 5.0)
+    print(f"  goals ({name}, {args.gpus:,} GPUs, defaults but --refresh-interval {interval:g}):")
+    goal("selectors answered with a value (each replica)", f"{f.answered} of {n}", ">= 99.9 %",
+         f.answered >= 0.999 * n)  # fmt: skip
+    goal("two replicas identical", f"{f.same} of {n}", "all", f.same == n)
+    goal("refresh within its interval (mean)", f"{f.refresh_mean:.2f} s (slowest under {f.refresh_slowest})",
+         f"<= {interval:g} s", f.refresh_mean <= interval)  # fmt: skip
+    goal("answer freshness (oldest cache age seen)", f"{f.oldest:.1f} s", f"<= {2 * interval:g} s",
+         0 < f.oldest <= 2 * interval)  # fmt: skip
+    goal("upstream query per rule (mean)", f"{1000 * f.per_rule:.0f} ms", f"<= {1000 * query_goal:.0f} ms",
+         f.per_rule <= query_goal)  # fmt: skip
+    goal("upstream queries per refresh", f"{f.per_refresh:.2f}", f"<= {f.rules + 1} (rules + 1)",
+         f.per_refresh <= f.rules + 1)  # fmt: skip
+    goal("adapter RSS, peak of both replicas", f"{f.peak_mib:.0f} MiB", "<= 256 MiB", f.peak_mib <= 256)
+    if args.rate:
+        achieved = f"{f.lat.p99_ms:.1f} ms ({f.lat.requests_per_second:,.0f} req/s achieved)"
+        goal(f"p99 at {args.rate:,.0f} req/s paced", achieved, "<= 50 ms", f.lat.p99_ms <= 50)
+    else:
+        print("    p99 goal (<= 50 ms) applies at --rate 2000, not flat out", flush=True)
 
 
 def wrk(url: str, connections: int, seconds: int, script: str) -> tuple[common.Latency, int]:
@@ -287,9 +376,9 @@ def wrk(url: str, connections: int, seconds: int, script: str) -> tuple[common.L
     return common.Latency(common._ms(p50), common._ms(p99), float(rps)), int(bad.group(1)) if bad else 0
 
 
-def _slowest_bucket(text: str) -> str:
-    """The smallest histogram bound holding every upstream query (+Inf: beyond the largest bucket)."""
-    bucket = r'^rightsizer_adapter_upstream_query_duration_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$'
+def _slowest_bucket(text: str, family: str) -> str:
+    """The smallest histogram bound holding every observation (+Inf: beyond the largest bucket)."""
+    bucket = rf'^{family}_bucket\{{[^}}]*le="([^"]+)"[^}}]*\}} (\S+)$'
     found = re.findall(bucket, text, re.M)
     buckets = [(float(le), float(v)) for le, v in found]
     total = max((v for _, v in buckets), default=0.0)

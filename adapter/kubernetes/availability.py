@@ -49,14 +49,17 @@ def _names(keys: Iterable[Key]) -> str:
     return ", ".join(repr(n) for n in shown[:10]) + (", ..." if len(shown) > 10 else "")
 
 
-def unsound(states: Iterable[Series]) -> dict[Key, list[Series]]:
-    """Keys that must not be answered, with the states that say why."""
+def unsound(states: Iterable[Series], up: frozenset[Key] | set[Key] = frozenset()) -> dict[Key, list[Series]]:
+    """Keys that must not be answered, with the states that say why; ``up``: keys that a source up
+    and current publishes although no UP state says so (``RuleState.up_from_values``)."""
     by_key: dict[Key, list[Series]] = {}
     for s in states:
         by_key.setdefault(key_of(s), []).append(s)
     out = {}
     for key, found in by_key.items():
         codes = {s.value for s in found}
+        if key in up:
+            codes.add(UP)
         if TAINTED in codes or (UP not in codes and codes & {DOWN, STALE}):
             out[key] = [s for s in found if s.value != UP]
     return out
@@ -98,13 +101,16 @@ def check_sources(
         return
     assert state.vector is not None
     matched = state.sources.select(namespace, mode, selector, extra)
-    if not matched:
+    up: set[Key] = set()
+    if state.up_from_values:  # the values' keys stand for their UP states
+        up = {key_of(s) for s in state.vector.select(namespace, mode, selector, extra)}
+    if not matched and not up:
         where = f" in namespace {namespace}" if namespace else ""
         what = f"labelSelector {selector_text[:200]!r}" if selector_text.strip() else "the request"
         for label, value in extra:
             what += f" and {label}={value[:100]}"
         raise Failure(404, f"{metric}: no known source matches {what}{where}")
-    bad = unsound(matched)
+    bad = unsound(matched, up)
     if bad:
         raise Failure(503, describe(metric, bad)[:1000])
     if state.rule.up_family is None:  # a GPU that stopped publishing is no longer selected
@@ -121,7 +127,10 @@ def unsound_pods(state: RuleState, namespace: str) -> dict[str, str]:
     if state.sources is None:
         return {}
     states = state.sources.select(namespace, state.rule.namespace, EVERYTHING)
+    up: set[Key] = set()
+    if state.up_from_values and states and state.vector is not None:
+        up = {key_of(s) for s in state.vector.select(namespace, state.rule.namespace, EVERYTHING)}
     return {
         dict(key).get("pod", ""): describe(state.rule.name, {key: found})
-        for key, found in unsound(states).items()
+        for key, found in unsound(states, up).items()
     }

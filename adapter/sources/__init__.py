@@ -16,7 +16,9 @@ name). A key is answered only while no state of it says otherwise (``kubernetes/
 - ``TAINTED``: a value of it may still be served although its exporter is not current (frozen,
   not scraped since the engine restarted, a sample older than ``stale_after``): never answered.
 
-``SOURCE_WHY`` carries the reason of a state that is not UP, for the 503's message.
+``SOURCE_WHY`` carries the reason of a state that is not UP, for the 503's message. Where a
+result says ``up_from_values``, the UP states are not sent at all (one per key would cost as much
+as the values): the values' keys stand for them.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class RuleResult:
     # Non-empty: a source whose series are not known at all (an exporter that never answered), so
     # any selection might include some: every request fails with this reason.
     unknown: str = ""
+    # True: the UP states are left out (Prometheus mode, rules with a ``source_family``): a key the
+    # values hold counts as published by a source up and current unless a state of it says otherwise.
+    up_from_values: bool = False
 
 
 def state(labels: dict[str, str], source: str, code: float, why: str = "") -> Series:

@@ -25,6 +25,8 @@ node (or a node drained before it was removed) is not; DOWN for a queue whose fl
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,6 +35,7 @@ from ..vectors import Series
 from . import DOWN, STALE, TAINTED, UP, state
 from .pace import STAMP_FAMILY
 
+MAX_TIMED_TARGETS = 64  # targets not current whose series are timed alone; past it, every series
 STEPS = 60  # subquery steps over the horizon: when a series was last seen, to H/60
 Labels = frozenset[tuple[str, str]]
 
@@ -56,15 +59,73 @@ def _group(rule: RuleConfig, expr: str) -> str:
     return f"max by ({', '.join(dict.fromkeys([*by, 'instance', 'job']))}) ({expr})" if by else expr
 
 
-def rule_parts(rule: RuleConfig, selector: str, horizon: Horizon) -> dict[str, str]:
-    """``cur``, ``ts``, ``seen`` queries of a rule whose rendered family selector is ``selector``."""
+def _regex_literal(text: str) -> str:
+    """``text`` as an RE2 pattern matching itself alone."""
+    return re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", text)
+
+
+def up_from_values(rule: RuleConfig) -> bool:
+    """Whether ``rule``'s UP states are left out, its values' keys standing for them: rules with a
+    ``source_family`` (the GPU rules: one state per key would cost as much as the values). Rules
+    with an ``up_family`` keep every state: its flag tells a queue that is up but publishes nothing."""
+    return rule.source_family is not None and rule.up_family is None
+
+
+def rule_parts(
+    rule: RuleConfig, selector: str, horizon: Horizon, problems: Sequence[str] | None = None
+) -> dict[str, str]:
+    """``cur``, ``ts``, ``seen`` queries of a rule whose rendered family selector is ``selector``.
+
+    ``problems``: the instances of the targets that are not up and current (from the refresh's
+    evidence query); only their series need the time they were last seen, a subquery restricted to
+    them. The others' series seen within the horizon but not now come without a time (0), from one
+    range read. None (too many, or not known): the time of every series, the full subquery.
+    Where the values stand for the UP states (``up_from_values``), ``cur`` holds only the series of
+    those targets and the keys that more than one source publishes."""
     return {
-        "cur": _group(rule, selector),
-        "ts": _group(rule, f"timestamp({selector})"),
-        # the grid misses what lived only between two of its steps: that is seen at 0 (unknown)
-        "seen": f"{_group(rule, f'max_over_time(timestamp({selector}){horizon.range})')} or "
-        f"{_group(rule, f'last_over_time({selector}[{int(horizon.seconds)}s]) * 0')}",
+        "cur": _current(rule, selector, problems),
+        # only the samples older than stale_after come back: those are what the time is asked for
+        "ts": f"{_group(rule, f'timestamp({selector})')} < (time() - {horizon.stale_after:g})",
+        "seen": _seen(rule, selector, horizon, problems),
     }
+
+
+def _current(rule: RuleConfig, selector: str, problems: Sequence[str] | None) -> str:
+    every = _group(rule, selector)
+    if not up_from_values(rule) or problems is None:
+        return every
+    by, drop = rule.key_labels
+    grouping = f"by ({', '.join(by)})" if by else f"without ({', '.join(sorted(drop - {'__name__'}))})"
+    matching = f"on ({', '.join(by)})" if by else f"ignoring ({', '.join(sorted(drop - {'__name__'}))})"
+    shared = f"({every}) and {matching} (count {grouping} ({every}) > 1)"
+    if not problems:
+        return shared
+    return f"{_group(rule, _restricted(selector, problems))} or {shared}"
+
+
+def _restricted(selector: str, instances: Sequence[str]) -> str:
+    pattern = "|".join(_regex_literal(i) for i in sorted(set(instances)))
+    return _with_matcher(selector, f"instance=~{json.dumps(pattern)}")
+
+
+def _seen(rule: RuleConfig, selector: str, horizon: Horizon, problems: Sequence[str] | None) -> str:
+    # the grid misses what lived only between two of its steps: that is seen at 0 (unknown)
+    untimed = _group(rule, f"last_over_time({selector}[{int(horizon.seconds)}s]) * 0")
+    if problems is None:
+        return f"{_group(rule, f'max_over_time(timestamp({selector}){horizon.range})')} or {untimed}"
+    gone = _group(rule, f"last_over_time({selector}[{int(horizon.seconds)}s]) unless {selector}")
+    untimed_gone = f"({gone}) * 0"
+    if not problems:
+        return untimed_gone
+    only = _restricted(selector, problems)
+    return f"{_group(rule, f'max_over_time(timestamp({only}){horizon.range})')} or {untimed_gone}"
+
+
+def _with_matcher(selector: str, matcher: str) -> str:
+    """``family{a="b"}`` with one more matcher."""
+    head, _, rest = selector.partition("{")
+    inner = rest[:-1] if rest.endswith("}") else rest
+    return f"{head}{{{inner},{matcher}}}" if inner.strip() else f"{head}{{{matcher}}}"
 
 
 def target_parts(horizon: Horizon) -> dict[str, str]:
@@ -123,6 +184,15 @@ def targets(parts: Mapping[str, Sequence[Series]]) -> dict[tuple[str, str], Targ
     return out
 
 
+def problem_instances(
+    known: Mapping[tuple[str, str], Target], now: float, horizon: Horizon
+) -> list[str] | None:
+    """The instances of the targets that are not up and current at ``now``; None past
+    ``MAX_TIMED_TARGETS`` (the rules then ask when every series was last seen)."""
+    found = sorted({instance for (instance, _), t in known.items() if t.problem(now, horizon)})
+    return found if len(found) <= MAX_TIMED_TARGETS else None
+
+
 def _labels(s: Series) -> Labels:
     return frozenset(s.labels.items())
 
@@ -140,7 +210,7 @@ def classify(
     seen = {_labels(s): s.value for s in parts.get("seen", ())}
     flag = rule.up_family
     out = []
-    for labels in {*cur, *seen}:
+    for labels in {*cur, *ts, *seen}:
         as_dict = dict(labels)
         key = rule.key_of(as_dict)
         instance, job = _target_key(as_dict)
@@ -148,8 +218,9 @@ def classify(
         target = known.get((instance, job))
         problem = target.problem(now, horizon) if target is not None else ""
         value, at = cur.get(labels), ts.get(labels)
-        if value is not None and at is not None and now - at > horizon.stale_after:
+        if at is not None and now - at > horizon.stale_after:
             problem = problem or f"its last sample is older than {horizon.stale_after:g}s"
+            value = 1.0 if value is None else value  # a sample is still selected: its ``cur`` may be left out
         if value is not None:
             if problem:  # its last value is still selected by the values' query
                 out.append(state(key, source, TAINTED, f"{source}: {problem}"))
