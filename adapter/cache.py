@@ -19,7 +19,7 @@ from rightsizer_core.logs import event
 
 from .rules import RuleConfig
 from .selfmetrics import AdapterMetrics
-from .sources import RuleResult, Source
+from .sources import RuleResult, Source, split_unknown
 from .vectors import Vector, add_workload
 
 log = logging.getLogger("rightsizer.adapter.cache")
@@ -168,15 +168,16 @@ class Cache:
                 if old.error != result.error:
                     failing.setdefault(result.error, []).append(rule.name)
                 continue
-            series, found = result.series, result.sources
+            series, found, unknown = result.series, result.sources, result.unknown
+            if found is not None:  # states without a key: sources whose series are unknown
+                found, more = split_unknown(found)
+                unknown = "; ".join(w for w in (unknown, more) if w)
             if rule.workload_from_pod:  # the states carry the labels the values carry
                 series = tuple(add_workload(series))
                 found = None if found is None else tuple(add_workload(found))
             sources = None if found is None else Vector(found, result.timestamp)
             values = Vector(series, result.timestamp)
-            states[rule.name] = RuleState(
-                rule, values, None, now, sources, result.unknown, result.up_from_values
-            )
+            states[rule.name] = RuleState(rule, values, None, now, sources, unknown, result.up_from_values)
             if old.error is not None and old.updated is not None:
                 recovered.append(rule.name)
         self._say(states, failing)

@@ -82,6 +82,13 @@ class RuleConfig:
         "otherwise 503 naming it. Not with up_family.",
         env=False,
     )
+    every_source: bool = setting(
+        False,
+        "With a source family: several exporters publish parts of one key (an SLO over replicas on "
+        "several nodes), so a key is answered only while every exporter publishing it is up and "
+        "current; without it a key another exporter that is up publishes is answered from it.",
+        env=False,
+    )
 
     namespace: NamespaceMode = setting(
         "match",
@@ -123,6 +130,8 @@ class RuleConfig:
                 raise ValueError(f"rule {self.name!r}: {key} {family!r} is not a metric name")
         if self.up_family is not None and self.source_family is not None:
             raise ValueError(f"rule {self.name!r}: give up_family or source_family, not both")
+        if self.every_source and self.states_family is None:
+            raise ValueError(f"rule {self.name!r}: every_source needs up_family or source_family")
         _check_labels(list(self.objects.values()), f"rule {self.name!r} objects")
 
     @property
@@ -194,7 +203,8 @@ def _queue_rule(name: str, family: str) -> RuleConfig:
 def _slo_rule(name: str, family: str, aggregation: Aggregation) -> RuleConfig:
     """An SLO scaling rule: one series per workload (namespace, workload), over the exporters'
     scaling window; answered only while ``rightsizer_workload_slo_scaling_up`` says it can be judged
-    (a source down or too few requests: 503; no SLO declared: 404)."""
+    (a source down or too few requests: 503; no SLO declared: 404) by every exporter publishing
+    it: each holds some of the workload's replicas, so the others' answer alone is partial."""
     keys = ["namespace", "workload"]
     return build(
         RuleConfig,
@@ -204,6 +214,7 @@ def _slo_rule(name: str, family: str, aggregation: Aggregation) -> RuleConfig:
             "query": f"{aggregation} by ({', '.join(keys)}) ({family}{{<<.LabelMatchers>>}})",
             "direct": {"family": family, "aggregation": aggregation, "by": keys},
             "up_family": "rightsizer_workload_slo_scaling_up",
+            "every_source": True,
             "aggregation": aggregation,
             "objects": {"deployments": "workload", "statefulsets": "workload"},
         },

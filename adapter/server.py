@@ -23,6 +23,7 @@ from .kubernetes.apis import CACHE, DISCOVERY, JSON, POD_LISTER, respond
 from .kubernetes.auth import Denied
 from .kubernetes.discovery import Discovery
 from .kubernetes.gate import Gate
+from .kubernetes.openapi import openapi_v2
 from .kubernetes.pods import PodLister
 from .selfmetrics import AdapterMetrics
 
@@ -118,5 +119,6 @@ def create_app(
     apis.add_routes(app)
     if metrics_api_auth is not None:
         metrics_api.add_routes(app, metrics_api_auth)
-    app.router.add_route("*", "/{tail:.*}", not_found)  # /openapi/v2, /openapi/v3 and the rest: 404
+    app.router.add_get("/openapi/v2", openapi_v2)  # what kube-apiserver's aggregator downloads
+    app.router.add_route("*", "/{tail:.*}", not_found)  # /openapi/v3 (skipped quietly on 404) and the rest
     return app

@@ -61,6 +61,9 @@ def healthy(series: Mapping[str, list[dict[str, str]]], flag: str = "1") -> Prov
             return [(TARGET, str(NOW - 1))]
         if name == "frozen":
             return []
+        if name == "jobs":
+            held = len(series.get(family, []))
+            return [({"job": TARGET["job"]}, str(held))] if held else []
         value = {"cur": flag, "ts": str(NOW - 1), "seen": str(NOW - 1)}[name]
         return [({**labels, **TARGET}, value) for labels in series.get(family, [])]
 

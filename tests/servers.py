@@ -35,6 +35,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections for as long as it is held: bound but never
+    listening, so no other process can take it (a port from ``free_port`` is released at once,
+    and another test's server may listen there by the time it is dialled)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])
+
+
 def http_get(
     url: str,
     headers: Mapping[str, str] | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from typing import Any
 
@@ -98,8 +99,13 @@ async def test_gpu_values_quantities_workload_and_no_nan(make: Make) -> None:
     assert sorted(i["value"] for i in body["items"]) == ["400m", "800m"]
     assert {i["metricLabels"]["workload"] for i in body["items"]} == {"chat"}
     assert hpa_desired_replicas(body["items"], target=0.5) == 3  # ceil(1.2 / 0.5)
-    _, body = await client_get(client, f"{EXT}/namespaces/prod/rightsizer_gpu_fit_score")
-    assert [i["value"] for i in body["items"]] == ["500m"]  # the NaN series is left out
+    # pod a's fit score is NaN: never left out of the namespace's answer (smaller), never sent
+    answer = await client_get(client, f"{EXT}/namespaces/prod/rightsizer_gpu_fit_score")
+    assert_status(answer, 503, "ServiceUnavailable")
+    assert "gave NaN for it: not a number" in answer[1]["message"] and "GPU-a" in answer[1]["message"]
+    fit = f"{EXT}/namespaces/prod/rightsizer_gpu_fit_score"
+    _, body = await client_get(client, f"{fit}?labelSelector=UUID%3DGPU-b")
+    assert [i["value"] for i in body["items"]] == ["500m"]  # pod b's own is sound
     _, body = await client_get(client, f"{EXT}/namespaces/prod/rightsizer_gpu_idle")
     assert {i["metricLabels"]["UUID"]: i["value"] for i in body["items"]} == {"GPU-a": "1", "GPU-b": "0"}
     _, body = await client_get(client, f"{EXT}/namespaces/prod/rightsizer_gpu_busy")
@@ -118,7 +124,7 @@ async def test_errors_are_status_objects(make: Make) -> None:
     answer = await client_get(client, f"{EXT}/namespaces/Not_A%2FNamespace/rightsizer_queue_depth")
     assert_status(answer, 400, "BadRequest")
     assert "not a valid namespace name" in answer[1]["message"]
-    for path in ("/openapi/v2", "/openapi/v3", "/openapi/v3/apis/x", "/nowhere", "/apis/nope/v1"):
+    for path in ("/openapi/v3", "/openapi/v3/apis/x", "/nowhere", "/apis/nope/v1"):
         assert_status(await client_get(client, path), 404, "NotFound")
     resp = await client.post(f"{EXT}/namespaces/prod/rightsizer_queue_depth")
     assert_status((resp.status, json.loads(await resp.read())), 405, "MethodNotAllowed")
@@ -184,3 +190,30 @@ async def test_own_metrics_lint_clean(make: Make, tmp_path: Any) -> None:
         timeout=30,
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+async def test_openapi_v2_is_a_document_the_aggregator_accepts(make: Make) -> None:
+    """What kube-aggregator's OpenAPI downloader does (controllers/openapi/aggregator/downloader.go):
+    GET /openapi/v2 with Accept: application/json; 200 must be a Swagger 2.0 object (its ETag
+    kept), then the same GET with If-None-Match: that ETag is 304. A 404 is logged as an error."""
+    client, _, _ = await make()
+    resp = await client.get("/openapi/v2", headers={"Accept": "application/json"})
+    assert resp.status == 200 and resp.content_type == "application/json"
+    doc = json.loads(await resp.read(), parse_constant=_refuse)
+    etag = resp.headers["ETag"]
+    assert etag.startswith('"') and etag.endswith('"') and len(etag) > 2
+    assert doc["swagger"] == "2.0" and doc["info"]["title"] and doc["info"]["version"]
+    assert f"{EXT}/namespaces/{{namespace}}/{{metric}}" in doc["paths"]
+    assert any(p.startswith("/apis/custom.metrics.k8s.io/v1beta2/") for p in doc["paths"])
+    for path, item in doc["paths"].items():  # every path template's parameters are declared
+        declared = {p["name"] for p in item["get"]["parameters"] if p["in"] == "path" and p["required"]}
+        assert declared == set(re.findall(r"{(\w+)}", path)), path
+        assert "200" in item["get"]["responses"]
+    again = await client.get("/openapi/v2", headers={"Accept": "application/json", "If-None-Match": etag})
+    assert again.status == 304 and again.headers["ETag"] == etag
+    other = await client.get("/openapi/v2", headers={"If-None-Match": '"something-else"'})
+    assert other.status == 200 and json.loads(await other.read()) == doc
+
+
+def _refuse(name: str) -> None:
+    raise ValueError(f"not JSON: {name}")

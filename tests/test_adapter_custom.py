@@ -133,6 +133,12 @@ async def test_metrics_api_values(make: Make) -> None:
     assert_status(await client_get(client, f"{base}?labelSelector=queue%3Dnone"), 404, "NotFound")
     assert_status(await client_get(client, "/keda/v1/metrics/nope"), 404, "NotFound")
     assert_status(await client_get(client, f"{base}?labelSelector=%21"), 400, "BadRequest")
+    typo = await client_get(client, f"{base}?labelselector=queue%3Djobs&namespace=prod")  # not 12
+    assert_status(typo, 400, "BadRequest")
+    assert typo[1]["message"] == (
+        "the query has unknown keys: 'labelselector' (did you mean 'labelSelector'?); "
+        "known: labelSelector, namespace"
+    )
     srv.status = 503
     await cache.refresh_once()
     assert_status(await client_get(client, base), 503, "ServiceUnavailable")

@@ -131,6 +131,12 @@ async def test_is_active_compares_with_the_activation_threshold(scaler: Scaler) 
         ({"metric": "rightsizer_queue_depth", "target": "0"}, "must be greater than 0"),
         ({"metric": "rightsizer_queue_depth", "activationThreshold": "nan"}, "must be a finite number"),
         ({"metric": "rightsizer_queue_depth"}, "scalerMetadata.target is required"),
+        (  # a typo must not widen the selection to every queue of the namespace
+            {"metric": "rightsizer_queue_depth", "labelselector": "queue=jobs", "target": "1"},
+            "scalerMetadata has unknown keys: 'labelselector' (did you mean 'labelSelector'?); "
+            "known: metric, labelSelector, target, activationThreshold (and KEDA's own: scalerAddress,",
+        ),
+        ({"metric": "rightsizer_queue_depth", "target": "1", "metricType": "Value"}, "'metricType'"),
     ],
 )
 async def test_bad_metadata_is_invalid_argument(
@@ -140,6 +146,17 @@ async def test_bad_metadata_is_invalid_argument(
         await scaler.stub.GetMetricSpec(ref(**metadata))
     assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert message in (exc.value.details() or "")
+
+
+async def test_kedas_own_trigger_keys_are_accepted(scaler: Scaler) -> None:
+    """KEDA passes every key of the trigger's metadata, its own included (external_scaler.go)."""
+    keda = {"scalerAddress": "rightsizer-adapter.rightsizer.svc:9443", "enableTLS": "true",
+            "unsafeSsl": "false", "caCert": "-----BEGIN CERTIFICATE-----", "tlsClientCert": "c",
+            "tlsClientKey": "k", "tlsCertFile": "/c.pem"}  # fmt: skip
+    meta = ref(metric="rightsizer_queue_depth", labelSelector="queue=jobs", target="1", **keda)
+    request = pb.GetMetricsRequest(scaledObjectRef=meta, metricName="m")
+    [value] = (await scaler.stub.GetMetrics(request)).metricValues
+    assert value.metricValueFloat == 5
 
 
 async def test_backend_down_is_unavailable(scaler: Scaler) -> None:

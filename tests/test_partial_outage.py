@@ -27,7 +27,7 @@ from adapter_support import ANONYMOUS, adapter
 from fake_thanos import FakeThanosQuery
 from gpu_rig import POD_A, POD_B, Grpc, Reads, two_nodes, unavailable
 from queue_servers import FakeHttpServer
-from servers import Process, free_port, http_get, prom_query, prometheus, wait_for
+from servers import Process, http_get, prom_query, prometheus, refused_port, wait_for
 from victoria_metrics import victoria_metrics
 
 from adapter.kubernetes.quantities import parse_quantity
@@ -119,17 +119,37 @@ def test_an_exporter_answering_junk_is_down_not_empty(kind: str, tmp_path: Path)
 
 
 def test_an_exporter_never_reached_fails_every_request(tmp_path: Path) -> None:
-    """It might publish anything: no GPU and no queue is answered until it does."""
-    closed = f"http://127.0.0.1:{free_port()}"
-    never = Process(None, Path(), closed)  # type: ignore[arg-type]
-    with two_nodes(tmp_path) as (a, _), adapter_on("direct", tmp_path, (a, never)) as busy:
-        wait_for(lambda: busy.external("workload=worker")[0] == 503, 30, what="an answer")
-        why = f"exporter {closed}/metrics has not answered since the adapter started"
-        unavailable(busy.everywhere("workload=worker"), why)
-        unavailable(busy.everywhere(f"pod={POD_A}"), why)
-        queues = Reads(busy.adapter, busy.channel, "rightsizer_queue_depth")
-        unavailable(queues.everywhere("queue=jobs"), why)  # it might hold that queue
-        assert busy.pods()[0] == 503
+    """It might publish anything: no GPU and no queue is answered until it does. Its port is held
+    (bound, never listening) for the whole test: a port merely found free can be taken by another
+    test's server before the adapter dials it, and what answers there is then that exporter (the
+    one way this test could see anything but 503)."""
+    with refused_port() as port, two_nodes(tmp_path) as (a, _):
+        closed = f"http://127.0.0.1:{port}"
+        never = Process(None, Path(), closed)  # type: ignore[arg-type]
+        with adapter_on("direct", tmp_path, (a, never)) as busy:
+            _refused_everywhere(busy, closed)
+
+
+def _refused_everywhere(busy: Reads, closed: str) -> None:
+    """503 everywhere, naming ``closed``; on a timeout, every answer seen and the adapter's log."""
+    seen: dict[tuple[int, str], int] = {}  # every distinct answer while waiting, and how often
+
+    def refused() -> bool:
+        code, body = busy.external("workload=worker")
+        key = (code, str(body)[:300])
+        seen[key] = seen.get(key, 0) + 1
+        return code == 503
+
+    try:
+        wait_for(refused, 30, what="a 503")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the adapter answered {seen}:\n{busy.adapter.log()[-3000:]}") from None
+    why = f"exporter {closed}/metrics has not answered since the adapter started"
+    unavailable(busy.everywhere("workload=worker"), why)
+    unavailable(busy.everywhere(f"pod={POD_A}"), why)
+    queues = Reads(busy.adapter, busy.channel, "rightsizer_queue_depth")
+    unavailable(queues.everywhere("queue=jobs"), why)  # it might hold that queue
+    assert busy.pods()[0] == 503
 
 
 @pytest.mark.parametrize("honours", [True, False], ids=["asked-complete", "answers-partial-anyway"])

@@ -29,6 +29,7 @@ from ..kubernetes.answers import Failure, dumps, rfc3339, selected, status, tota
 from ..kubernetes.apis import CACHE, respond
 from ..kubernetes.auth import Denied
 from ..kubernetes.gate import Gate
+from . import unknown_keys
 
 
 class MetricsApiAuth:
@@ -124,10 +125,16 @@ def value_answer(cache: Cache, metric: str, namespace: str | None, selector: str
     return 200, dumps({"value": total(series), "timestamp": rfc3339(stamp)})
 
 
+QUERY_KEYS = ("labelSelector", "namespace")
+
+
 async def metric_value(request: web.Request) -> web.Response:
     cache = request.app[CACHE]
     metric = request.match_info["metric"]
     query = request.query
+    unknown = unknown_keys(query.keys(), QUERY_KEYS, what="the query")
+    if unknown:  # a typo (labelselector) would otherwise widen the selection to everything
+        return respond(status(400, unknown))
     namespace = query.get("namespace") or None
     own = getattr(cache.source, "keda_series", None)  # prometheus-adapter files, per request
     if own is not None:

@@ -1,8 +1,10 @@
 """KEDA external scaler (gRPC, grpcio asyncio), including the push of ``external-push``.
 
 Trigger metadata: ``metric`` (required, a served external metric), ``labelSelector``, ``target``
-(a number in (0, 1e18]; needed by GetMetricSpec), ``activationThreshold`` (float, default 0). Every
-other key KEDA passes along (``scalerAddress`` and so on) is ignored. The value is what HPA would
+(a number in (0, 1e18]; needed by GetMetricSpec), ``activationThreshold`` (float, default 0), and
+KEDA's own keys of the trigger, which it passes along (``scalerAddress``, the TLS ones). Any other
+key is refused with INVALID_ARGUMENT listing the known ones: a typo such as ``labelselector`` would
+otherwise select every series of the namespace. The value is what HPA would
 compute from the external answer: the sum of the selected series. Active means value >
 activationThreshold. StreamIsActive sends ``true`` whenever the trigger goes from inactive to
 active, checked after every cache refresh (every exporter scrape in direct mode).
@@ -35,6 +37,7 @@ from ..kubernetes.selectors import SelectorError, parse
 from ..selfmetrics import AdapterMetrics
 from . import externalscaler_pb2 as pb
 from . import externalscaler_pb2_grpc as pb_grpc
+from . import unknown_keys
 from .grpc_checks import bind_problem, check_tls_files
 
 MAX_TARGET = 1e18  # GetMetricSpec also sends the target rounded into an int64 (targetSize)
@@ -62,9 +65,20 @@ def _number(meta: Any, key: str) -> float | None:
     return value
 
 
+OWN_KEYS = ("metric", "labelSelector", "target", "activationThreshold")
+# KEDA's own keys of an external / external-push trigger, which it passes along too
+# (pkg/scalers/external_scaler.go; tlsCertFile is the deprecated spelling of tlsClientCert).
+KEDA_KEYS = (
+    "scalerAddress", "enableTLS", "unsafeSsl", "caCert", "tlsClientCert", "tlsClientKey", "tlsCertFile",
+)  # fmt: skip
+
+
 def parse_trigger(ref: pb.ScaledObjectRef, cache: Cache) -> Trigger:
     """The trigger a ScaledObjectRef describes; raises ValueError with a message for KEDA's events."""
     meta = ref.scalerMetadata
+    unknown = unknown_keys(meta.keys(), OWN_KEYS, KEDA_KEYS, "scalerMetadata")
+    if unknown:  # a typo (labelselector) would otherwise widen the selection to everything
+        raise ValueError(unknown)
     served = sorted(n for n, s in cache.states.items() if "external" in s.rule.apis)
     metric = meta.get("metric", "").strip()
     if not metric:

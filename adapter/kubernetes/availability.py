@@ -7,7 +7,9 @@ state of it is TAINTED (a value that may be old), and a key that a source lost (
 source is down (DOWN) is still published by a source that is up. One selecting a key that is not
 sound fails with 503 naming the key, the source and why; one selecting no known key with 404; one
 selecting only sound keys gets the values (a real 0 when they are 0). A source whose series are
-not known at all (an exporter that never answered) fails every request.
+not known at all (an exporter that never answered) fails every request. For a rule with
+``every_source`` (keys several exporters publish parts of: the SLO rules) a key is sound only while
+every exporter publishing it is UP, so the survivors' part is never served as the whole.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterable
 
 from ..cache import RuleState
 from ..rules import NamespaceMode
-from ..sources import DOWN, SOURCE, SOURCE_WHY, STALE, TAINTED, UP
+from ..sources import DOWN, GONE, SOURCE, SOURCE_WHY, STALE, TAINTED, UP
 from ..vectors import Series
 from .selectors import EVERYTHING, Selector
 
@@ -34,7 +36,7 @@ Key = frozenset[tuple[str, str]]
 
 
 def key_of(s: Series) -> Key:
-    return frozenset((k, v) for k, v in s.labels.items() if k not in (SOURCE, SOURCE_WHY))
+    return frozenset((k, v) for k, v in s.labels.items() if k[:1] != "@")  # SOURCE, SOURCE_WHY, GONE
 
 
 def _name(key: Key) -> str:
@@ -49,9 +51,13 @@ def _names(keys: Iterable[Key]) -> str:
     return ", ".join(repr(n) for n in shown[:10]) + (", ..." if len(shown) > 10 else "")
 
 
-def unsound(states: Iterable[Series], up: frozenset[Key] | set[Key] = frozenset()) -> dict[Key, list[Series]]:
-    """Keys that must not be answered, with the states that say why; ``up``: keys that a source up
-    and current publishes although no UP state says so (``RuleState.up_from_values``)."""
+def unsound(
+    states: Iterable[Series], every: bool = False, up: frozenset[Key] | set[Key] = frozenset()
+) -> dict[Key, list[Series]]:
+    """Keys that must not be answered, with the states that say why. ``every`` (a rule whose keys
+    several exporters publish parts of): any source of a key not UP makes it unsound, but one
+    that left service discovery (GONE) while another that is up publishes the key. ``up``: keys
+    that a source up and current publishes although no UP state says so (``up_from_values``)."""
     by_key: dict[Key, list[Series]] = {}
     for s in states:
         by_key.setdefault(key_of(s), []).append(s)
@@ -60,7 +66,9 @@ def unsound(states: Iterable[Series], up: frozenset[Key] | set[Key] = frozenset(
         codes = {s.value for s in found}
         if key in up:
             codes.add(UP)
-        if TAINTED in codes or (UP not in codes and codes & {DOWN, STALE}):
+        missed = UP not in codes and codes & {DOWN, STALE}
+        partial = every and any(s.value != UP and GONE not in s.labels for s in found)
+        if TAINTED in codes or missed or partial:
             out[key] = [s for s in found if s.value != UP]
     return out
 
@@ -70,7 +78,8 @@ def describe(metric: str, bad: dict[Key, list[Series]]) -> str:
     down = [k for k, states in bad.items() if all(s.value == DOWN for s in states)]
     parts = []
     if down:
-        parts.append(f"source down for {_names(down)} ({bad[down[0]][0].labels.get(SOURCE_WHY, '')})")
+        first = bad[down[0]][0].labels
+        parts.append(f"source down for {_names(down)} ({first.get(SOURCE, '')}: {first.get(SOURCE_WHY, '')})")
     others = [k for k in bad if k not in down]
     if others:
         reasons: dict[str, list[Key]] = {}
@@ -110,7 +119,7 @@ def check_sources(
         for label, value in extra:
             what += f" and {label}={value[:100]}"
         raise Failure(404, f"{metric}: no known source matches {what}{where}")
-    bad = unsound(matched, up)
+    bad = unsound(matched, state.rule.every_source, up)
     if bad:
         raise Failure(503, describe(metric, bad)[:1000])
     if state.rule.up_family is None:  # a GPU that stopped publishing is no longer selected
@@ -132,5 +141,5 @@ def unsound_pods(state: RuleState, namespace: str) -> dict[str, str]:
         up = {key_of(s) for s in state.vector.select(namespace, state.rule.namespace, EVERYTHING)}
     return {
         dict(key).get("pod", ""): describe(state.rule.name, {key: found})
-        for key, found in unsound(states, up).items()
+        for key, found in unsound(states, state.rule.every_source, up).items()
     }

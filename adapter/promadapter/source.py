@@ -27,7 +27,7 @@ from ..kubernetes.availability import Failure
 from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
-from ..sources import RuleResult
+from ..sources import RuleResult, non_finite, refuse_non_finite
 from ..sources.evidence import up_from_values
 from ..sources.prometheus import PrometheusSource, QueryError
 from ..sources.source_states import SharedEvidence
@@ -180,11 +180,16 @@ class PromAdapterSource(PrometheusSource):
     async def _query_now(self, promql: str) -> list[Series]:
         started = time.perf_counter()
         try:
-            series, _, _ = await self.query(promql)
+            series, _, dropped = await self.query(promql)
         except QueryError:
             self.metrics.upstream("prometheus_per_request", time.perf_counter() - started, False)
             raise
         self.metrics.upstream("prometheus_per_request", time.perf_counter() - started, True)
+        if dropped:  # a value that is not a number: the answer is refused, never served smaller
+            first = dropped[0]
+            labels = ",".join(f"{k}={v}" for k, v in sorted(first.labels.items()))
+            why = f"prometheus gave {non_finite(first.value)} for {{{labels}}}: not a number"
+            raise QueryError(why[:300])
         return series
 
     async def answer_per_request(
@@ -237,13 +242,15 @@ class PromAdapterSource(PrometheusSource):
             return {r.name: RuleResult(error=str(exc)) for r in rules}
         if dropped and where not in self._dropped_logged:
             self._dropped_logged.add(where)
-            event(log, logging.WARNING, "NaN or infinite samples left out", rule=where, count=dropped)
+            event(log, logging.WARNING, "NaN or infinite samples refused", rule=where, count=len(dropped))
         found = split(series, [r.name for r in rules])
-        derived = {r.name: up_from_values(r) for r in rules}
-        return {
-            name: RuleResult(tuple(found[name]), stamp, sources=states[name], up_from_values=derived[name])
-            for name in found
+        bad = split(dropped, [r.name for r in rules])
+        results = {
+            r.name: RuleResult(tuple(found[r.name]), stamp, sources=states[r.name], up_from_values=derived)
+            for r, derived in ((r, up_from_values(r)) for r in rules)
+            if r.name in found
         }
+        return {name: refuse_non_finite(result, bad[name], self.name) for name, result in results.items()}
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
         """One query per prometheus-adapter rule (all its batched metrics), one per other rule."""

@@ -16,15 +16,26 @@ name). A key is answered only while no state of it says otherwise (``kubernetes/
 - ``TAINTED``: a value of it may still be served although its exporter is not current (frozen,
   not scraped since the engine restarted, a sample older than ``stale_after``): never answered.
 
-``SOURCE_WHY`` carries the reason of a state that is not UP, for the 503's message. Where a
-result says ``up_from_values``, the UP states are not sent at all (one per key would cost as much
-as the values): the values' keys stand for them.
+``SOURCE_WHY`` carries the reason of a state that is not UP, for the 503's message; ``GONE``
+marks a STALE state whose exporter left service discovery (Prometheus mode). Where a result says
+``up_from_values``, the UP states are not sent at all (one per key would cost as much as the
+values): the values' keys stand for them.
+
+A rule with ``every_source`` (keys that several exporters publish parts of: an SLO over replicas
+on several nodes) is stricter: a key is answered only while every exporter that publishes it, or
+published it at its last good scrape, is UP; one that left service discovery (a DaemonSet
+rollout, a node removed with its pods) is no longer counted once another exporter that is up
+publishes the key.
+
+A value that is not a number (NaN, ±Inf) is never served: the key it belongs to gets a TAINTED
+state naming it (``refuse_non_finite``), or a rule without source states fails whole.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ..rules import RuleConfig
@@ -32,6 +43,8 @@ from ..vectors import Series
 
 UP, DOWN, STALE, TAINTED = 1.0, 0.0, -1.0, -2.0  # values of a rule's source states
 SOURCE, SOURCE_WHY = "@source", "@why"  # reserved labels of a state: no selector key can start with @
+GONE = "@gone"  # on a STALE state: its exporter left service discovery
+UNKNOWN = "@unknown"  # a state without a key: a source whose series are unknown (RuleResult.unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +70,36 @@ def state(labels: dict[str, str], source: str, code: float, why: str = "") -> Se
     return Series(out, code)
 
 
+def split_unknown(states: Sequence[Series]) -> tuple[tuple[Series, ...], str]:
+    """(the keyed states, the reasons of the UNKNOWN ones joined): what a RuleResult carries."""
+    unknown = [s.labels[UNKNOWN] for s in states if UNKNOWN in s.labels]
+    keyed = tuple(s for s in states if UNKNOWN not in s.labels)
+    return keyed, "; ".join(unknown)[:500]
+
+
+def non_finite(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+
+
+def refuse_non_finite(result: RuleResult, bad: Sequence[Series], where: str) -> RuleResult:
+    """``result`` with the series in ``bad`` (values that are not numbers, left out of
+    ``result.series``) refused: a TAINTED state for each one's labels, or, for a rule without
+    source states, an error naming the first."""
+    if not bad or result.error is not None:
+        return result
+    first = bad[0]
+    labels = ",".join(f"{k}={v}" for k, v in sorted(first.labels.items()))
+    why = f"{where} gave {non_finite(first.value)} for {{{labels}}}: not a number, never served"
+    if result.sources is None:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        return RuleResult(error=(why + more)[:500])
+    tainted = tuple(
+        state(dict(s.labels), where, TAINTED, f"{where} gave {non_finite(s.value)} for it: not a number")
+        for s in bad
+    )
+    return replace(result, sources=result.sources + tainted)
+
+
 class Source(Protocol):
     name: str
     interval: float
@@ -75,5 +118,6 @@ class Source(Protocol):
 
 
 __all__ = [
-    "DOWN", "SOURCE", "SOURCE_WHY", "STALE", "TAINTED", "UP", "RuleResult", "Series", "Source", "state"
+    "DOWN", "GONE", "SOURCE", "SOURCE_WHY", "STALE", "TAINTED", "UNKNOWN", "UP", "RuleResult", "Series",
+    "Source", "non_finite", "refuse_non_finite", "split_unknown", "state",
 ]

@@ -20,7 +20,9 @@ current (the last scrape failed, the target was not scraped since the engine res
 exporter is frozen, or the sample is older than ``stale_after``); STALE for a series its target
 held at its last good scrape (seen at that scrape's time) before the target went down or away, so
 a node whose exporter vanished is missed rather than dropped, while a pod that left a healthy
-node (or a node drained before it was removed) is not; DOWN for a queue whose flag is 0.
+node (or a node drained before it was removed) is not (a STALE state of a target that left
+service discovery is marked GONE); DOWN for a queue whose flag is 0. ``unreached`` names the
+targets of the family's jobs that were never scraped successfully within the horizon.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 
 from ..rules import RuleConfig
 from ..vectors import Series
-from . import DOWN, STALE, TAINTED, UP, state
+from . import DOWN, GONE, STALE, TAINTED, UNKNOWN, UP, state
 from .pace import STAMP_FAMILY
 
 MAX_TIMED_TARGETS = 64  # targets not current whose series are timed alone; past it, every series
@@ -67,8 +69,9 @@ def _regex_literal(text: str) -> str:
 def up_from_values(rule: RuleConfig) -> bool:
     """Whether ``rule``'s UP states are left out, its values' keys standing for them: rules with a
     ``source_family`` (the GPU rules: one state per key would cost as much as the values). Rules
-    with an ``up_family`` keep every state: its flag tells a queue that is up but publishes nothing."""
-    return rule.source_family is not None and rule.up_family is None
+    with an ``up_family`` keep every state: its flag tells a queue that is up but publishes nothing;
+    so do rules with ``every_source``."""
+    return rule.source_family is not None and rule.up_family is None and not rule.every_source
 
 
 def rule_parts(
@@ -84,6 +87,7 @@ def rule_parts(
     those targets and the keys that more than one source publishes."""
     return {
         "cur": _current(rule, selector, problems),
+        "jobs": f"count by (job) ({selector})",
         # only the samples older than stale_after come back: those are what the time is asked for
         "ts": f"{_group(rule, f'timestamp({selector})')} < (time() - {horizon.stale_after:g})",
         "seen": _seen(rule, selector, horizon, problems),
@@ -235,7 +239,33 @@ def classify(
         elif problem:
             good = target.healthy_at  # held at its last good scrape (0: not on the grid, so maybe)
             if good is None or not last or last >= good - horizon.resolution / 2:
-                out.append(state(key, source, STALE, f"{source}: {problem}"))
+                stale = state(key, source, STALE, f"{source}: {problem}")
+                if target.up is None:  # left service discovery (see GONE)
+                    stale = Series({**stale.labels, GONE: "1"}, stale.value)
+                out.append(stale)
         elif flag is not None:  # a queue its exporter, up and current, stopped publishing
             out.append(state(key, source, STALE, f"{source} is up but no longer publishes it"))
+    return out
+
+
+def unreached(
+    rule: RuleConfig, parts: Mapping[str, Sequence[Series]], known: Mapping[tuple[str, str], Target]
+) -> list[Series]:
+    """UNKNOWN states (no key) for the targets of the jobs publishing ``rule``'s family that are
+    scraped, failing, had no good scrape within the horizon (on its grid) and published none of
+    the family within it: they might publish anything, so
+    (as an exporter never reached in direct mode) every request fails until they answer."""
+    held = {_target_key(s.labels) for name in ("cur", "seen") for s in parts.get(name, ())}
+    # the jobs publishing the family: its own part (``cur`` and ``seen`` may hold only the series
+    # of targets that are not current), else those of the series held
+    jobs = {s.labels.get("job", "") for s in parts.get("jobs", ())} | {job for _, job in held}
+    out = []
+    for (instance, job), target in sorted(known.items()):
+        failing = target.up is not None and target.up != 1 and target.healthy_at is None
+        if failing and job in jobs and (instance, job) not in held:
+            why = (
+                f"{instance} (job {job}) has not been scraped successfully within the source horizon, "
+                f"so what it publishes of {rule.states_family} is unknown"
+            )
+            out.append(Series({UNKNOWN: why}, TAINTED))
     return out

@@ -3,7 +3,8 @@
 Works with anything that speaks ``/api/v1/query`` (Prometheus, Thanos Query, Mimir's
 ``/prometheus`` prefix, VictoriaMetrics). Queries are POSTed (long templates fit), each with a
 deadline, evaluated at the engine's own clock (no ``time`` is sent, so an adapter clock behind the
-engine's cannot ask for old values); NaN and infinite samples are left out, never passed on. A
+engine's cannot ask for old values); NaN and infinite samples are never passed on: the key they
+belong to is refused (503 naming them), or the whole rule when it has no source states. A
 partial answer (Thanos ``warnings``, VictoriaMetrics cluster ``isPartial``) is refused like an
 error, and complete answers are asked for where the engine has the switch. A rule with a source
 family also learns which exporters its values come from and whether each is up and current
@@ -32,7 +33,7 @@ from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series
-from . import RuleResult
+from . import RuleResult, refuse_non_finite
 from .evidence import (
     Horizon,
     Target,
@@ -41,6 +42,7 @@ from .evidence import (
     rule_parts,
     target_parts,
     targets,
+    unreached,
     up_from_values,
 )
 from .source_states import MARKER, EvidenceAnswer, SharedEvidence, parts_only, split_parts, with_parts
@@ -51,7 +53,7 @@ MAX_CONCURRENT_QUERIES = 8
 THREAD_BYTES = 256 * 1024  # answers at least this large are decoded in a worker thread (vectorjson.py)
 
 
-Answer = tuple[list[Series], float, int]  # series, evaluation time, NaN/Inf samples dropped
+Answer = tuple[list[Series], float, list[Series]]  # series, evaluation time, NaN/Inf samples left out
 
 
 class QueryError(Exception):
@@ -101,7 +103,7 @@ def partial(data: dict[str, Any]) -> str:
 
 
 def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> Answer:
-    """(series, evaluation time, NaN/Inf samples dropped) from a query API answer. With ``states``
+    """(series, evaluation time, NaN/Inf samples left out) from a query API answer. With ``states``
     (a query carrying source states) ``limit`` bounds the values and the states each."""
     try:
         data = decode(body)
@@ -133,7 +135,7 @@ def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> 
             what = f"series of source-state part {mark}" if mark else "series"
             raise QueryError(f"the query gave {count} {what}, more than max_series_per_rule ({limit})")
     series: list[Series] = []
-    dropped = 0
+    dropped: list[Series] = []
     stamp = 0.0
     try:
         for item in items:
@@ -148,10 +150,7 @@ def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> 
             ts, text = item["value"]
             value = float(text)
             stamp = max(stamp, float(ts))
-            if math.isfinite(value):
-                series.append(Series(labels, value))
-            else:
-                dropped += 1
+            (series if math.isfinite(value) else dropped).append(Series(labels, value))
     except (KeyError, TypeError, ValueError):
         raise QueryError("prometheus answered a vector whose samples are malformed") from None
     return series, stamp or time.time(), dropped
@@ -168,6 +167,7 @@ class PrometheusSource:
         self.metrics = metrics
         self._session: aiohttp.ClientSession | None = None
         self._limit = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
+        self._decoding = asyncio.Semaphore(1)
         self.horizon = Horizon(cfg.source_horizon_seconds, cfg.stale_after_seconds)
         self._dropped_logged: set[str] = set()
         metrics.watch_source(self.name)
@@ -227,8 +227,10 @@ class PrometheusSource:
             raise QueryError(f"prometheus request failed: {type(exc).__name__}: {exc}"[:300]) from None
         if len(body) < THREAD_BYTES:
             return parse_answer(status, body, self.cfg.max_series_per_rule, states)
-        # a large answer is read in a worker thread, series by series: the event loop keeps answering
-        return await asyncio.to_thread(parse_answer, status, body, self.cfg.max_series_per_rule, states)
+        # a large answer is read in a worker thread, series by series: the event loop keeps answering;
+        # one at a time, so that the decoded answers of every rule are never in memory at once
+        async with self._decoding:
+            return await asyncio.to_thread(parse_answer, status, body, self.cfg.max_series_per_rule, states)
 
     async def _timed(self, promql: str, at: float | None = None, states: bool = False) -> Answer:
         started = time.perf_counter()
@@ -262,10 +264,10 @@ class PrometheusSource:
 
     async def ask(
         self, query: str, rules: Sequence[RuleConfig], evidence: SharedEvidence
-    ) -> tuple[list[Series], float, int, dict[str, tuple[Series, ...] | None]]:
-        """``query``'s series, evaluation time and NaN/Inf dropped, with the source states of each of
-        ``rules`` (None for a rule without a source family): the refresh's evidence query first
-        (shared), then ``query`` carrying the rules' own parts. Raises QueryError."""
+    ) -> tuple[list[Series], float, list[Series], dict[str, tuple[Series, ...] | None]]:
+        """``query``'s series, evaluation time and NaN/Inf series left out, with the source states of
+        each of ``rules`` (None for a rule without a source family): the refresh's evidence query
+        first (shared), then ``query`` carrying the rules' own parts. Raises QueryError."""
         known: dict[tuple[str, str], Target] = {}
         problems: list[str] | None = None
         if any(rule.states_family is not None for rule in rules):
@@ -279,13 +281,15 @@ class PrometheusSource:
         needed = list(dict.fromkeys(p for parts in named.values() for p in parts.values()))
         series, stamp, dropped = await self._timed(with_parts(query, needed), states=bool(needed))
         series, found = split_parts(series, needed)
+        dropped, _ = split_parts(dropped, needed)  # a part's NaN is no value: never a state
         states: dict[str, tuple[Series, ...] | None] = {}
         for rule in rules:
             if not named[rule.name]:
                 states[rule.name] = None
                 continue
             parts = {name: found[part] for name, part in named[rule.name].items()}
-            states[rule.name] = tuple(classify(rule, parts, known, stamp, self.horizon))
+            classified = classify(rule, parts, known, stamp, self.horizon)
+            states[rule.name] = (*classified, *unreached(rule, parts, known))
         return series, stamp, dropped, states
 
     async def _collect_rule(self, rule: RuleConfig, evidence: SharedEvidence) -> RuleResult:
@@ -297,9 +301,10 @@ class PrometheusSource:
             return RuleResult(error=str(exc))
         if dropped and rule.name not in self._dropped_logged:
             self._dropped_logged.add(rule.name)
-            event(log, logging.WARNING, "NaN or infinite samples left out", rule=rule.name, count=dropped)
+            event(log, logging.WARNING, "NaN or infinite samples refused", rule=rule.name, count=len(dropped))
         derived = up_from_values(rule)
-        return RuleResult(tuple(series), stamp, sources=states[rule.name], up_from_values=derived)
+        result = RuleResult(tuple(series), stamp, sources=states[rule.name], up_from_values=derived)
+        return refuse_non_finite(result, dropped, self.name)
 
     def next_delay(self, elapsed: float) -> float:
         return max(0.0, self.interval - elapsed)

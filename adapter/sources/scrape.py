@@ -13,7 +13,8 @@ its last values are served for ``stale_after_seconds`` (plus its own interval, f
 stands still); after that what it published is missed. Rules with a source family (the queues,
 the GPU rules) then fail only for the requests selecting what it published (503 naming it);
 others fail whole. An exporter that never answered might hold anything: every request fails
-until it does (or is removed from ``direct.exporters``). One that is still starting (connection
+until it does (or is removed from ``direct.exporters``). A value that is not a number refuses the
+key it falls into (503 naming its exporter), never leaves it smaller. One that is still starting (connection
 refused, or 503 before its first sample) is waited for quietly for ``START_GRACE`` seconds after
 the adapter's start: one info line, not a warning per exporter and rule on every clean start.
 """
@@ -36,7 +37,7 @@ from ..config import DirectSettings
 from ..rules import Aggregation, DirectRule, RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series, aggregate
-from . import DOWN, STALE, UP, RuleResult, state
+from . import DOWN, STALE, UP, RuleResult, refuse_non_finite, state
 from .exposition import SampleReader
 from .fetch import ScrapeError, decode, fetch
 from .pace import STAMP_FAMILY, Pace
@@ -85,30 +86,38 @@ class Exporter:
         return ""
 
 
-def evaluate(rule: RuleConfig, samples: Sequence[Series]) -> list[Series]:
-    """A direct rule's vector: matching samples, scaled, grouped and aggregated."""
+def evaluate(
+    rule: RuleConfig, samples: Sequence[Series], refused: list[Series] | None = None
+) -> list[Series]:
+    """A direct rule's vector: matching samples, scaled, grouped and aggregated. A group holding a
+    value that is not a number is left out, and (with ``refused``) added there with that value."""
     d: DirectRule | None = rule.direct
     assert d is not None
     matchers = rule.matchers
     how: Aggregation = d.aggregation
     groups: dict[tuple[tuple[str, str], ...], list[float]] = {}
+    bad: dict[tuple[tuple[str, str], ...], float] = {}
     drop = set(d.without)
     for s in samples:
         labels = s.labels
         if not all(m.matches(labels) for m in matchers):
             continue
-        value = s.value * d.scale
-        if not math.isfinite(value):
-            continue
         if d.by:
             key = tuple((name, labels[name]) for name in d.by if labels.get(name))
         else:
             key = tuple(sorted((k, v) for k, v in labels.items() if k not in drop and v))
-        groups.setdefault(key, []).append(value)
+        value = s.value * d.scale
+        if math.isfinite(value):
+            groups.setdefault(key, []).append(value)
+        else:
+            bad.setdefault(key, value)
     rename = d.rename
+    if refused is not None:
+        refused.extend(Series({rename.get(k, k): v for k, v in key}, value) for key, value in bad.items())
     return [
         Series({rename.get(k, k): v for k, v in key}, aggregate(how, values))
         for key, values in groups.items()
+        if key not in bad
     ]
 
 
@@ -274,13 +283,25 @@ class ScrapeSource:
         out: dict[str, RuleResult] = {}
         for rule in rules:
             assert rule.direct is not None
-            values = tuple(evaluate(rule, by_family.get(rule.direct.family, ())))
+            refused: list[Series] = []
+            values = tuple(evaluate(rule, by_family.get(rule.direct.family, ()), refused))
+            where = _publisher(rule.direct.family, current, refused)
             if rule.states_family is not None:
                 states = [s for e in current for s in source_states(rule, e, "")]
                 states += [s for e, why in dead for s in source_states(rule, e, why)]
-                out[rule.name] = RuleResult(values, stamp, sources=tuple(states), unknown=unknown[:500])
+                result = RuleResult(values, stamp, sources=tuple(states), unknown=unknown[:500])
+                out[rule.name] = refuse_non_finite(result, refused, where)
                 continue
             # Without source states a rule fails whole when a source of its family is not current.
             failure = unknown or next((w for e, w in dead if rule.direct.family in e.samples), "")
-            out[rule.name] = RuleResult(error=failure[:500]) if failure else RuleResult(values, stamp)
+            result = RuleResult(error=failure[:500]) if failure else RuleResult(values, stamp)
+            out[rule.name] = refuse_non_finite(result, refused, where)
         return out
+
+
+def _publisher(family: str, current: Sequence[Exporter], refused: Sequence[Series]) -> str:
+    """The exporter(s) whose ``family`` holds a value that is not a number (for the 503)."""
+    if not refused:
+        return ""
+    urls = [e.url for e in current if any(not math.isfinite(s.value) for s in e.samples.get(family, ()))]
+    return "exporter " + ", ".join(urls[:3]) if urls else "an exporter"
