@@ -15,7 +15,10 @@ over TLS, and whether both replicas give the same answer to each of the 1,000 se
 ``--rate R`` the load is paced instead of flat out: wrk's ``delay()`` hook makes each connection wait
 before each request, the wait set again every second so that the connections together send R
 requests/s (the achieved rate is printed: a wait after each answer sends less while answers are
-slower than the cycle).
+slower than the cycle). Each engine's figures are then printed against issue 32's goals (selectors
+answered, replicas identical, refresh within its interval, freshness, upstream query per rule,
+queries per refresh, peak RSS of both replicas, p99 when paced), and what one rule's query costs
+the engine part by part.
 
     .venv/bin/python bench/fleet_adapter.py [--gpus 40000] [--engines prometheus,victoria-metrics]
         [--connections 32] [--seconds 20] [--rate 2000]
@@ -270,6 +273,9 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
         held = sum(scalar(url, f"count({f})") for f in families)
         print(f"{name}: {held:,.0f} series held of {series:,} written; first full scrape after "
               f"{time.monotonic() - started:.0f} s; engine RSS {rss_mib(pid):,.0f} MiB", flush=True)
+        if args.parts_only:
+            breakdown(url)
+            return
         flags = ["--prometheus-url", url, "--refresh-interval", str(args.refresh_interval), *auth]
         with replicas(flags) as (one, two):
             wait_for(lambda: refreshes_of(one.url) >= 2, 120, what="two refreshes")
@@ -318,6 +324,7 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
             figures = Figures(ok, same, len(paths), refresh_mean, slowest_refresh, watch.oldest, per_rule,
                               queries / max(1, refreshes), rules, peak, lat)  # fmt: skip
             report_goals(name, args, figures)
+        breakdown(url)
 
 
 @dataclass
@@ -333,6 +340,35 @@ class Figures:
     rules: int
     peak_mib: float
     lat: common.Latency
+
+
+def breakdown(url: str) -> None:
+    """What one rule's query costs the engine, part by part (each asked alone, three times, best
+    kept): the GPU utilisation rule's values, its source vectors, and the shared evidence query."""
+    from adapter.promql import render
+    from adapter.rules import BUILTIN_RULES
+    from adapter.sources.evidence import Horizon, rule_parts, target_parts
+    from adapter.sources.source_states import parts_only
+
+    rule = next(r for r in BUILTIN_RULES if r.name == "rightsizer_gpu_utilization_ratio")
+    assert rule.query is not None and rule.source_family is not None
+    horizon = Horizon(3600.0, 60.0)
+    selector = render(f"{rule.source_family}{{<<.LabelMatchers>>}}", rule.matchers)
+    asked = {"values": render(rule.query, rule.matchers),
+             **{f"{k} (every target current)": v for k, v in rule_parts(rule, selector, horizon, []).items()},
+             "seen, every series timed (past 64 targets not current)":
+                 rule_parts(rule, selector, horizon)["seen"],
+             "evidence query (shared)": parts_only(list(target_parts(horizon).values()))}  # fmt: skip
+    print("  engine time per part of the GPU utilisation rule (asked alone, best of 3):", flush=True)
+    for name, query in asked.items():
+        best, found = float("inf"), 0
+        for _ in range(3):
+            started = time.monotonic()
+            body = urllib.parse.urlencode({"query": query}).encode()
+            with urllib.request.urlopen(url + "/api/v1/query", data=body, timeout=300) as r:
+                found = len(json.loads(r.read())["data"]["result"])
+            best = min(best, time.monotonic() - started)
+        print(f"    {name:<58} {1000 * best:8.0f} ms, {found:,} series", flush=True)
 
 
 def report_goals(name: str, args: argparse.Namespace, f: Figures) -> None:
@@ -395,6 +431,7 @@ def main() -> None:
     ap.add_argument("--refresh-interval", type=float, default=5.0)
     ap.add_argument("--rate", type=float, default=0.0, help="requests/s to pace wrk to (default: flat out)")
     ap.add_argument("--query-timeout", type=float, help="prometheus.timeout_seconds (default 5)")
+    ap.add_argument("--parts-only", action="store_true", help="only the engine cost of each part")
     args = ap.parse_args()
     gpus = fh.fleet(args.gpus)
     bodies, workloads, series = expositions(gpus)

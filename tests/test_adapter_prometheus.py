@@ -113,7 +113,7 @@ async def test_templates_are_rendered_with_the_rule_matchers(prom: FakePrometheu
     for part in (  # each rule's source family, with the rule's own matchers
         'timestamp(rightsizer_gpu_verdict{pod!="",verdict!="idle"})',
         # every target up and current: no series needs the time it was last seen, one range read
-        'last_over_time(DCGM_FI_DEV_GPU_UTIL{pod!=""}[3600s]) unless DCGM_FI_DEV_GPU_UTIL{pod!=""}',
+        'present_over_time(DCGM_FI_DEV_GPU_UTIL{pod!=""}[3600s]) unless DCGM_FI_DEV_GPU_UTIL{pod!=""}',
         'timestamp(rightsizer_queue_source_up{}) < (time() - 60)',
         'label_replace(rightsizer_queue_source_up{}, "rightsizer_adapter_source_state"',
         "max by (instance, job) (max_over_time((timestamp(up) and up == 1)[3600s:60s]))",

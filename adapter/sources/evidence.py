@@ -8,7 +8,7 @@ per scrape target, all evaluated at the engine's clock:
 - ``ts``: each current series' sample time (``timestamp(F)``);
 - ``seen``: when each series was last seen within the horizon H
   (``max_over_time(timestamp(F)[H:R])``, R = H/60; 0 for a series that lived only between two
-  steps of that grid, from ``last_over_time(F[H])``);
+  steps of that grid, from ``present_over_time(F[H])``);
 - per target: ``up``, the time of its last scrape (``timestamp(up)``), the time of its last good
   scrape within H (``max_over_time((timestamp(up) and up == 1)[H:R])``), and whether its exporter
   is frozen (``rightsizer_last_sample_timestamp_seconds`` sampled at least twice in the last
@@ -84,27 +84,26 @@ def rule_parts(
     them. The others' series seen within the horizon but not now come without a time (0), from one
     range read. None (too many, or not known): the time of every series, the full subquery.
     Where the values stand for the UP states (``up_from_values``), ``cur`` holds only the series of
-    those targets and the keys that more than one source publishes."""
-    return {
+    those targets (none at all while every target is up and current)."""
+    parts = {
         "cur": _current(rule, selector, problems),
         "jobs": f"count by (job) ({selector})",
-        # only the samples older than stale_after come back: those are what the time is asked for
-        "ts": f"{_group(rule, f'timestamp({selector})')} < (time() - {horizon.stale_after:g})",
+        # only the samples older than stale_after come back (filtered before they are grouped, which
+        # is what costs the engine): a key whose exporter has one such sample is not current
+        "ts": _group(rule, f"timestamp({selector}) < (time() - {horizon.stale_after:g})"),
         "seen": _seen(rule, selector, horizon, problems),
     }
+    return {name: text for name, text in parts.items() if text is not None}
 
 
-def _current(rule: RuleConfig, selector: str, problems: Sequence[str] | None) -> str:
+def _current(rule: RuleConfig, selector: str, problems: Sequence[str] | None) -> str | None:
+    """``cur``; None where it would hold nothing: a rule whose values stand for its UP states needs
+    only the series of the targets that are not current (a key another exporter that is up also
+    publishes has a value, which stands for that exporter)."""
     every = _group(rule, selector)
     if not up_from_values(rule) or problems is None:
         return every
-    by, drop = rule.key_labels
-    grouping = f"by ({', '.join(by)})" if by else f"without ({', '.join(sorted(drop - {'__name__'}))})"
-    matching = f"on ({', '.join(by)})" if by else f"ignoring ({', '.join(sorted(drop - {'__name__'}))})"
-    shared = f"({every}) and {matching} (count {grouping} ({every}) > 1)"
-    if not problems:
-        return shared
-    return f"{_group(rule, _restricted(selector, problems))} or {shared}"
+    return _group(rule, _restricted(selector, problems)) if problems else None
 
 
 def _restricted(selector: str, instances: Sequence[str]) -> str:
@@ -114,10 +113,10 @@ def _restricted(selector: str, instances: Sequence[str]) -> str:
 
 def _seen(rule: RuleConfig, selector: str, horizon: Horizon, problems: Sequence[str] | None) -> str:
     # the grid misses what lived only between two of its steps: that is seen at 0 (unknown)
-    untimed = _group(rule, f"last_over_time({selector}[{int(horizon.seconds)}s]) * 0")
+    untimed = _group(rule, f"present_over_time({selector}[{int(horizon.seconds)}s]) * 0")
     if problems is None:
         return f"{_group(rule, f'max_over_time(timestamp({selector}){horizon.range})')} or {untimed}"
-    gone = _group(rule, f"last_over_time({selector}[{int(horizon.seconds)}s]) unless {selector}")
+    gone = _group(rule, f"present_over_time({selector}[{int(horizon.seconds)}s]) unless {selector}")
     untimed_gone = f"({gone}) * 0"
     if not problems:
         return untimed_gone
