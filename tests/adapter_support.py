@@ -57,9 +57,18 @@ def get(
         return exc.code, dict(exc.headers), exc.read()
 
 
+def strict_json(body: bytes | str) -> Any:
+    """JSON as JSON.parse reads it: NaN, Infinity and -Infinity are not JSON, so they fail."""
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"{token} is not JSON: {body[:200]!r}")
+
+    return json.loads(body, parse_constant=refuse)
+
+
 def get_json(url: str, **kw: Any) -> tuple[int, Any]:
     code, _, body = get(url, **kw)
-    return code, json.loads(body)
+    return code, strict_json(body)
 
 
 @contextlib.contextmanager
@@ -255,7 +264,7 @@ async def make(aiohttp_client: Any) -> AsyncIterator[Make]:
 async def client_get(client: TestClient, path: str, **headers: str) -> tuple[int, Any]:
     resp = await client.get(path, headers=headers)
     assert resp.content_type == "application/json", (path, resp.content_type)
-    return resp.status, json.loads(await resp.read())
+    return resp.status, strict_json(await resp.read())
 
 
 def assert_status(answer: tuple[int, Any], code: int, reason: str) -> None:

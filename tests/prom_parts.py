@@ -64,6 +64,10 @@ def healthy(series: Mapping[str, list[dict[str, str]]], flag: str = "1") -> Prov
         if name == "jobs":
             held = len(series.get(family, []))
             return [({"job": TARGET["job"]}, str(held))] if held else []
+        if name == "stamped":  # an exporter: it publishes its sample time
+            return [(TARGET, "1")]
+        if name == "scrapes":  # scraped for a while
+            return [({"job": TARGET["job"]}, "120")]
         value = {"cur": flag, "ts": str(NOW - 1), "seen": str(NOW - 1)}[name]
         return [({**labels, **TARGET}, value) for labels in series.get(family, [])]
 

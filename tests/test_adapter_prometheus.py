@@ -1,5 +1,6 @@
 """Prometheus mode against a real HTTP server speaking the query API: one query per rule per refresh,
-rendered templates, NaN/Inf left out, every upstream fault a 503 with its reason, auth sent."""
+rendered templates, NaN/Inf refused (never served, never left out silently), every upstream fault
+a 503 with its reason, auth sent."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from adapter.kubernetes.gate import Gate
 from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
+from adapter.sources import TAINTED
 from adapter.sources.evidence import target_parts
 from adapter.sources.prometheus import PrometheusSource
 from rightsizer_core.settings import ConfigError
@@ -134,9 +136,18 @@ async def test_nan_and_inf_are_left_out_and_scalars_work(prom: FakePrometheus) -
     prom.answer = lambda q: vector(series)
     cache, source, _ = await cache_for(prom)
     await cache.refresh_once()
-    vec = cache.states["rightsizer_queue_depth"].vector
+    state = cache.states["rightsizer_queue_depth"]
+    vec = state.vector
     assert vec is not None and [(dict(s.labels), s.value) for s in vec.series] == [({"queue": "d"}, 4.0)]
     assert vec.timestamp == 1700000000.5
+    # ... and never left out of a selection silently: their queues are refused, naming the value
+    assert state.sources is not None
+    refused = {s.labels["queue"]: s.labels["@why"] for s in state.sources.series if s.value == TAINTED}
+    assert refused == {
+        "a": "prometheus gave NaN for it: not a number",
+        "b": "prometheus gave +Inf for it: not a number",
+        "c": "prometheus gave -Inf for it: not a number",
+    }
     prom.answer = lambda q: (
         200,
         {"status": "success", "data": {"resultType": "scalar", "result": [1.0, "3"]}},

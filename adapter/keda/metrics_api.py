@@ -120,9 +120,10 @@ METRICS_API_AUTH = web.AppKey("metrics_api_auth", MetricsApiAuth)
 def value_answer(cache: Cache, metric: str, namespace: str | None, selector: str) -> Answer:
     try:
         series, stamp = selected(cache, metric, namespace, selector)
+        value = total(series)
     except Failure as exc:
         return status(exc.code, exc.message)
-    return 200, dumps({"value": total(series), "timestamp": rfc3339(stamp)})
+    return 200, dumps({"value": value, "timestamp": rfc3339(stamp)})
 
 
 QUERY_KEYS = ("labelSelector", "namespace")
@@ -140,10 +141,11 @@ async def metric_value(request: web.Request) -> web.Response:
     if own is not None:
         try:
             found = await own(metric, namespace, query.get("labelSelector", ""))
+            value = None if found is None else total(found)
         except Failure as exc:
             return respond(status(exc.code, exc.message))
-        if found is not None:
-            return respond((200, dumps({"value": total(found), "timestamp": rfc3339(time.time())})))
+        if value is not None:
+            return respond((200, dumps({"value": value, "timestamp": rfc3339(time.time())})))
     key = ("keda", metric, namespace, query.get("labelSelector", ""))
     return respond(
         cache.memo(

@@ -63,7 +63,8 @@ _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # full matches o
 
 
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    """Strict JSON: NaN or Infinity raise here (a bug, answered 500), never sent as bare tokens."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
 def status(code: int, message: str) -> Answer:
@@ -291,8 +292,11 @@ def selected(
 
 
 def total(series: Iterable[Series]) -> float:
-    """What HPA computes from an external answer: the sum of the items, always finite."""
+    """What HPA computes from an external answer: the sum of the items, always finite (a sum past
+    the largest float is that float; one that is not a number is no value: 503)."""
     value = sum(s.value for s in series)
     if math.isfinite(value):
         return value
-    return 0.0 if math.isnan(value) else math.copysign(sys.float_info.max, value)
+    if math.isnan(value):
+        raise Failure(503, "the sum of the selected series is not a number")
+    return math.copysign(sys.float_info.max, value)

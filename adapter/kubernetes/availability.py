@@ -126,7 +126,9 @@ def check_sources(
         return
     have = {frozenset(s.labels.items()) for s in state.vector.select(namespace, mode, selector, extra)}
     missing = {key_of(s) for s in matched} - have
-    if missing:
+    if missing and state.rule.every_source:  # declared and judged, but no usable value: not "none"
+        raise Failure(503, f"{metric} unavailable: {_names(missing)} is up but has no usable value of it")
+    if missing:  # e.g. a queue kind that has no in-flight count
         raise Failure(404, f"{metric}: {_names(missing)} is up but publishes no {metric}")
 
 

@@ -6,7 +6,9 @@ with ``Accept: application/json`` and, once it has one, the last ``ETag`` in ``I
 It takes 200 with a Swagger document (and its ``ETag``) or 304 for "unchanged"; a 404 makes it log
 "failed to download" on every round, so the document is served. It names the paths of the two
 metrics APIs, their parameters and their answers; the same body and ``ETag`` for as long as the
-adapter runs (the served metrics are listed by discovery, not here).
+adapter runs (the served metrics are listed by discovery, not here). The request is authenticated
+and authorized like any other: the aggregator's user comes with ``system:authenticated``, which
+kube-apiserver's default ``system:discovery`` role allows ``get`` on ``/openapi/*``.
 
 ``/openapi/v3`` stays 404: the aggregator (1.27+) reads 404 there as "this server provides no v3
 spec" and skips it quietly (``OpenAPIV3Root``).

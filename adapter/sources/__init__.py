@@ -17,9 +17,9 @@ name). A key is answered only while no state of it says otherwise (``kubernetes/
   not scraped since the engine restarted, a sample older than ``stale_after``): never answered.
 
 ``SOURCE_WHY`` carries the reason of a state that is not UP, for the 503's message; ``GONE``
-marks a STALE state whose exporter left service discovery (Prometheus mode). Where a result says
-``up_from_values``, the UP states are not sent at all (one per key would cost as much as the
-values): the values' keys stand for them.
+marks a STALE state whose exporter left service discovery, or stopped publishing the key while up
+(Prometheus mode). Where a result says ``up_from_values``, the UP states are not sent at all (one
+per key would cost as much as the values): the values' keys stand for them.
 
 A rule with ``every_source`` (keys that several exporters publish parts of: an SLO over replicas
 on several nodes) is stricter: a key is answered only while every exporter that publishes it, or

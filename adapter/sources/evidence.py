@@ -1,18 +1,23 @@
 """Prometheus mode: which exporters a rule's values come from, and whether each is up and current.
 
-A rule with a source family F (``up_family`` or ``source_family``) asks, beside its values, three
-vectors of F's series per (key labels, ``instance``, ``job``), and every rule shares four vectors
-per scrape target, all evaluated at the engine's clock:
+Once per refresh the evidence query (``target_parts``, shared by every rule) asks, per scrape
+target: ``up``, the time of its last scrape (``timestamp(up)``), the time of its last good scrape
+within the horizon H (``max_over_time((timestamp(up) and up == 1)[H:R])``, R = H/60), whether its
+exporter is frozen (``rightsizer_last_sample_timestamp_seconds`` sampled at least twice in the
+last ``stale_after`` seconds without changing) and whether it publishes that stamp now (an
+exporter); per job, how many times its most scraped target was scraped in the last 2 x
+``stale_after``. A rule with a source family F (``up_family`` or ``source_family``) then asks,
+inside its own query, vectors of F per (key labels, ``instance``, ``job``) (``rule_parts``), at the
+engine's clock, of what can change an answer only:
 
-- ``cur``: F now (the flag of an ``up_family``), honouring staleness markers;
-- ``ts``: each current series' sample time (``timestamp(F)``);
-- ``seen``: when each series was last seen within the horizon H
-  (``max_over_time(timestamp(F)[H:R])``, R = H/60; 0 for a series that lived only between two
-  steps of that grid, from ``present_over_time(F[H])``);
-- per target: ``up``, the time of its last scrape (``timestamp(up)``), the time of its last good
-  scrape within H (``max_over_time((timestamp(up) and up == 1)[H:R])``), and whether its exporter
-  is frozen (``rightsizer_last_sample_timestamp_seconds`` sampled at least twice in the last
-  ``stale_after`` seconds without changing).
+- ``cur``: F now (the flag of an ``up_family``), honouring staleness markers; where the values
+  stand for the UP states (``up_from_values``) only the series of the targets that are not up and
+  current (``problem_instances``), none while every target is;
+- ``ts``: the series whose sample is older than ``stale_after``; ``jobs``: which jobs publish F;
+- ``seen``: the series seen within H but not now (``present_over_time(F[H]) unless F``, at 0),
+  and when each series of a target that is not current was last seen
+  (``max_over_time(timestamp(F{instance=~...})[H:R])``); past ``MAX_TIMED_TARGETS`` such targets,
+  every series is timed.
 
 From them ``classify`` gives each series a state (``sources/__init__.py``): UP from a target that
 is up and current; TAINTED when a value of it is still selected although its target is not
@@ -21,7 +26,8 @@ exporter is frozen, or the sample is older than ``stale_after``); STALE for a se
 held at its last good scrape (seen at that scrape's time) before the target went down or away, so
 a node whose exporter vanished is missed rather than dropped, while a pod that left a healthy
 node (or a node drained before it was removed) is not (a STALE state of a target that left
-service discovery is marked GONE); DOWN for a queue whose flag is 0. ``unreached`` names the
+service discovery, or of a flag its healthy exporter stopped publishing, is marked GONE); DOWN for
+a queue whose flag is 0. ``unreached`` names the
 targets of the family's jobs that were never scraped successfully within the horizon.
 """
 
@@ -132,7 +138,7 @@ def _with_matcher(selector: str, matcher: str) -> str:
 
 
 def target_parts(horizon: Horizon) -> dict[str, str]:
-    """The four per-target queries every rule with a source family shares."""
+    """The six per-target (and per-job) queries every rule with a source family shares."""
     window = f"[{int(max(1, horizon.stale_after))}s]"
     frozen = (
         f"count_over_time({STAMP_FAMILY}{window}) >= 2 unless changes({STAMP_FAMILY}{window}) > 0"
@@ -142,6 +148,8 @@ def target_parts(horizon: Horizon) -> dict[str, str]:
         "up_at": "max by (instance, job) (timestamp(up))",
         "healthy_at": f"max by (instance, job) (max_over_time((timestamp(up) and up == 1){horizon.range}))",
         "frozen": f"max by (instance, job) ({frozen})",
+        "stamped": f"max by (instance, job) ({STAMP_FAMILY} * 0 + 1)",  # an exporter, answering now
+        "scrapes": f"max by (job) (count_over_time(up[{int(max(1, 2 * horizon.stale_after))}s]))",
     }
 
 
@@ -151,6 +159,7 @@ class Target:
     up_at: float | None = None
     healthy_at: float | None = None
     frozen: bool = False
+    stamped: bool = False  # publishes rightsizer_last_sample_timestamp_seconds now: an exporter
 
     def problem(self, now: float, horizon: Horizon) -> str:
         """"" when up and current, else why not."""
@@ -177,14 +186,15 @@ def _target_key(labels: Mapping[str, str]) -> tuple[str, str]:
 
 def targets(parts: Mapping[str, Sequence[Series]]) -> dict[tuple[str, str], Target]:
     out: dict[tuple[str, str], Target] = {}
-    for name in ("up", "up_at", "healthy_at", "frozen"):
+    for name in ("up", "up_at", "healthy_at", "frozen", "stamped"):
         for s in parts.get(name, ()):
             t = out.setdefault(_target_key(s.labels), Target())
-            if name == "frozen":
-                t.frozen = True
+            if name in ("frozen", "stamped"):
+                setattr(t, name, True)
             else:
                 setattr(t, name, s.value)
-    return out
+    # a stamp with no ``up`` within the horizon is imported or remote-written: no scrape target
+    return {k: t for k, t in out.items() if (t.up, t.up_at, t.healthy_at) != (None, None, None)}
 
 
 def problem_instances(
@@ -213,7 +223,7 @@ def classify(
     seen = {_labels(s): s.value for s in parts.get("seen", ())}
     flag = rule.up_family
     out = []
-    for labels in {*cur, *ts, *seen}:
+    for labels in sorted({*cur, *ts, *seen}, key=sorted):  # one order on every replica
         as_dict = dict(labels)
         key = rule.key_of(as_dict)
         instance, job = _target_key(as_dict)
@@ -243,22 +253,45 @@ def classify(
                     stale = Series({**stale.labels, GONE: "1"}, stale.value)
                 out.append(stale)
         elif flag is not None:  # a queue its exporter, up and current, stopped publishing
-            out.append(state(key, source, STALE, f"{source} is up but no longer publishes it"))
+            left = state(key, source, STALE, f"{source} is up but no longer publishes it")
+            out.append(Series({**left.labels, GONE: "1"}, left.value))  # it holds no part of it now
     return out
 
 
 def unreached(
-    rule: RuleConfig, parts: Mapping[str, Sequence[Series]], known: Mapping[tuple[str, str], Target]
+    rule: RuleConfig,
+    parts: Mapping[str, Sequence[Series]],
+    known: Mapping[tuple[str, str], Target],
+    horizon: Horizon,
 ) -> list[Series]:
-    """UNKNOWN states (no key) for the targets of the jobs publishing ``rule``'s family that are
-    scraped, failing, had no good scrape within the horizon (on its grid) and published none of
-    the family within it: they might publish anything, so
-    (as an exporter never reached in direct mode) every request fails until they answer."""
+    """UNKNOWN states (no key) for the targets of exporter jobs publishing ``rule``'s family
+    (every target of the job answering now is an exporter: a catch-all job of every annotated pod
+    is not one) that are scraped, failing, had no good scrape within the horizon (on its grid) and
+    published none of the family within it: they might publish anything, so
+    (as an exporter never reached in direct mode) every request fails until they answer.
+
+    Likewise for a job the engine began scraping moments ago (its most scraped target scraped
+    fewer than 3 times in 2 x ``stale_after``, at least 4 times once settled since the scrape
+    interval must stay under ``stale_after`` / 2): a target of it may not be scraped yet, and a
+    target never scraped has no ``up`` at all, so nothing else can tell it is missing."""
     held = {_target_key(s.labels) for name in ("cur", "seen") for s in parts.get(name, ())}
+    answering = [(job, t.stamped) for (_, job), t in known.items() if t.up == 1]
     # the jobs publishing the family: its own part (``cur`` and ``seen`` may hold only the series
-    # of targets that are not current), else those of the series held
-    jobs = {s.labels.get("job", "") for s in parts.get("jobs", ())} | {job for _, job in held}
+    # of targets that are not current), and those of the series held
+    publishing = {s.labels.get("job", "") for s in parts.get("jobs", ())} | {job for _, job in held}
+    jobs = publishing - {job for job, stamped in answering if not stamped}
+    scrapes = {s.labels.get("job", ""): s.value for s in parts.get("scrapes", ())}
+    window = int(max(1, 2 * horizon.stale_after))
     out = []
+    for job in sorted(jobs):
+        # a job with no ``up`` at all is not one the engine scrapes (imported, remote-written, or
+        # series keeping the exporter's own labels): only a job it scrapes can be just starting
+        if scrapes.get(job, 3.0) < 3:
+            why = (
+                f"the engine has scraped job {job} only {scrapes.get(job, 0.0):g} times in {window}s: "
+                "a target of it may not have been scraped yet"
+            )
+            out.append(Series({UNKNOWN: why}, TAINTED))
     for (instance, job), target in sorted(known.items()):
         failing = target.up is not None and target.up != 1 and target.healthy_at is None
         if failing and job in jobs and (instance, job) not in held:

@@ -269,6 +269,7 @@ class PrometheusSource:
         each of ``rules`` (None for a rule without a source family): the refresh's evidence query
         first (shared), then ``query`` carrying the rules' own parts. Raises QueryError."""
         known: dict[tuple[str, str], Target] = {}
+        shared: dict[str, list[Series]] = {}
         problems: list[str] | None = None
         if any(rule.states_family is not None for rule in rules):
             try:
@@ -289,7 +290,8 @@ class PrometheusSource:
                 continue
             parts = {name: found[part] for name, part in named[rule.name].items()}
             classified = classify(rule, parts, known, stamp, self.horizon)
-            states[rule.name] = (*classified, *unreached(rule, parts, known))
+            # the per-job parts (how often each job was scraped) come with the evidence query
+            states[rule.name] = (*classified, *unreached(rule, {**shared, **parts}, known, self.horizon))
         return series, stamp, dropped, states
 
     async def _collect_rule(self, rule: RuleConfig, evidence: SharedEvidence) -> RuleResult:
