@@ -86,3 +86,6 @@ def test_a_job_the_engine_began_scraping_moments_ago_is_unknown() -> None:
         assert bool(found) is unknown, count
         if found:
             assert "the engine has scraped job e only" in found[0].labels["@unknown"]
+    stamp_only = {("", ""): Target(stamped=True), ("a:1", "e"): Target(stamped=True)}  # no `up`
+    imported = unreached(rule, {"cur": cur, "scrapes": []}, stamp_only, Horizon(3600, 60))
+    assert imported == []  # no `up` for the job at all: imported or remote-written data

@@ -188,13 +188,17 @@ def targets(parts: Mapping[str, Sequence[Series]]) -> dict[tuple[str, str], Targ
     out: dict[tuple[str, str], Target] = {}
     for name in ("up", "up_at", "healthy_at", "frozen", "stamped"):
         for s in parts.get(name, ()):
-            t = out.setdefault(_target_key(s.labels), Target())
-            if name in ("frozen", "stamped"):
-                setattr(t, name, True)
+            key = _target_key(s.labels)
+            if name == "stamped":  # marks a scraped target; imported data has no target at all
+                if key in out:
+                    out[key].stamped = True
+                continue
+            t = out.setdefault(key, Target())
+            if name == "frozen":
+                t.frozen = True
             else:
                 setattr(t, name, s.value)
-    # a stamp with no ``up`` within the horizon is imported or remote-written: no scrape target
-    return {k: t for k, t in out.items() if (t.up, t.up_at, t.healthy_at) != (None, None, None)}
+    return out
 
 
 def problem_instances(
@@ -283,10 +287,10 @@ def unreached(
     scrapes = {s.labels.get("job", ""): s.value for s in parts.get("scrapes", ())}
     window = int(max(1, 2 * horizon.stale_after))
     out = []
-    for job in sorted(jobs):
-        # a job with no ``up`` at all is not one the engine scrapes (imported, remote-written, or
-        # series keeping the exporter's own labels): only a job it scrapes can be just starting
-        if scrapes.get(job, 3.0) < 3:
+    # jobs with no `up` at all hold imported or remote-written data: nothing is scraped there
+    scraped_jobs = {job for (_, job), t in known.items() if t.up is not None or t.healthy_at is not None}
+    for job in sorted(jobs & scraped_jobs):
+        if scrapes.get(job, 0.0) < 3:
             why = (
                 f"the engine has scraped job {job} only {scrapes.get(job, 0.0):g} times in {window}s: "
                 "a target of it may not have been scraped yet"
