@@ -35,6 +35,7 @@ class RuleState:
     updated: float | None  # monotonic time of the last successful refresh
     sources: Vector | None = None  # rules with a source family: the state of each (key, source)
     unknown: str = ""  # a source whose series are unknown: every request fails with this
+    up_from_values: bool = False  # UP states left out: the values' keys stand for them
 
 
 class Cache:
@@ -127,6 +128,7 @@ class Cache:
 
     async def refresh_once(self, everything: bool = True) -> None:
         """Bring the cache up to date: from every upstream, or (``everything`` False) from those due."""
+        started = time.monotonic()
         await self._discover()
         rules = list(self.rules.values())
         try:
@@ -147,11 +149,13 @@ class Cache:
         now = time.monotonic()
         if results is self._previous:  # the source saw no change: keep answers memoized, note the check
             self.states = {
-                n: RuleState(s.rule, s.vector, None, now, s.sources, s.unknown) if s.error is None else s
+                n: RuleState(s.rule, s.vector, None, now, s.sources, s.unknown, s.up_from_values)
+                if s.error is None
+                else s
                 for n, s in self.states.items()
             }
             self._say(self.states, {})
-            self.metrics.refreshed()
+            self.metrics.refreshed(time.monotonic() - started)
             return
         self._previous = results
         states = {}
@@ -173,7 +177,8 @@ class Cache:
                 series = tuple(add_workload(series))
                 found = None if found is None else tuple(add_workload(found))
             sources = None if found is None else Vector(found, result.timestamp)
-            states[rule.name] = RuleState(rule, Vector(series, result.timestamp), None, now, sources, unknown)
+            values = Vector(series, result.timestamp)
+            states[rule.name] = RuleState(rule, values, None, now, sources, unknown, result.up_from_values)
             if old.error is not None and old.updated is not None:
                 recovered.append(rule.name)
         self._say(states, failing)
@@ -187,7 +192,7 @@ class Cache:
         if not self.ready and any(s.error is None for s in states.values()):
             self.ready = True
             event(log, logging.INFO, "first refresh complete", rules=len(states), source=self.source.name)
-        self.metrics.refreshed()
+        self.metrics.refreshed(time.monotonic() - started)
         done, self.refreshed = self.refreshed, asyncio.Event()
         done.set()
 

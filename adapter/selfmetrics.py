@@ -111,7 +111,26 @@ class AdapterMetrics:
         self._upstream_count = Counter(
             "rightsizer_adapter_upstream_queries", "Upstream queries made.", ["source", "outcome"], registry=r
         )
+        self._timeouts = Counter(
+            "rightsizer_adapter_upstream_timeouts",
+            "Upstream queries that ran past their deadline (also counted as errors in upstream_queries).",
+            ["source"],
+            registry=r,
+        )
+        self._retries = Counter(
+            "rightsizer_adapter_upstream_retries",
+            "Upstream queries sent again within one refresh (Prometheus mode sends none: a failed query "
+            "waits for the next refresh).",
+            ["source"],
+            registry=r,
+        )
         self._refreshes = Counter("rightsizer_adapter_refreshes", "Cache refreshes completed.", registry=r)
+        self._refresh_duration = Histogram(
+            "rightsizer_adapter_refresh_duration_seconds",
+            "Time one cache refresh took, its queries (or scrapes) and indexing included.",
+            buckets=UPSTREAM_BUCKETS,
+            registry=r,
+        )
         self._grpc = Counter(
             "rightsizer_adapter_grpc_requests", "KEDA gRPC calls answered.", ["method", "code"], registry=r
         )
@@ -138,12 +157,24 @@ class AdapterMetrics:
             hist = self._latency_children[endpoint] = self._latency.labels(endpoint)
         hist.observe(seconds)
 
-    def upstream(self, source: str, seconds: float, ok: bool) -> None:
+    def upstream(self, source: str, seconds: float, ok: bool, timed_out: bool = False) -> None:
         self._upstream.labels(source).observe(seconds)
         self._upstream_count.labels(source, "success" if ok else "error").inc()
+        if timed_out:
+            self._timeouts.labels(source).inc()
 
-    def refreshed(self) -> None:
+    def retried(self, source: str) -> None:
+        self._retries.labels(source).inc()
+
+    def watch_source(self, source: str) -> None:
+        """Publish ``source``'s timeouts and retries at 0 before the first one."""
+        self._timeouts.labels(source)
+        self._retries.labels(source)
+
+    def refreshed(self, seconds: float | None = None) -> None:
         self._refreshes.inc()
+        if seconds is not None:
+            self._refresh_duration.observe(seconds)
 
     def grpc(self, method: str, code: str) -> None:
         self._grpc.labels(method, code).inc()

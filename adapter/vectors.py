@@ -91,12 +91,25 @@ class Vector:
         return out
 
 
+_WORKLOADS: dict[str, str] = {}  # pod name -> its workload: the same pods come back every refresh
+MAX_WORKLOADS = 200_000
+
+
+def _workload(pod: str) -> str:
+    found = _WORKLOADS.get(pod)
+    if found is None:
+        if len(_WORKLOADS) >= MAX_WORKLOADS:
+            _WORKLOADS.clear()
+        found = _WORKLOADS[pod] = workload_of(pod)
+    return found
+
+
 def add_workload(series: Iterable[Series]) -> list[Series]:
     """Series with a ``workload`` label derived from ``pod`` where they have no workload yet."""
     out = []
     for s in series:
         pod = s.labels.get("pod")
         if pod and "workload" not in s.labels:
-            s = Series({**s.labels, "workload": workload_of(pod)}, s.value)
+            s = Series({**s.labels, "workload": _workload(pod)}, s.value)
         out.append(s)
     return out

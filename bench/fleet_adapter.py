@@ -15,7 +15,10 @@ over TLS, and whether both replicas give the same answer to each of the 1,000 se
 ``--rate R`` the load is paced instead of flat out: wrk's ``delay()`` hook makes each connection wait
 before each request, the wait set again every second so that the connections together send R
 requests/s (the achieved rate is printed: a wait after each answer sends less while answers are
-slower than the cycle).
+slower than the cycle). Each engine's figures are then printed against issue 32's goals (selectors
+answered, replicas identical, refresh within its interval, freshness, upstream query per rule,
+queries per refresh, peak RSS of both replicas, p99 when paced), and what one rule's query costs
+the engine part by part.
 
     .venv/bin/python bench/fleet_adapter.py [--gpus 40000] [--engines prometheus,victoria-metrics]
         [--connections 32] [--seconds 20] [--rate 2000]
@@ -38,6 +41,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -223,6 +227,39 @@ def replicas(flags: list[str]) -> Iterator[tuple[Process, Process]]:
             p.stop()
 
 
+class Watch:
+    """Samples both replicas' own metrics once a second while the load runs: the oldest rule's cache
+    age (answer freshness) and each replica's peak RSS (VmHWM)."""
+
+    def __init__(self, replicas: tuple[Process, Process]) -> None:
+        self.replicas = replicas
+        self.oldest = 0.0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(1.0):
+            for p in self.replicas:
+                try:
+                    text = get(p.url + "/metrics", adapter_bench.AUTH, timeout=5)[2].decode()
+                except OSError:
+                    continue
+                ages = re.findall(r"^rightsizer_adapter_cache_age_seconds\{[^}]*\} (\S+)$", text, re.M)
+                self.oldest = max([self.oldest, *(float(a) for a in ages)])
+
+    def __enter__(self) -> Watch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def goal(what: str, value: str, target: str, met: bool) -> None:
+    print(f"    {what:<44} {value:<34} goal {target:<26} {'met' if met else 'NOT MET'}", flush=True)
+
+
 def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: argparse.Namespace,
                  auth: list[str]) -> None:  # fmt: skip
     with engine(name, scrape) as (url, pid):
@@ -236,6 +273,9 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
         held = sum(scalar(url, f"count({f})") for f in families)
         print(f"{name}: {held:,.0f} series held of {series:,} written; first full scrape after "
               f"{time.monotonic() - started:.0f} s; engine RSS {rss_mib(pid):,.0f} MiB", flush=True)
+        if args.parts_only:
+            breakdown(url)
+            return
         flags = ["--prometheus-url", url, "--refresh-interval", str(args.refresh_interval), *auth]
         with replicas(flags) as (one, two):
             wait_for(lambda: refreshes_of(one.url) >= 2, 120, what="two refreshes")
@@ -245,29 +285,114 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
             script = ROTATE % ", ".join(json.dumps(p) for p in paths)
             if args.rate:
                 script += PACE % (args.connections / WRK_THREADS, args.rate / WRK_THREADS)
-            lat, failed = wrk(one.url + paths[0], args.connections, args.seconds, script)
+            load = os.getloadavg()[0]
+            with Watch((one, two)) as watch:
+                lat, failed = wrk(one.url + paths[0], args.connections, args.seconds, script)
+            load = max(load, os.getloadavg()[0])
             time.sleep(1.1)  # the adapter renders its own /metrics at most once a second
             after = get(one.url + "/metrics", adapter_bench.AUTH)[2].decode()
             rules = len(re.findall(r"^rightsizer_adapter_rule_up\{", after, re.M))
-            queries = metric(after, "rightsizer_adapter_upstream_queries_total") - metric(
-                before, "rightsizer_adapter_upstream_queries_total")
-            refreshes = metric(after, "rightsizer_adapter_refreshes_total") - metric(
-                before, "rightsizer_adapter_refreshes_total")
+
+            def delta(name: str) -> float:
+                return metric(after, name) - metric(before, name)
+
+            queries, refreshes = delta("rightsizer_adapter_upstream_queries_total"), delta(
+                "rightsizer_adapter_refreshes_total")
+            timeouts, retries = delta("rightsizer_adapter_upstream_timeouts_total"), delta(
+                "rightsizer_adapter_upstream_retries_total")
             total = metric(after, "rightsizer_adapter_upstream_query_duration_seconds_sum")
             count = metric(after, "rightsizer_adapter_upstream_query_duration_seconds_count")
-            slowest = _slowest_bucket(after)
+            refresh_mean = delta("rightsizer_adapter_refresh_duration_seconds_sum") / max(1.0, refreshes)
+            slowest = _slowest_bucket(after, "rightsizer_adapter_upstream_query_duration_seconds")
+            slowest_refresh = _slowest_bucket(after, "rightsizer_adapter_refresh_duration_seconds")
             same = sum(x == y for x, y in zip(a, b, strict=True))
-            ok = sum(code == 200 and bool(items) for code, items in a)
-            print(f"  refresh: {rules} rules, upstream query per rule mean {1000 * total / count:.0f} ms "
+            ok = min(sum(code == 200 and bool(items) for code, items in answers_) for answers_ in (a, b))
+            peak = max(rss_mib(p.proc.pid, "VmHWM") for p in (one, two))
+            per_rule = total / max(1.0, count)
+            print(f"  refresh: {rules} rules, upstream query mean {1000 * per_rule:.0f} ms "
                   f"(slowest under {slowest}); {queries:.0f} upstream queries over {refreshes:.0f} refreshes "
-                  f"= {queries / max(1, refreshes):.2f} per refresh", flush=True)  # fmt: skip
+                  f"= {queries / max(1, refreshes):.2f} per refresh ({timeouts:.0f} timed out, {retries:.0f} "
+                  f"retried); refresh mean {refresh_mean:.2f} s (slowest under {slowest_refresh})",
+                  flush=True)  # fmt: skip
             print(f"  {len(paths):,} selectors over HTTPS, {args.connections} connections, {args.seconds} s: "
                   f"{lat.requests_per_second:,.0f} req/s ({failed} not 2xx), p50 {lat.p50_ms:.1f} ms, "
                   f"p99 {lat.p99_ms:.1f} ms; "
-                  f"adapter RSS {rss_mib(one.proc.pid):.0f} MiB (peak {rss_mib(one.proc.pid, 'VmHWM'):.0f})",
-                  flush=True)  # fmt: skip
-            print(f"  two replicas: {same} of {len(paths)} answers identical ({ok} with values; "
+                  f"adapter RSS {rss_mib(one.proc.pid):.0f} MiB (peak {rss_mib(one.proc.pid, 'VmHWM'):.0f}); "
+                  f"load average up to {load:.1f}", flush=True)  # fmt: skip
+            print(f"  two replicas: {same} of {len(paths)} answers identical ({ok} with values on each; "
                   f"codes before the load {dict(codes)})", flush=True)
+            figures = Figures(ok, same, len(paths), refresh_mean, slowest_refresh, watch.oldest, per_rule,
+                              queries / max(1, refreshes), rules, peak, lat)  # fmt: skip
+            report_goals(name, args, figures)
+        breakdown(url)
+
+
+@dataclass
+class Figures:
+    answered: int
+    same: int
+    selectors: int
+    refresh_mean: float
+    refresh_slowest: str
+    oldest: float
+    per_rule: float
+    per_refresh: float
+    rules: int
+    peak_mib: float
+    lat: common.Latency
+
+
+def breakdown(url: str) -> None:
+    """What one rule's query costs the engine, part by part (each asked alone, three times, best
+    kept): the GPU utilisation rule's values, its source vectors, and the shared evidence query."""
+    from adapter.promql import render
+    from adapter.rules import BUILTIN_RULES
+    from adapter.sources.evidence import Horizon, rule_parts, target_parts
+    from adapter.sources.source_states import parts_only
+
+    rule = next(r for r in BUILTIN_RULES if r.name == "rightsizer_gpu_utilization_ratio")
+    assert rule.query is not None and rule.source_family is not None
+    horizon = Horizon(3600.0, 60.0)
+    selector = render(f"{rule.source_family}{{<<.LabelMatchers>>}}", rule.matchers)
+    asked = {"values": render(rule.query, rule.matchers),
+             **{f"{k} (every target current)": v for k, v in rule_parts(rule, selector, horizon, []).items()},
+             "seen, every series timed (past 64 targets not current)":
+                 rule_parts(rule, selector, horizon)["seen"],
+             "evidence query (shared)": parts_only(list(target_parts(horizon).values()))}  # fmt: skip
+    print("  engine time per part of the GPU utilisation rule (asked alone, best of 3):", flush=True)
+    for name, query in asked.items():
+        best, found = float("inf"), 0
+        for _ in range(3):
+            started = time.monotonic()
+            body = urllib.parse.urlencode({"query": query}).encode()
+            with urllib.request.urlopen(url + "/api/v1/query", data=body, timeout=300) as r:
+                found = len(json.loads(r.read())["data"]["result"])
+            best = min(best, time.monotonic() - started)
+        print(f"    {name:<58} {1000 * best:8.0f} ms, {found:,} series", flush=True)
+
+
+def report_goals(name: str, args: argparse.Namespace, f: Figures) -> None:
+    """Each figure of issue 32 against its goal."""
+    interval, n = args.refresh_interval, f.selectors
+    query_goal = 0.05 if args.gpus <= 200 else (1.0 if name == "victoria-metrics" else 5.0)
+    print(f"  goals ({name}, {args.gpus:,} GPUs, defaults but --refresh-interval {interval:g}):")
+    goal("selectors answered with a value (each replica)", f"{f.answered} of {n}", ">= 99.9 %",
+         f.answered >= 0.999 * n)  # fmt: skip
+    goal("two replicas identical", f"{f.same} of {n}", "all", f.same == n)
+    goal("refresh within its interval (mean)", f"{f.refresh_mean:.2f} s (slowest under {f.refresh_slowest})",
+         f"<= {interval:g} s", f.refresh_mean <= interval)  # fmt: skip
+    goal("answer freshness (oldest cache age seen)", f"{f.oldest:.1f} s", f"<= {2 * interval:g} s",
+         0 < f.oldest <= 2 * interval)  # fmt: skip
+    goal("upstream query per rule (mean)", f"{1000 * f.per_rule:.0f} ms", f"<= {1000 * query_goal:.0f} ms",
+         f.per_rule <= query_goal)  # fmt: skip
+    goal("upstream queries per refresh", f"{f.per_refresh:.2f}", f"<= {f.rules + 1} (rules + 1)",
+         f.per_refresh <= f.rules + 1)  # fmt: skip
+    goal("adapter RSS, peak of both replicas", f"{f.peak_mib:.0f} MiB", "<= 256 MiB", f.peak_mib <= 256)
+    if args.rate:
+        achieved = f"{f.lat.p99_ms:.1f} ms ({f.lat.requests_per_second:,.0f} req/s achieved)"
+        goal(f"p99 at {args.rate:,.0f} req/s paced", achieved, "<= 50 ms", f.lat.p99_ms <= 50)
+    else:
+        print("    p99 goal (<= 50 ms) applies at --rate 2000, not flat out", flush=True)
 
 
 def wrk(url: str, connections: int, seconds: int, script: str) -> tuple[common.Latency, int]:
@@ -287,9 +412,9 @@ def wrk(url: str, connections: int, seconds: int, script: str) -> tuple[common.L
     return common.Latency(common._ms(p50), common._ms(p99), float(rps)), int(bad.group(1)) if bad else 0
 
 
-def _slowest_bucket(text: str) -> str:
-    """The smallest histogram bound holding every upstream query (+Inf: beyond the largest bucket)."""
-    bucket = r'^rightsizer_adapter_upstream_query_duration_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$'
+def _slowest_bucket(text: str, family: str) -> str:
+    """The smallest histogram bound holding every observation (+Inf: beyond the largest bucket)."""
+    bucket = rf'^{family}_bucket\{{[^}}]*le="([^"]+)"[^}}]*\}} (\S+)$'
     found = re.findall(bucket, text, re.M)
     buckets = [(float(le), float(v)) for le, v in found]
     total = max((v for _, v in buckets), default=0.0)
@@ -306,6 +431,7 @@ def main() -> None:
     ap.add_argument("--refresh-interval", type=float, default=5.0)
     ap.add_argument("--rate", type=float, default=0.0, help="requests/s to pace wrk to (default: flat out)")
     ap.add_argument("--query-timeout", type=float, help="prometheus.timeout_seconds (default 5)")
+    ap.add_argument("--parts-only", action="store_true", help="only the engine cost of each part")
     args = ap.parse_args()
     gpus = fh.fleet(args.gpus)
     bodies, workloads, series = expositions(gpus)

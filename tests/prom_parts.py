@@ -1,7 +1,8 @@
 """What a fake Prometheus answers to the source-state parts a rule's query carries (evidence.py).
 
 The adapter appends its parts to a rule's own query as ``or label_replace(<part>, MARKER, "p<i>",
-"", "")``; ``carried`` finds which parts a query carries and gives each the series ``provide``
+"", "")``, and asks the targets' parts in one evidence query of its own; ``carried`` finds which
+parts a query carries and gives each the series ``provide``
 returns for it (name: ``cur``, ``ts``, ``seen`` of a family, or a target part), marked as the
 adapter expects. ``healthy`` provides one scrape target up and current publishing ``series``.
 """
@@ -31,7 +32,9 @@ def part_names(rules: Iterable[RuleConfig] = BUILTIN_RULES, **prometheus: Any) -
         family = rule.states_family
         if family is not None:
             selector = render(f"{family}{{<<.LabelMatchers>>}}", rule.matchers)
-            names.update({text: (name, family) for name, text in rule_parts(rule, selector, horizon).items()})
+            for problems in (None, []):  # every series timed; or none (every target up and current)
+                found = rule_parts(rule, selector, horizon, problems)
+                names.update({text: (name, family) for name, text in found.items()})
     return names
 
 
@@ -58,6 +61,9 @@ def healthy(series: Mapping[str, list[dict[str, str]]], flag: str = "1") -> Prov
             return [(TARGET, str(NOW - 1))]
         if name == "frozen":
             return []
+        if name == "jobs":
+            held = len(series.get(family, []))
+            return [({"job": TARGET["job"]}, str(held))] if held else []
         if name == "stamped":  # an exporter: it publishes its sample time
             return [(TARGET, "1")]
         if name == "scrapes":  # scraped for a while

@@ -1,9 +1,11 @@
 """Prometheus mode against a fake query API: the source-state parts' carriers and their failures,
 the bounds on each part, and answers that are partial.
 
-- A rule's parts ride in its own query; if that query fails, the first rule needing one of its
-  parts asks it alone (extra queries only then), and the answers still tell up from down.
-- A Prometheus failing every query gets no extra query at all.
+- A rule's parts ride in its own query and the targets' health in one evidence query per
+  refresh: a rule whose query fails fails alone, nothing is asked again within the refresh, and
+  the other rules still tell up from down.
+- A Prometheus failing every query gets one query per refresh: the evidence query, which every
+  rule with a source family awaits.
 - ``max_series_per_rule`` bounds the values and each part alone.
 - Partial answers are refused (503) whatever the engine: Thanos Query's ``warnings`` (its exact
   JSON: ``{"status":"success","data":{...},"warnings":[...]}``), VictoriaMetrics cluster's
@@ -61,7 +63,7 @@ def queues_answer(failing: str | None = None) -> Any:
     return answer
 
 
-async def test_a_failed_carrier_costs_its_parts_alone_and_no_availability(
+async def test_a_failed_rule_query_fails_that_rule_alone_and_costs_no_extra_query(
     prom: FakePrometheus, aiohttp_client: Any
 ) -> None:
     prom.answer = queues_answer(failing="rightsizer_queue_depth{")
@@ -69,8 +71,7 @@ async def test_a_failed_carrier_costs_its_parts_alone_and_no_availability(
     await cache.refresh_once()
     depth_carried = [q for q in prom.queries if "rightsizer_queue_depth{" in own(q)]
     assert len(depth_carried) == 1 and MARKER in depth_carried[0]
-    alone = [q for q in prom.queries if MARKER not in q and UP_FAMILY in q]
-    assert len(alone) == 3  # cur, ts and seen of the queue family, asked once for the in-flight rule
+    assert len(prom.queries) == len(BUILTIN_RULES) + 1  # the rules' and the evidence query, none again
     assert "HTTP 422: bad_data: parse error" in (cache.states["rightsizer_queue_depth"].error or "")
     app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
     client = await aiohttp_client(app)
@@ -83,12 +84,19 @@ async def test_a_failed_carrier_costs_its_parts_alone_and_no_availability(
     await source.close()
 
 
-async def test_a_prometheus_that_fails_everything_gets_no_extra_query(prom: FakePrometheus) -> None:
+async def test_a_failed_evidence_query_fails_every_rule_with_sources_and_costs_no_query_more(
+    prom: FakePrometheus,
+) -> None:
     prom.answer = lambda query: (503, "unavailable")
     cache, source, _ = await cache_for(prom)
     await cache.refresh_once()
-    assert len(prom.queries) == len(BUILTIN_RULES)  # one failed query per rule, none added
-    assert all("HTTP 503" in (state.error or "") for state in cache.states.values())
+    assert len(prom.queries) == 1  # the evidence query failed: no rule with a source family asks
+    assert all(
+        "the source evidence query failed: prometheus answered HTTP 503" in (state.error or "")
+        for state in cache.states.values()
+    ), cache.states
+    await cache.refresh_once()
+    assert len(prom.queries) == 2  # tried again at the next refresh, not before
     await source.close()
 
 

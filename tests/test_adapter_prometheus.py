@@ -89,17 +89,17 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
     cache, source, cfg = await cache_for(prom)
     await cache.refresh_once()
     assert len(cache.rules) == len(BUILTIN_RULES)  # the source-state parts ride in the rules' own queries
-    assert len(prom.queries) == len(BUILTIN_RULES)
+    assert len(prom.queries) == len(BUILTIN_RULES) + 1  # and the targets' health in one evidence query
     up = target_parts(source.horizon)["up"]
-    assert sum(up in q for q in prom.queries) == 1  # the targets' parts: carried once for all
+    assert sum(up in q for q in prom.queries) == 1  # the targets' parts: asked once for all
     auth = Gate.off()
     client = await aiohttp_client(create_app(cache, auth, AdapterMetrics(), MetricsApiAuth(cfg.metrics_api)))
     for i in range(1000):
         code, body = await client_get(client, f"{EXT}/prod/rightsizer_queue_depth?labelSelector=queue%3Dq{i}")
         assert code == 200 and body["items"][0]["value"] == str(i)
-    assert len(prom.queries) == len(BUILTIN_RULES)  # a thousand selectors, no extra query
+    assert len(prom.queries) == len(BUILTIN_RULES) + 1  # a thousand selectors, no extra query
     await cache.refresh_once()
-    assert len(prom.queries) == 2 * len(BUILTIN_RULES)
+    assert len(prom.queries) == 2 * (len(BUILTIN_RULES) + 1)
     await source.close()
 
 
@@ -109,13 +109,14 @@ async def test_templates_are_rendered_with_the_rule_matchers(prom: FakePrometheu
     starts = {q.split(" or label_replace(")[0] for q in prom.queries}
     idle = 'max by (namespace, pod, container, UUID) (rightsizer_gpu_verdict{pod!="",verdict="idle"})'
     assert f"({idle})" in starts
-    # the second queue rule shares every part of the first: its query carries none
-    assert "max without (instance, job) (rightsizer_queue_in_flight{})" in starts
+    assert "(max without (instance, job) (rightsizer_queue_in_flight{}))" in starts  # its own parts too
     assert '(avg by (namespace, pod, container, UUID) (DCGM_FI_DEV_GPU_UTIL{pod!=""}) * 0.01)' in starts
     everything = "\n".join(prom.queries)
     for part in (  # each rule's source family, with the rule's own matchers
         'timestamp(rightsizer_gpu_verdict{pod!="",verdict!="idle"})',
-        'max_over_time(timestamp(DCGM_FI_DEV_GPU_UTIL{pod!=""})[3600s:60s])',
+        # every target up and current: no series needs the time it was last seen, one range read
+        'present_over_time(DCGM_FI_DEV_GPU_UTIL{pod!=""}[3600s]) unless DCGM_FI_DEV_GPU_UTIL{pod!=""}',
+        'timestamp(rightsizer_queue_source_up{}) < (time() - 60)',
         'label_replace(rightsizer_queue_source_up{}, "rightsizer_adapter_source_state"',
         "max by (instance, job) (max_over_time((timestamp(up) and up == 1)[3600s:60s]))",
         "count_over_time(rightsizer_last_sample_timestamp_seconds[60s]) >= 2 unless "

@@ -40,7 +40,8 @@ from adapter.promql import render
 from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
-from adapter.sources.evidence import classify, rule_parts, target_parts, targets
+from adapter.sources import evidence
+from adapter.sources.evidence import classify, problem_instances, rule_parts, target_parts, targets
 from adapter.sources.prometheus import PrometheusSource
 from adapter.vectors import add_workload
 
@@ -144,9 +145,18 @@ async def test_one_query_per_rule_per_refresh_with_source_states(served: Any) ->
     sent = counter(cache, r'rightsizer_adapter_upstream_queries_total\{outcome="success"')
     failed = counter(cache, r'rightsizer_adapter_upstream_queries_total\{outcome="error"')
     refreshes = counter(cache, "rightsizer_adapter_refreshes_total")
+    late = counter(cache, "rightsizer_adapter_upstream_timeouts_total")
+    retried = counter(cache, "rightsizer_adapter_upstream_retries_total")
     rules = len(BUILTIN_RULES)
-    assert (sent, failed, refreshes) == (3 * rules, 0, 3) and len(cache.rules) == rules
+    # one query per rule and one shared evidence query (the targets' health) per refresh
+    assert (sent, failed, late, retried, refreshes) == (3 * (rules + 1), 0, 0, 0, 3)
+    assert len(cache.rules) == rules
     shared = {name: await source.query(q) for name, q in target_parts(source.horizon).items()}
+    known = targets({name: answer[0] for name, answer in shared.items()})
+    evidence_at = max(answer[1] for answer in shared.values())
+    problems = problem_instances(known, evidence_at, source.horizon)
+    # failing (b), gone (c, e) and frozen (d): only their series are timed in the rules' queries
+    assert problems == ["node-b:9400", "node-c:9400", "node-d:9400", "node-e:9400"], problems
     for rule in cache.rules.values():  # the split answer is exactly what each query gives alone
         state = cache.states[rule.name]
         assert rule.query is not None and rule.states_family is not None and state.vector is not None
@@ -154,12 +164,15 @@ async def test_one_query_per_rule_per_refresh_with_source_states(served: Any) ->
         alone = add_workload(alone) if rule.workload_from_pod else alone
         assert as_set(state.vector.series) == as_set(alone), rule.name
         selector = render(f"{rule.states_family}{{<<.LabelMatchers>>}}", rule.matchers)
-        own = {name: await source.query(q) for name, q in rule_parts(rule, selector, source.horizon).items()}
-        parts = {name: answer[0] for name, answer in {**own, **shared}.items()}
-        now = max(answer[1] for answer in {**own, **shared}.values() if answer[0])
-        states = classify(rule, parts, targets(parts), now, source.horizon)
+        asked = rule_parts(rule, selector, source.horizon, problems)
+        own = {name: await source.query(q) for name, q in asked.items()}
+        parts = {name: answer[0] for name, answer in own.items()}
+        now = max(answer[1] for answer in own.values())
+        states = classify(rule, parts, known, now, source.horizon)
         states = add_workload(states) if rule.workload_from_pod else states
         assert state.sources is not None and as_set(state.sources.series) == as_set(states), rule.name
+        if rule.source_family is not None:  # the values stand for the UP states: node-a's pod sends none
+            assert state.up_from_values and not any(s.labels.get("pod") == A for s in state.sources.series)
 
 
 async def test_every_fault_is_told_apart(served: Any) -> None:
@@ -200,3 +213,21 @@ async def test_every_fault_is_told_apart(served: Any) -> None:
     ], body
     one = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/prod/pods/{B}/rightsizer_gpu_utilization_ratio"
     assert_status(await client_get(client, one), 503, "ServiceUnavailable")
+
+
+async def test_every_fault_is_told_apart_with_every_series_timed(served: Any, monkeypatch: Any) -> None:
+    """Past ``MAX_TIMED_TARGETS`` targets that are not current (4 here), the rules ask when every
+    series was last seen (the full subquery), and the answers are the same."""
+    monkeypatch.setattr(evidence, "MAX_TIMED_TARGETS", 3)
+    source = served[2]
+    sent: list[str] = []
+    asked = source.query
+
+    async def query(promql: str, at: float | None = None, states: bool = False) -> Any:
+        sent.append(promql)
+        return await asked(promql, at, states)
+
+    monkeypatch.setattr(source, "query", query)
+    await test_every_fault_is_told_apart(served)
+    timed = [q for q in sent if "max_over_time(timestamp(DCGM_FI_DEV_GPU_UTIL" in q]
+    assert timed and all("instance=~" not in q for q in timed), timed

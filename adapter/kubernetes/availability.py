@@ -51,16 +51,21 @@ def _names(keys: Iterable[Key]) -> str:
     return ", ".join(repr(n) for n in shown[:10]) + (", ..." if len(shown) > 10 else "")
 
 
-def unsound(states: Iterable[Series], every: bool = False) -> dict[Key, list[Series]]:
+def unsound(
+    states: Iterable[Series], every: bool = False, up: frozenset[Key] | set[Key] = frozenset()
+) -> dict[Key, list[Series]]:
     """Keys that must not be answered, with the states that say why. ``every`` (a rule whose keys
     several exporters publish parts of): any source of a key not UP makes it unsound, but one
-    that left service discovery (GONE) while another that is up publishes the key."""
+    that left service discovery (GONE) while another that is up publishes the key. ``up``: keys
+    that a source up and current publishes although no UP state says so (``up_from_values``)."""
     by_key: dict[Key, list[Series]] = {}
     for s in states:
         by_key.setdefault(key_of(s), []).append(s)
     out = {}
     for key, found in by_key.items():
         codes = {s.value for s in found}
+        if key in up:
+            codes.add(UP)
         missed = UP not in codes and codes & {DOWN, STALE}
         partial = every and any(s.value != UP and GONE not in s.labels for s in found)
         if TAINTED in codes or missed or partial:
@@ -117,7 +122,10 @@ def check_sources(
         return
     assert state.vector is not None
     matched = state.sources.select(namespace, mode, selector, extra)
-    if not matched:
+    up: set[Key] = set()
+    if state.up_from_values:  # the values' keys stand for their UP states
+        up = {key_of(s) for s in state.vector.select(namespace, mode, selector, extra)}
+    if not matched and not up:
         if state.rule.every_source:  # the SLO rules: a workload nobody declared an SLO for
             raise Failure(404, f"{metric}: {_no_slo(namespace, selector, extra)}")
         where = f" in namespace {namespace}" if namespace else ""
@@ -125,7 +133,7 @@ def check_sources(
         for label, value in extra:
             what += f" and {label}={value[:100]}"
         raise Failure(404, f"{metric}: no known source matches {what}{where}")
-    bad = unsound(matched, state.rule.every_source)
+    bad = unsound(matched, state.rule.every_source, up)
     if bad:
         raise Failure(503, describe(metric, bad)[:1000])
     if state.rule.up_family is None:  # a GPU that stopped publishing is no longer selected
@@ -144,7 +152,10 @@ def unsound_pods(state: RuleState, namespace: str) -> dict[str, str]:
     if state.sources is None:
         return {}
     states = state.sources.select(namespace, state.rule.namespace, EVERYTHING)
+    up: set[Key] = set()
+    if state.up_from_values and states and state.vector is not None:
+        up = {key_of(s) for s in state.vector.select(namespace, state.rule.namespace, EVERYTHING)}
     return {
         dict(key).get("pod", ""): describe(state.rule.name, {key: found})
-        for key, found in unsound(states, state.rule.every_source).items()
+        for key, found in unsound(states, state.rule.every_source, up).items()
     }

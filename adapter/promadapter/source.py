@@ -28,8 +28,9 @@ from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..sources import RuleResult, non_finite, refuse_non_finite
+from ..sources.evidence import up_from_values
 from ..sources.prometheus import PrometheusSource, QueryError
-from ..sources.source_states import SharedParts
+from ..sources.source_states import SharedEvidence
 from ..vectors import Series
 from . import per_request
 from .combined import combine, split
@@ -230,7 +231,7 @@ class PromAdapterSource(PrometheusSource):
             raise Failure(503, f"no current values for {metric}: {exc}") from None
 
     async def _collect_group(
-        self, where: str, rules: Sequence[RuleConfig], shared: SharedParts
+        self, where: str, rules: Sequence[RuleConfig], shared: SharedEvidence
     ) -> dict[str, RuleResult]:
         """The metrics one prometheus-adapter rule exposes, from one query (their source-state
         parts riding in it)."""
@@ -244,7 +245,11 @@ class PromAdapterSource(PrometheusSource):
             event(log, logging.WARNING, "NaN or infinite samples refused", rule=where, count=len(dropped))
         found = split(series, [r.name for r in rules])
         bad = split(dropped, [r.name for r in rules])
-        results = {name: RuleResult(tuple(found[name]), stamp, sources=states[name]) for name in found}
+        results = {
+            r.name: RuleResult(tuple(found[r.name]), stamp, sources=states[r.name], up_from_values=derived)
+            for r, derived in ((r, up_from_values(r)) for r in rules)
+            if r.name in found
+        }
         return {name: refuse_non_finite(result, bad[name], self.name) for name, result in results.items()}
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
@@ -258,12 +263,15 @@ class PromAdapterSource(PrometheusSource):
             members = [wanted.pop(n) for n in names if n in wanted and wanted[n] == discovered.get(n)]
             if members:
                 groups[where] = members
-        shared = self.shared_parts()
+        shared = self.evidence()  # the targets' health: one query shared by every group and rule
         singles = list(wanted.values())  # the adapter's own rules, next to the file's
-        grouped, alone = await asyncio.gather(
-            asyncio.gather(*(self._collect_group(where, group, shared) for where, group in groups.items())),
-            asyncio.gather(*(self._collect_rule(r, shared) for r in singles)),
-        )
+        try:
+            grouped, alone = await asyncio.gather(
+                asyncio.gather(*(self._collect_group(w, members, shared) for w, members in groups.items())),
+                asyncio.gather(*(self._collect_rule(r, shared) for r in singles)),
+            )
+        finally:
+            shared.close()
         results: dict[str, RuleResult] = {}
         for answer in grouped:
             results.update(answer)
@@ -280,6 +288,7 @@ class PromAdapterSource(PrometheusSource):
                     sources=None if sources is None else tuple(
                         Series(_renamed(s.labels, renames), s.value) for s in sources
                     ),
+                    up_from_values=result.up_from_values,
                 )
         return results
 

@@ -18,7 +18,8 @@ name). A key is answered only while no state of it says otherwise (``kubernetes/
 
 ``SOURCE_WHY`` carries the reason of a state that is not UP, for the 503's message; ``GONE``
 marks a STALE state whose exporter left service discovery, or stopped publishing the key while up
-(Prometheus mode).
+(Prometheus mode). Where a result says ``up_from_values``, the UP states are not sent at all (one
+per key would cost as much as the values): the values' keys stand for them.
 
 A rule with ``every_source`` (keys that several exporters publish parts of: an SLO over replicas
 on several nodes) is stricter: a key is answered only while every exporter that publishes it, or
@@ -56,6 +57,9 @@ class RuleResult:
     # Non-empty: a source whose series are not known at all (an exporter that never answered), so
     # any selection might include some: every request fails with this reason.
     unknown: str = ""
+    # True: the UP states are left out (Prometheus mode, rules with a ``source_family``): a key the
+    # values hold counts as published by a source up and current unless a state of it says otherwise.
+    up_from_values: bool = False
 
 
 def state(labels: dict[str, str], source: str, code: float, why: str = "") -> Series:

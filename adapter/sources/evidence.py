@@ -1,19 +1,23 @@
 """Prometheus mode: which exporters a rule's values come from, and whether each is up and current.
 
-A rule with a source family F (``up_family`` or ``source_family``) asks, beside its values, three
-vectors of F's series per (key labels, ``instance``, ``job``), and every rule shares six vectors
-per scrape target, all evaluated at the engine's clock:
+Once per refresh the evidence query (``target_parts``, shared by every rule) asks, per scrape
+target: ``up``, the time of its last scrape (``timestamp(up)``), the time of its last good scrape
+within the horizon H (``max_over_time((timestamp(up) and up == 1)[H:R])``, R = H/60), whether its
+exporter is frozen (``rightsizer_last_sample_timestamp_seconds`` sampled at least twice in the
+last ``stale_after`` seconds without changing) and whether it publishes that stamp now (an
+exporter); per job, how many times its most scraped target was scraped in the last 2 x
+``stale_after``. A rule with a source family F (``up_family`` or ``source_family``) then asks,
+inside its own query, vectors of F per (key labels, ``instance``, ``job``) (``rule_parts``), at the
+engine's clock, of what can change an answer only:
 
-- ``cur``: F now (the flag of an ``up_family``), honouring staleness markers;
-- ``ts``: each current series' sample time (``timestamp(F)``);
-- ``seen``: when each series was last seen within the horizon H
-  (``max_over_time(timestamp(F)[H:R])``, R = H/60; 0 for a series that lived only between two
-  steps of that grid, from ``last_over_time(F[H])``);
-- per target: ``up``, the time of its last scrape (``timestamp(up)``), the time of its last good
-  scrape within H (``max_over_time((timestamp(up) and up == 1)[H:R])``), and whether its exporter
-  is frozen (``rightsizer_last_sample_timestamp_seconds`` sampled at least twice in the last
-  ``stale_after`` seconds without changing) and whether it publishes that stamp now (an exporter);
-  per job, how many times its most scraped target was scraped in the last 2 x ``stale_after``.
+- ``cur``: F now (the flag of an ``up_family``), honouring staleness markers; where the values
+  stand for the UP states (``up_from_values``) only the series of the targets that are not up and
+  current (``problem_instances``), none while every target is;
+- ``ts``: the series whose sample is older than ``stale_after``; ``jobs``: which jobs publish F;
+- ``seen``: the series seen within H but not now (``present_over_time(F[H]) unless F``, at 0),
+  and when each series of a target that is not current was last seen
+  (``max_over_time(timestamp(F{instance=~...})[H:R])``); past ``MAX_TIMED_TARGETS`` such targets,
+  every series is timed.
 
 From them ``classify`` gives each series a state (``sources/__init__.py``): UP from a target that
 is up and current; TAINTED when a value of it is still selected although its target is not
@@ -29,6 +33,8 @@ targets of the family's jobs that were never scraped successfully within the hor
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,6 +43,7 @@ from ..vectors import Series
 from . import DOWN, GONE, STALE, TAINTED, UNKNOWN, UP, state
 from .pace import STAMP_FAMILY
 
+MAX_TIMED_TARGETS = 64  # targets not current whose series are timed alone; past it, every series
 STEPS = 60  # subquery steps over the horizon: when a series was last seen, to H/60
 Labels = frozenset[tuple[str, str]]
 
@@ -60,15 +67,74 @@ def _group(rule: RuleConfig, expr: str) -> str:
     return f"max by ({', '.join(dict.fromkeys([*by, 'instance', 'job']))}) ({expr})" if by else expr
 
 
-def rule_parts(rule: RuleConfig, selector: str, horizon: Horizon) -> dict[str, str]:
-    """``cur``, ``ts``, ``seen`` queries of a rule whose rendered family selector is ``selector``."""
-    return {
-        "cur": _group(rule, selector),
-        "ts": _group(rule, f"timestamp({selector})"),
-        # the grid misses what lived only between two of its steps: that is seen at 0 (unknown)
-        "seen": f"{_group(rule, f'max_over_time(timestamp({selector}){horizon.range})')} or "
-        f"{_group(rule, f'last_over_time({selector}[{int(horizon.seconds)}s]) * 0')}",
+def _regex_literal(text: str) -> str:
+    """``text`` as an RE2 pattern matching itself alone."""
+    return re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", text)
+
+
+def up_from_values(rule: RuleConfig) -> bool:
+    """Whether ``rule``'s UP states are left out, its values' keys standing for them: rules with a
+    ``source_family`` (the GPU rules: one state per key would cost as much as the values). Rules
+    with an ``up_family`` keep every state: its flag tells a queue that is up but publishes nothing;
+    so do rules with ``every_source``."""
+    return rule.source_family is not None and rule.up_family is None and not rule.every_source
+
+
+def rule_parts(
+    rule: RuleConfig, selector: str, horizon: Horizon, problems: Sequence[str] | None = None
+) -> dict[str, str]:
+    """``cur``, ``ts``, ``seen`` queries of a rule whose rendered family selector is ``selector``.
+
+    ``problems``: the instances of the targets that are not up and current (from the refresh's
+    evidence query); only their series need the time they were last seen, a subquery restricted to
+    them. The others' series seen within the horizon but not now come without a time (0), from one
+    range read. None (too many, or not known): the time of every series, the full subquery.
+    Where the values stand for the UP states (``up_from_values``), ``cur`` holds only the series of
+    those targets (none at all while every target is up and current)."""
+    parts = {
+        "cur": _current(rule, selector, problems),
+        "jobs": f"count by (job) ({selector})",
+        # only the samples older than stale_after come back (filtered before they are grouped, which
+        # is what costs the engine): a key whose exporter has one such sample is not current
+        "ts": _group(rule, f"timestamp({selector}) < (time() - {horizon.stale_after:g})"),
+        "seen": _seen(rule, selector, horizon, problems),
     }
+    return {name: text for name, text in parts.items() if text is not None}
+
+
+def _current(rule: RuleConfig, selector: str, problems: Sequence[str] | None) -> str | None:
+    """``cur``; None where it would hold nothing: a rule whose values stand for its UP states needs
+    only the series of the targets that are not current (a key another exporter that is up also
+    publishes has a value, which stands for that exporter)."""
+    every = _group(rule, selector)
+    if not up_from_values(rule) or problems is None:
+        return every
+    return _group(rule, _restricted(selector, problems)) if problems else None
+
+
+def _restricted(selector: str, instances: Sequence[str]) -> str:
+    pattern = "|".join(_regex_literal(i) for i in sorted(set(instances)))
+    return _with_matcher(selector, f"instance=~{json.dumps(pattern)}")
+
+
+def _seen(rule: RuleConfig, selector: str, horizon: Horizon, problems: Sequence[str] | None) -> str:
+    # the grid misses what lived only between two of its steps: that is seen at 0 (unknown)
+    untimed = _group(rule, f"present_over_time({selector}[{int(horizon.seconds)}s]) * 0")
+    if problems is None:
+        return f"{_group(rule, f'max_over_time(timestamp({selector}){horizon.range})')} or {untimed}"
+    gone = _group(rule, f"present_over_time({selector}[{int(horizon.seconds)}s]) unless {selector}")
+    untimed_gone = f"({gone}) * 0"
+    if not problems:
+        return untimed_gone
+    only = _restricted(selector, problems)
+    return f"{_group(rule, f'max_over_time(timestamp({only}){horizon.range})')} or {untimed_gone}"
+
+
+def _with_matcher(selector: str, matcher: str) -> str:
+    """``family{a="b"}`` with one more matcher."""
+    head, _, rest = selector.partition("{")
+    inner = rest[:-1] if rest.endswith("}") else rest
+    return f"{head}{{{inner},{matcher}}}" if inner.strip() else f"{head}{{{matcher}}}"
 
 
 def target_parts(horizon: Horizon) -> dict[str, str]:
@@ -135,6 +201,15 @@ def targets(parts: Mapping[str, Sequence[Series]]) -> dict[tuple[str, str], Targ
     return out
 
 
+def problem_instances(
+    known: Mapping[tuple[str, str], Target], now: float, horizon: Horizon
+) -> list[str] | None:
+    """The instances of the targets that are not up and current at ``now``; None past
+    ``MAX_TIMED_TARGETS`` (the rules then ask when every series was last seen)."""
+    found = sorted({instance for (instance, _), t in known.items() if t.problem(now, horizon)})
+    return found if len(found) <= MAX_TIMED_TARGETS else None
+
+
 def _labels(s: Series) -> Labels:
     return frozenset(s.labels.items())
 
@@ -152,7 +227,7 @@ def classify(
     seen = {_labels(s): s.value for s in parts.get("seen", ())}
     flag = rule.up_family
     out = []
-    for labels in {*cur, *seen}:
+    for labels in sorted({*cur, *ts, *seen}, key=sorted):  # one order on every replica
         as_dict = dict(labels)
         key = rule.key_of(as_dict)
         instance, job = _target_key(as_dict)
@@ -160,8 +235,9 @@ def classify(
         target = known.get((instance, job))
         problem = target.problem(now, horizon) if target is not None else ""
         value, at = cur.get(labels), ts.get(labels)
-        if value is not None and at is not None and now - at > horizon.stale_after:
+        if at is not None and now - at > horizon.stale_after:
             problem = problem or f"its last sample is older than {horizon.stale_after:g}s"
+            value = 1.0 if value is None else value  # a sample is still selected: its ``cur`` may be left out
         if value is not None:
             if problem:  # its last value is still selected by the values' query
                 out.append(state(key, source, TAINTED, f"{source}: {problem}"))
@@ -204,7 +280,10 @@ def unreached(
     target never scraped has no ``up`` at all, so nothing else can tell it is missing."""
     held = {_target_key(s.labels) for name in ("cur", "seen") for s in parts.get(name, ())}
     answering = [(job, t.stamped) for (_, job), t in known.items() if t.up == 1]
-    jobs = {job for _, job in held} - {job for job, stamped in answering if not stamped}
+    # the jobs publishing the family: its own part (``cur`` and ``seen`` may hold only the series
+    # of targets that are not current), and those of the series held
+    publishing = {s.labels.get("job", "") for s in parts.get("jobs", ())} | {job for _, job in held}
+    jobs = publishing - {job for job, stamped in answering if not stamped}
     scrapes = {s.labels.get("job", ""): s.value for s in parts.get("scrapes", ())}
     window = int(max(1, 2 * horizon.stale_after))
     out = []

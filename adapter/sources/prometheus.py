@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
 import math
 import ssl
@@ -36,11 +35,23 @@ from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series
 from . import RuleResult, refuse_non_finite
-from .evidence import Horizon, classify, rule_parts, target_parts, targets, unreached
-from .source_states import MARKER, PartAnswer, SharedParts, split_parts, with_parts
+from .evidence import (
+    Horizon,
+    Target,
+    classify,
+    problem_instances,
+    rule_parts,
+    target_parts,
+    targets,
+    unreached,
+    up_from_values,
+)
+from .source_states import MARKER, EvidenceAnswer, SharedEvidence, parts_only, split_parts, with_parts
+from .vectorjson import decode
 
 log = logging.getLogger("rightsizer.adapter.prometheus")
 MAX_CONCURRENT_QUERIES = 8
+THREAD_BYTES = 256 * 1024  # answers at least this large are decoded in a worker thread (vectorjson.py)
 
 
 Answer = tuple[list[Series], float, list[Series]]  # series, evaluation time, NaN/Inf samples left out
@@ -48,6 +59,10 @@ Answer = tuple[list[Series], float, list[Series]]  # series, evaluation time, Na
 
 class QueryError(Exception):
     """A query that gave no usable answer; the message is one line for logs and Status bodies."""
+
+
+class QueryTimeout(QueryError):
+    """A query that ran past its deadline (counted apart in the adapter's own metrics)."""
 
 
 def ssl_context(cfg: PrometheusSettings) -> ssl.SSLContext | bool:
@@ -95,14 +110,17 @@ def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> 
     """(series, evaluation time, NaN/Inf samples left out) from a query API answer. With ``states``
     (a query carrying source states) ``limit`` bounds the values and the states each."""
     try:
-        data = json.loads(body)
+        data = decode(body)
     except ValueError:
         raise QueryError(f"prometheus answered HTTP {status} with a body that is not JSON") from None
     if not isinstance(data, dict):
         raise QueryError("prometheus answered JSON that is not an object")
     if status != 200 or data.get("status") != "success":
         why = f"{data.get('errorType', 'error')}: {data.get('error', 'no reason given')}"
-        raise QueryError(f"prometheus answered HTTP {status}: {why}"[:300])
+        # the engine's own deadline (the query's ``timeout``): Prometheus says errorType timeout,
+        # VictoriaMetrics a 503 whose error names the timeout
+        late = data.get("errorType") == "timeout" or (status == 503 and "timeout" in str(data.get("error")))
+        raise (QueryTimeout if late else QueryError)(f"prometheus answered HTTP {status}: {why}"[:300])
     partial_why = partial(data)
     if partial_why:
         raise QueryError(f"the answer is partial, so it is not used: {partial_why}"[:300])
@@ -125,7 +143,14 @@ def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> 
     stamp = 0.0
     try:
         for item in items:
-            labels = {str(k): str(v) for k, v in item["metric"].items() if k != "__name__"}
+            labels = item["metric"]  # the decoded object itself: a fresh dict per series, no copy
+            if type(labels) is not dict:
+                raise TypeError
+            labels.pop("__name__", None)
+            try:
+                "".join(labels.values())  # every value a string (keys always are), checked in C
+            except TypeError:
+                labels = {str(k): str(v) for k, v in labels.items()}
             ts, text = item["value"]
             value = float(text)
             stamp = max(stamp, float(ts))
@@ -146,8 +171,10 @@ class PrometheusSource:
         self.metrics = metrics
         self._session: aiohttp.ClientSession | None = None
         self._limit = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
+        self._decoding = asyncio.Semaphore(1)
         self.horizon = Horizon(cfg.source_horizon_seconds, cfg.stale_after_seconds)
         self._dropped_logged: set[str] = set()
+        metrics.watch_source(self.name)
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=MAX_CONCURRENT_QUERIES, ssl=ssl_context(self.cfg))
@@ -196,7 +223,7 @@ class PrometheusSource:
                 body = await resp.read()
                 status = resp.status
         except TimeoutError:
-            raise QueryError(f"prometheus query timed out after {self.cfg.timeout_seconds}s") from None
+            raise QueryTimeout(f"prometheus query timed out after {self.cfg.timeout_seconds}s") from None
         except aiohttp.ClientConnectorError as exc:
             why = exc.os_error.strerror if exc.os_error and exc.os_error.strerror else str(exc)
             raise QueryError(f"prometheus at {self.cfg.url} is unreachable: {why}") from None
@@ -205,7 +232,12 @@ class PrometheusSource:
         refused = auth_refusal("prometheus", self.cfg.url or "", status, self.credentials())
         if refused is not None:  # a proxy's page, not the query API's: the status says it all
             raise QueryError(refused)
-        return parse_answer(status, body, self.cfg.max_series_per_rule, states)
+        if len(body) < THREAD_BYTES:
+            return parse_answer(status, body, self.cfg.max_series_per_rule, states)
+        # a large answer is read in a worker thread, series by series: the event loop keeps answering;
+        # one at a time, so that the decoded answers of every rule are never in memory at once
+        async with self._decoding:
+            return await asyncio.to_thread(parse_answer, status, body, self.cfg.max_series_per_rule, states)
 
     def credentials(self) -> str:
         cfg = self.cfg
@@ -217,77 +249,86 @@ class PrometheusSource:
         started = time.perf_counter()
         try:
             answer = await self.query(promql, at, states)
-        except QueryError:
-            self.metrics.upstream(self.name, time.perf_counter() - started, False)
+        except QueryError as exc:
+            late = isinstance(exc, QueryTimeout)
+            self.metrics.upstream(self.name, time.perf_counter() - started, False, late)
             raise
         self.metrics.upstream(self.name, time.perf_counter() - started, True)
         return answer
 
-    def shared_parts(self) -> SharedParts:
-        """A refresh's source-state parts, asked alone only if their carrier failed."""
+    def evidence(self) -> SharedEvidence:
+        """A refresh's evidence query (the targets' health), asked once for every rule needing it."""
 
-        async def ask_alone(part: str) -> PartAnswer:
-            series, stamp, _ = await self._timed(part)
-            return series, stamp
+        async def ask() -> EvidenceAnswer:
+            parts = target_parts(self.horizon)
+            series, stamp, _ = await self._timed(parts_only(list(parts.values())), states=True)
+            _, found = split_parts(series, list(parts.values()))
+            return {name: found[text] for name, text in parts.items()}, stamp
 
-        return SharedParts(ask_alone)
+        return SharedEvidence(ask)
 
-    def _parts_of(self, rule: RuleConfig) -> dict[str, str]:
-        """The source-state parts ``rule`` needs (name -> query), none without a source family."""
+    def _parts_of(self, rule: RuleConfig, problems: list[str] | None) -> dict[str, str]:
+        """The source-state parts ``rule`` carries (name -> query), none without a source family."""
         family = rule.states_family
         if family is None:
             return {}
         selector = render(f"{family}{{<<.LabelMatchers>>}}", rule.matchers)
-        return {**rule_parts(rule, selector, self.horizon), **target_parts(self.horizon)}
+        return rule_parts(rule, selector, self.horizon, problems)
 
     async def ask(
-        self, query: str, rules: Sequence[RuleConfig], shared: SharedParts
+        self, query: str, rules: Sequence[RuleConfig], evidence: SharedEvidence
     ) -> tuple[list[Series], float, list[Series], dict[str, tuple[Series, ...] | None]]:
-        """``query``'s series, evaluation time and NaN/Inf series left out, with the source states of each of
-        ``rules`` (None for a rule without a source family); the parts ride in ``query`` when not
-        carried by another rule's. Raises QueryError."""
-        named = {rule.name: self._parts_of(rule) for rule in rules}
+        """``query``'s series, evaluation time and NaN/Inf series left out, with the source states of
+        each of ``rules`` (None for a rule without a source family): the refresh's evidence query
+        first (shared), then ``query`` carrying the rules' own parts. Raises QueryError."""
+        known: dict[tuple[str, str], Target] = {}
+        shared: dict[str, list[Series]] = {}
+        problems: list[str] | None = None
+        if any(rule.states_family is not None for rule in rules):
+            try:
+                shared, evidence_at = await evidence.get()
+            except QueryError as exc:
+                raise QueryError(f"the source evidence query failed: {exc}"[:300]) from None
+            known = targets(shared)
+            problems = problem_instances(known, evidence_at, self.horizon)
+        named = {rule.name: self._parts_of(rule, problems) for rule in rules}
         needed = list(dict.fromkeys(p for parts in named.values() for p in parts.values()))
-        mine = [p for p in needed if shared.claim(p)]
-        try:
-            series, stamp, dropped = await self._timed(with_parts(query, mine), states=bool(mine))
-            series, found = split_parts(series, mine)
-            dropped, _ = split_parts(dropped, mine)  # a part's NaN is no value: never a state
-            for part in mine:
-                shared.carried(part, (found[part], stamp))
-            answers = {part: await shared.get(part) for part in needed}
-        finally:
-            for part in mine:  # failed or cancelled: the others ask the part alone
-                shared.carried(part, QueryError("the query carrying this part gave no answer"))
+        series, stamp, dropped = await self._timed(with_parts(query, needed), states=bool(needed))
+        series, found = split_parts(series, needed)
+        dropped, _ = split_parts(dropped, needed)  # a part's NaN is no value: never a state
         states: dict[str, tuple[Series, ...] | None] = {}
         for rule in rules:
             if not named[rule.name]:
                 states[rule.name] = None
                 continue
-            mine_now = {name: answers[part] for name, part in named[rule.name].items()}
-            now = max((at for found_series, at in mine_now.values() if found_series), default=stamp)
-            parts = {name: found_series for name, (found_series, _) in mine_now.items()}
-            known = targets(parts)
-            classified = classify(rule, parts, known, now, self.horizon)
-            states[rule.name] = (*classified, *unreached(rule, parts, known, self.horizon))
+            parts = {name: found[part] for name, part in named[rule.name].items()}
+            classified = classify(rule, parts, known, stamp, self.horizon)
+            # the per-job parts (how often each job was scraped) come with the evidence query
+            states[rule.name] = (*classified, *unreached(rule, {**shared, **parts}, known, self.horizon))
         return series, stamp, dropped, states
 
-    async def _collect_rule(self, rule: RuleConfig, shared: SharedParts) -> RuleResult:
+    async def _collect_rule(self, rule: RuleConfig, evidence: SharedEvidence) -> RuleResult:
         assert rule.query is not None
         try:
-            series, stamp, dropped, states = await self.ask(render(rule.query, rule.matchers), [rule], shared)
+            query = render(rule.query, rule.matchers)
+            series, stamp, dropped, states = await self.ask(query, [rule], evidence)
         except QueryError as exc:
             return RuleResult(error=str(exc))
         if dropped and rule.name not in self._dropped_logged:
             self._dropped_logged.add(rule.name)
             event(log, logging.WARNING, "NaN or infinite samples refused", rule=rule.name, count=len(dropped))
-        result = RuleResult(tuple(series), stamp, sources=states[rule.name])
+        derived = up_from_values(rule)
+        result = RuleResult(tuple(series), stamp, sources=states[rule.name], up_from_values=derived)
         return refuse_non_finite(result, dropped, self.name)
 
     def next_delay(self, elapsed: float) -> float:
         return max(0.0, self.interval - elapsed)
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
-        shared = self.shared_parts()
-        results = await asyncio.gather(*(self._collect_rule(r, shared) for r in rules))
+        evidence = self.evidence()
+        try:
+            results = await asyncio.gather(*(self._collect_rule(r, evidence) for r in rules))
+        finally:
+            evidence.close()
         return {rule.name: result for rule, result in zip(rules, results, strict=True)}
+

@@ -1,19 +1,20 @@
-"""The evidence of a rule's source states (``evidence.py``), asked inside the rules' own queries.
+"""The evidence of a rule's source states (``evidence.py``): one shared query per refresh, and the
+rest inside the rules' own queries.
 
-A rule with a source family needs, beside its values, a few more vectors (its *parts*: its
-family's series now, their sample times, when each was last seen; every scrape target's health).
-No query is added for them: the first rule of a refresh needing a part carries it in its own query,
+Once per refresh, one **evidence query** asks every scrape target's health (``up``, its time, its
+last good scrape within the horizon, whether its exporter is frozen): one series per target and
+part, shared by every rule with a source family. Each such rule then asks, inside its own query,
+its family's series per (key, ``instance``, ``job``) (its *parts*: the series now, the samples
+older than ``stale_after``, the series seen within the horizon but not now):
 
     (<its query>) or label_replace(<part 1>, "rightsizer_adapter_source_state", "p0", "", "")
                   or label_replace(<part 2>, "rightsizer_adapter_source_state", "p1", "", "") ...
 
 The marker label makes every part's series differ from the values and from each other part's, so
 ``or`` keeps every half whole (Prometheus and VictoriaMetrics alike); the answer is split on the
-marker, which is removed, and the other rules needing a part await its carrier. Rules rendering
-the same part (the two built-in queue rules, and every rule for the targets' health) share it.
-If a carrier's query fails, the first rule that needs one of its parts asks that part on its own:
-extra queries only in a refresh whose carrier failed (a Prometheus that is down fails their own
-queries first, so none is sent then).
+marker, which is removed. So a refresh sends one query per rule and at most one evidence query,
+whatever fails: a failed rule query fails that rule alone; a failed evidence query fails every
+rule with a source family (503 with its reason), none asked again before the next refresh.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from ..vectors import Series
 
 MARKER = "rightsizer_adapter_source_state"
-PartAnswer = tuple[list[Series], float]  # the part's series, the engine's evaluation time
+EvidenceAnswer = tuple[dict[str, list[Series]], float]  # part name -> its series; the evaluation time
 
 
 def with_parts(query: str, parts: Sequence[str]) -> str:
@@ -50,32 +51,26 @@ def split_parts(
     return values, found
 
 
-class SharedParts:
-    """One refresh's parts, per rendered query: carried by one rule, read by the others."""
+def parts_only(parts: Sequence[str]) -> str:
+    """One query answering every part's series, each marked ``p<i>`` (at least one part)."""
+    return " or ".join(f'label_replace({p}, "{MARKER}", "p{i}", "", "")' for i, p in enumerate(parts))
 
-    def __init__(self, ask_alone: Callable[[str], Awaitable[PartAnswer]]) -> None:
-        self._ask_alone = ask_alone
-        self._carried: dict[str, asyncio.Future[PartAnswer | Exception]] = {}
-        self._alone: dict[str, asyncio.Future[PartAnswer]] = {}
 
-    def claim(self, part: str) -> bool:
-        """True for the first rule asking: it carries ``part`` and must call ``carried``."""
-        if part in self._carried:
-            return False
-        self._carried[part] = asyncio.get_running_loop().create_future()
-        return True
+class SharedEvidence:
+    """One refresh's evidence query (the scrape targets' health), asked once, when the first rule
+    needing it asks; every rule with a source family awaits the same answer or the same error."""
 
-    def carried(self, part: str, outcome: PartAnswer | Exception) -> None:
-        """The carrier's answer for ``part``, or why its query gave none (later calls: no-op)."""
-        future = self._carried[part]
-        if not future.done():
-            future.set_result(outcome)
+    def __init__(self, ask: Callable[[], Awaitable[EvidenceAnswer]]) -> None:
+        self._ask = ask
+        self._answer: asyncio.Future[EvidenceAnswer] | None = None
 
-    async def get(self, part: str) -> PartAnswer:
-        """``part``'s answer; raises what asking it alone raised."""
-        outcome = await self._carried[part]
-        if not isinstance(outcome, Exception):
-            return outcome
-        if part not in self._alone:
-            self._alone[part] = asyncio.ensure_future(self._ask_alone(part))
-        return await self._alone[part]
+    async def get(self) -> EvidenceAnswer:
+        """The evidence's series by part name, and its evaluation time; raises what asking it raised."""
+        if self._answer is None:
+            self._answer = asyncio.ensure_future(self._ask())
+        return await asyncio.shield(self._answer)
+
+    def close(self) -> None:
+        """Cancel a query still running (the refresh ended without it)."""
+        if self._answer is not None and not self._answer.done():
+            self._answer.cancel()
