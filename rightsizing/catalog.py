@@ -6,9 +6,10 @@ exporter configuration (``catalog`` section, see ``CatalogSettings``); ``load_ca
 them and checks every entry, naming the file, the entry and the key of anything wrong.
 
 Candidates are the priced options a recommendation chooses from: every whole GPU and every MIG
-profile. A MIG profile's price is its parent's hourly price x its compute fraction (compute
-slices / 7); its memory bandwidth and dense throughput scale by its share of the parent's memory
-and compute respectively.
+profile. A MIG profile's price is its parent's hourly price x the share of the GPU it makes
+unusable: the larger of its memory slices / 8 and its compute slices / 7 (a 1g.20gb holds 2 of
+the 8 memory slices, so 4 fit, and it costs a quarter of the GPU, not a seventh). Its memory
+bandwidth and dense throughput scale by its share of the parent's memory and compute respectively.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ DATA_FILE = Path(__file__).with_name("catalog.yaml")
 PCIE_LANE_BYTES_PER_SECOND = {1: 250e6, 2: 500e6, 3: 984.6e6, 4: 1969.2e6, 5: 3938.5e6, 6: 7877e6}
 
 
+# A100, H100, H200 and B200 split their memory into 8 slices and their compute into 7.
+MIG_MEMORY_SLICES = 8
+MIG_COMPUTE_SLICES = 7
+
 _NVLINK = re.compile(r"^NVLink[^,]*,\s*([0-9.]+)\s*(GB|TB)/s", re.IGNORECASE)
 
 
@@ -49,6 +54,16 @@ class MigProfile:
     usable_memory_bytes: int = 0  # memory.total as NVML reports it for the instance; 0 = nominal
     gfd_product: str = ""  # GFD's nvidia.com/gpu.product under the "single" MIG strategy
     gfd_product_source: str = ""
+    memory_slices: int = 0  # memory slices out of 8 (NVIDIA's "Fraction of Memory"); 0 = from memory_bytes
+
+    @property
+    def memory_fraction(self) -> float:
+        return self.memory_slices / MIG_MEMORY_SLICES
+
+    @property
+    def price_fraction(self) -> float:
+        """The share of the GPU this profile makes unusable, which is what it is priced at."""
+        return max(self.memory_fraction, self.sm_fraction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +132,19 @@ class Candidate:
     def price_estimated(self) -> bool:
         return self.gpu.price_estimated
 
+    @property
+    def price_source(self) -> str:
+        """Where this option's price comes from; a MIG profile's names the share of its parent."""
+        p = self.mig
+        if p is None:
+            return self.gpu.price_source
+        compute = round(p.sm_fraction * MIG_COMPUTE_SLICES)
+        return (
+            f"{self.gpu.key} price x {p.price_fraction:.4g}, the larger of its memory slices "
+            f"({p.memory_slices}/{MIG_MEMORY_SLICES}) and compute slices ({compute}/{MIG_COMPUTE_SLICES}): "
+            f"the share of the GPU the profile makes unusable; {self.gpu.price_source}"
+        )
+
 
 # --- the data file's schema (also used for GPUs added in the exporter configuration) --------------
 @dataclass(frozen=True)
@@ -127,6 +155,10 @@ class MigEntry:
         None, "Instance memory as NVML reports it (nvidia-smi mig -lgip), e.g. 9.75GiB."
     )
     sm_fraction: float | str | None = setting(None, "Compute slices out of 7: a number or 'N/7'.")
+    memory_slices: int | None = setting(
+        None, "Memory slices out of 8 (the MIG user guide's Fraction of Memory); default from memory_bytes.",
+        minimum=1, maximum=MIG_MEMORY_SLICES,
+    )
     max_instances: int | None = setting(None, "How many instances of this profile fit one GPU.", minimum=1)
     gfd_product: str | None = setting(
         None, "GFD's nvidia.com/gpu.product under the single MIG strategy; default <GPU's>-MIG-<name>."
@@ -243,7 +275,10 @@ def _mig(entry: MigEntry, parent_memory: int, where: str, parent_label: str) -> 
     source = entry.gfd_product_source or ("the catalog entry" if label else "")
     if not label and parent_label and LABEL_VALUE.match(derived := f"{parent_label}-MIG-{entry.name}"):
         label, source = derived, "GFD's single MIG strategy: the GPU's gfd_product with -MIG-<profile>"
-    return MigProfile(entry.name, memory, fraction, int(entry.max_instances or 1), usable, label, source)
+    slices = entry.memory_slices or round(memory / parent_memory * MIG_MEMORY_SLICES)
+    slices = max(1, min(MIG_MEMORY_SLICES, slices))
+    instances = int(entry.max_instances or 1)
+    return MigProfile(entry.name, memory, fraction, instances, usable, label, source, slices)
 
 
 def _usable(value: int | str | None, nominal: int, whose: str, where: str) -> int:
@@ -362,7 +397,7 @@ class Catalog:
                     Candidate(f"{gpu.key}/{p.name}", gpu, p, p.memory_bytes, p.sm_fraction,
                               gpu.memory_bandwidth_bytes_per_second * share,
                               gpu.fp16_dense_tflops * p.sm_fraction,
-                              round(gpu.hourly_price_dollars * p.sm_fraction, 6),
+                              round(gpu.hourly_price_dollars * p.price_fraction, 6),
                               p.usable_memory_bytes or p.memory_bytes)
                 )
         self._candidates = tuple(sorted(cands, key=lambda c: (c.hourly_price_dollars, c.key)))
@@ -401,7 +436,8 @@ class CatalogSettings:
     prices: dict[str, float] = setting(
         {},
         "Hourly price in dollars per catalog GPU (key or NVML name), replacing the catalog's indicative "
-        "list price; MIG profiles follow their parent (price x compute fraction).",
+        "list price; MIG profiles follow their parent (price x the larger of memory slices / 8 and "
+        "compute slices / 7).",
     )
     extra_gpus: list[dict[str, Any]] = setting(
         [], "GPUs added to the catalog (an entry with a built-in key replaces it), in catalog.yaml's format."

@@ -204,9 +204,9 @@ def cheapest_fit(
 ) -> Fit | None:
     """Cheapest candidate that carries the work; at equal price the current option wins (no churn
     for nothing). An ``upgrade`` leaves the current option out and looks first at the same GPU
-    model's options that cost no more than today (a full 1g.10gb grows into the 1g.20gb at the same
-    price, never onto another GPU with less bandwidth), then at the cheapest option of any model
-    (a saturated 1g slice goes to an L40S at +$0.11/h rather than to its own 2g at +$1.76/h)."""
+    model's options that cost no more than today (a profile costs the larger of its memory and compute
+    share of the GPU, so a larger one rarely does), then at the cheapest option of any model (a
+    saturated 1g slice goes to an L40S at +$0.11/h rather than to its own 2g at +$1.76/h)."""
     if upgrade:
         same = [
             c

@@ -119,7 +119,7 @@ def test_mig_profiles_of_a100_and_h100() -> None:
     assert cat.lookup("L4").mig_profiles == ()  # type: ignore[union-attr]
 
 
-def test_candidates_whole_gpus_and_mig_profiles_priced_by_compute_fraction() -> None:
+def test_candidates_whole_gpus_and_mig_profiles_priced_by_the_share_they_block() -> None:
     cat = load_catalog()
     cands = cat.candidates()
     prices = [c.hourly_price_dollars for c in cands]
@@ -130,12 +130,15 @@ def test_candidates_whole_gpus_and_mig_profiles_priced_by_compute_fraction() -> 
     assert h100 is not None
     mig = cat.candidate("h100-sxm-80gb/3G.40GB")
     assert mig is not None and mig.gpu is h100 and mig.mig is not None
-    assert mig.hourly_price_dollars == pytest.approx(h100.hourly_price_dollars * 3 / 7)
+    # 3g.40gb: 3 of 7 compute slices but 4 of 8 memory slices, so half the GPU ($12.29 / 2).
+    assert mig.hourly_price_dollars == pytest.approx(6.145)
     assert mig.memory_bytes == 40 * GIB and mig.compute_fraction == pytest.approx(3 / 7)
     assert mig.memory_bandwidth_bytes_per_second == pytest.approx(h100.memory_bandwidth_bytes_per_second / 2)
     assert mig.fp16_dense_tflops == pytest.approx(h100.fp16_dense_tflops * 3 / 7)
     assert cat.candidate("NVIDIA L4") is cat.candidate("L4-24GB")
     assert cat.candidate("H100-SXM-80GB/9g.99gb") is None
+    assert "x 0.5, the larger of its memory slices (4/8) and compute slices (3/7)" in mig.price_source
+    assert mig.price_source.endswith(h100.price_source)
     # Where a 7B model (about 18.5 GiB with its KV cache, plus a 15 % margin) can go, cheapest first.
     need = 18.5 * GIB * 1.15
     assert next(c for c in cands if c.memory_bytes >= need).key == "L4-24GB"
@@ -297,3 +300,46 @@ def test_bad_usable_memory_entries_are_refused(extra: dict[str, object], message
     with pytest.raises(ConfigError) as info:
         settings(extra_gpus=[{**EXTRA, **extra}])
     assert message in str(info.value)
+
+
+# NVIDIA's MIG user guide (Supported MIG Profiles), A100-SXM4-80GB: "Fraction of Memory" and
+# "Fraction of SMs" per profile. A profile is priced at the larger of the two: the share it blocks.
+A100_80_SLICES = {
+    "1g.10gb": (1, 1), "1g.20gb": (2, 1), "2g.20gb": (2, 2),
+    "3g.40gb": (4, 3), "4g.40gb": (4, 4), "7g.80gb": (8, 7),
+}
+
+
+def test_mig_prices_take_the_larger_of_memory_and_compute_share() -> None:
+    cat = load_catalog()
+    for name, (mem, sm) in A100_80_SLICES.items():
+        c = cat.candidate(f"A100-SXM-80GB/{name}")
+        assert c is not None and c.mig is not None
+        assert c.mig.memory_slices == mem, name
+        assert c.hourly_price_dollars == pytest.approx(5.1207 * max(mem / 8, sm / 7), abs=1e-6), name
+    # The case: a 1g.20gb fits 4 to a GPU, so it costs a quarter ($1.28), not a seventh ($0.73),
+    # and no longer undercuts an L4 ($0.8048) or an A10G ($1.006) that holds as much.
+    slice_ = cat.candidate("A100-SXM-80GB/1g.20gb")
+    assert slice_ is not None and slice_.hourly_price_dollars == pytest.approx(1.280175)
+    for whole in ("L4-24GB", "A10G-24GB"):
+        c = cat.candidate(whole)
+        assert c is not None and c.hourly_price_dollars < slice_.hourly_price_dollars
+    # Every built-in profile: 8 slices of memory in all never exceed the GPU, and 1g profiles that
+    # fit 4 to a GPU hold 2 slices.
+    for c in cat.candidates():
+        if c.mig is not None:
+            assert c.mig.memory_slices * c.mig.max_instances <= 8, c.key
+            assert c.hourly_price_dollars == pytest.approx(
+                c.gpu.hourly_price_dollars * max(c.mig.memory_slices / 8, c.mig.sm_fraction), abs=1e-6
+            )
+
+
+def test_extra_gpu_mig_memory_slices_default_from_memory_and_are_bounded() -> None:
+    entry = {**EXTRA, "key": "X-80GB", "memory_bytes": "80GiB", "mig_profiles": [
+        {"name": "1g.20gb", "memory_bytes": "20GiB", "sm_fraction": "1/7", "max_instances": 4}]}
+    cat = load_catalog(settings(extra_gpus=[entry]))
+    c = cat.candidate("X-80GB/1g.20gb")
+    assert c is not None and c.mig is not None and c.mig.memory_slices == 2
+    bad = {**entry, "mig_profiles": [{**entry["mig_profiles"][0], "memory_slices": 9}]}
+    with pytest.raises(ConfigError, match="memory_slices"):
+        load_catalog(settings(extra_gpus=[bad]))

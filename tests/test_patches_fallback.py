@@ -49,19 +49,18 @@ def test_without_manifests_a_patch_says_what_it_assumed(history, tmp_path: Path)
     assert re.search(refused, files["README.md"])
     ranker = files["search_statefulset_ranker.yaml"]
     assert "Note: no manifest was read (--manifests): nodes are selected by nodeSelector" in ranker
-    assert "kustomize lists the containers named here before the others" in ranker
     before, after = applied(tmp_path, out)
     # The Deployment's own nodeSelector takes the new product: exactly the change made with manifests.
     want = yaml.safe_load(yaml.safe_dump(before[SUMMARIZER]))
     MIXED[SUMMARIZER](pod_spec(want))
     assert after[SUMMARIZER] == want
-    # The StatefulSet shows what the notes warn of: the GPU container first, requests written with
-    # the limits, and a nodeSelector beside its own affinity.
+    # The StatefulSet (whole A100 -> whole L4: no resource renamed, so no container named) shows
+    # what the note warns of: a nodeSelector beside its own affinity; its containers stay as written.
     spec = pod_spec(after[RANKER])
-    assert [c["name"] for c in spec["containers"]] == ["server", "metrics"]
-    assert spec["containers"][0]["resources"] == {"requests": {"cpu": "2", "nvidia.com/mig-1g.20gb": 1},
-                                                  "limits": {"nvidia.com/mig-1g.20gb": 1}}  # fmt: skip
-    assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    assert [c["name"] for c in spec["containers"]] == ["metrics", "server"]
+    assert spec["containers"][1]["resources"] == {"requests": {"cpu": "2", "nvidia.com/gpu": 1},
+                                                  "limits": {"nvidia.com/gpu": 1}}  # fmt: skip
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-L4"}
 
 
 def test_the_idle_workloads_scaled_object_is_a_valid_keda_object(history, tmp_path: Path) -> None:

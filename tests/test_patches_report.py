@@ -24,8 +24,7 @@ from patches_rig import SCENARIO, applied, ksm_series, pod_spec, products, requi
 from report_files import report
 
 HOUR, STEP = 3600.0, 15.0
-GPU, PRODUCT, SLICE = "nvidia.com/gpu", "nvidia.com/gpu.product", "nvidia.com/mig-1g.20gb"
-A100 = "NVIDIA-A100-SXM4-80GB"
+GPU, PRODUCT, L4 = "nvidia.com/gpu", "nvidia.com/gpu.product", "NVIDIA-L4"
 FIXTURES = str(FIXTURE_DIR)
 Key = tuple[str, str, str]
 
@@ -54,23 +53,21 @@ def summarizer(spec: dict[str, Any]) -> None:
 
 
 def ranker_mixed(spec: dict[str, Any]) -> None:
-    # Whole A100 80GB -> its 1g.20gb slice under the mixed strategy: the slice's own resource in the
-    # GPU container's requests and limits; the parent's product in every required term (the first
-    # already names it; the second, zone-only, gains it). The sidecar and the preferences stay.
+    # Whole A100 80GB -> whole L4 (its 1g.20gb slice takes 2 of 8 memory slices, $1.28/h, more than
+    # the L4): the L4's product in every required term (the first named the A100, now the L4; the
+    # second, zone-only, gains it). Resources, the sidecar and the preferences stay.
     terms = required_terms(spec)
-    terms[1]["matchExpressions"].append({"key": PRODUCT, "operator": "In", "values": [A100]})
-    server = spec["containers"][1]["resources"]
-    server["requests"] = {"cpu": "2", "nvidia.com/mig-1g.20gb": 1}
-    server["limits"] = {"nvidia.com/mig-1g.20gb": 1}
+    terms[0]["matchExpressions"][1]["values"] = [L4]
+    terms[1]["matchExpressions"].append({"key": PRODUCT, "operator": "In", "values": [L4]})
 
 
 def intent_mixed(spec: dict[str, Any]) -> None:
-    # Two 1g.10gb slices -> 1g.20gb slices of the same H100: each container's resource renamed (in
-    # requests only where it had them; the count as written, "1" stays a string), the H100's nodes.
-    spec["nodeSelector"] = {PRODUCT: "NVIDIA-H100-80GB-HBM3"}
+    # Two H100 1g.10gb slices -> whole L4s: each container's slice renamed to nvidia.com/gpu (in
+    # requests only where it had them; the count as written, "1" stays a string), the L4's nodes.
+    spec["nodeSelector"] = {PRODUCT: L4}
     vllm, encoder = spec["containers"]
-    vllm["resources"] = {"requests": {"nvidia.com/mig-1g.20gb": 1}, "limits": {"nvidia.com/mig-1g.20gb": 1}}
-    encoder["resources"] = {"limits": {"nvidia.com/mig-1g.20gb": "1"}}
+    vllm["resources"] = {"requests": {GPU: 1}, "limits": {GPU: 1}}
+    encoder["resources"] = {"limits": {GPU: "1"}}
 
 
 def tiny(spec: dict[str, Any]) -> None:
@@ -86,8 +83,8 @@ MIXED: dict[Key, Callable[[dict[str, Any]], None]] = {
 # Where each patched object's pods may land, and what its GPU containers ask for.
 LANDS = {
     ("Deployment", "llm", "summarizer"): ({"NVIDIA-L4"}, {"server": {GPU: 1}}),
-    ("StatefulSet", "search", "ranker"): ({A100}, {"server": {SLICE: 1}}),
-    ("Job", "llm", "intent"): ({"NVIDIA-H100-80GB-HBM3"}, {"vllm": {SLICE: 1}, "encoder": {SLICE: "1"}}),
+    ("StatefulSet", "search", "ranker"): ({L4}, {"server": {GPU: 1}}),
+    ("Job", "llm", "intent"): ({L4}, {"vllm": {GPU: 1}, "encoder": {GPU: "1"}}),
     ("Deployment", "llm", "tiny"): ({"NVIDIA-L40S"}, {"server": {GPU: 1}}),
 }  # fmt: skip
 
@@ -178,18 +175,12 @@ def test_single_strategy_moves_by_the_product_label(history, tmp_path: Path) -> 
     files = patches(urls["prometheus"], at, out, "--manifests", str(base), "--mig-strategy", "single")
     assert "llm_job_intent.yaml" in files and "search_statefulset_ranker.yaml" in files
 
-    def ranker(spec: dict[str, Any]) -> None:
-        # Under "single" the slice is asked for as nvidia.com/gpu on nodes labelled <GPU>-MIG-<profile>.
-        terms = required_terms(spec)
-        label = f"{A100}-MIG-1g.20gb"
-        terms[0]["matchExpressions"][1]["values"] = [label]
-        terms[1]["matchExpressions"].append({"key": PRODUCT, "operator": "In", "values": [label]})
-
     def intent(spec: dict[str, Any]) -> None:
-        spec["nodeSelector"] = {PRODUCT: "NVIDIA-H100-80GB-HBM3-MIG-1g.20gb"}  # resources unchanged
+        # Under "single" the slices were asked for as nvidia.com/gpu on nodes labelled
+        # <GPU>-MIG-<profile>; the whole L4 is asked for the same way: only the nodes change.
+        spec["nodeSelector"] = {PRODUCT: L4}
 
-    after = check_applied(tmp_path, out, {**MIXED, ("StatefulSet", "search", "ranker"): ranker,
-                                          ("Job", "llm", "intent"): intent}, base)  # fmt: skip
+    after = check_applied(tmp_path, out, {**MIXED, ("Job", "llm", "intent"): intent}, base)
     assert gpu_asks(after[("Job", "llm", "intent")]) == {"vllm": {GPU: 1}, "encoder": {GPU: "1"}}
 
 

@@ -189,8 +189,11 @@ def test_the_command_in_every_format(tmp_path: Path) -> None:
     table = run("plan", "--model", "llama-3-8b", "--context", "8192")
     assert table.returncode == 0, table.stderr
     assert "kv cache" in table.stdout and "1.00 GiB" in table.stdout and "L40S-48GB" in table.stdout
-    assert "L4-24GB" not in table.stdout  # slower and dearer than the A100's 1g.20gb: only with --all
-    assert "L4-24GB" in run("plan", "--model", "llama-3-8b", "--context", "8192", "--all").stdout
+    # The L4 ($0.80) is the cheapest that holds it; the A100's 1g.20gb ($5.1207 x 2/8 = $1.28, 510
+    # GB/s) is dearer and slower than the A10G ($1.01, 600 GB/s): only with --all.
+    assert "\nL4-24GB " in table.stdout and "A100-SXM-80GB/1g.20gb" not in table.stdout
+    every = run("plan", "--model", "llama-3-8b", "--context", "8192", "--all").stdout
+    assert "A100-SXM-80GB/1g.20gb" in every
     assert "decode tok/s ceiling" in table.stdout and "$/M tokens" in table.stdout
     config = tmp_path / "config.json"
     config.write_text(json.dumps(LLAMA3_8B_CONFIG))

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from servers import ROOT
 
 MIB = 2**20
@@ -146,3 +147,21 @@ def test_the_cost_per_token_column_says_it_is_a_ceiling() -> None:
     assert header.rstrip().endswith("$/hour  $/M tokens at ceiling"), header
     assert ("$/M tokens at ceiling: the price over the decode ceiling at batch 8 (--batch), a floor on what "
             "the tokens cost\n") in out  # fmt: skip
+
+
+def test_llama_3_8b_plan_leads_with_the_l4_not_a_cheaper_looking_mig_slice() -> None:
+    """Llama 3 8B in bf16 needs ~17.2 GiB. The L4 ($0.8048/h, 22.5 GiB) is the cheapest GPU that holds
+    it. The A100 80GB's 1g.20gb (19.5 GiB) takes 2 of the A100's 8 memory slices (4 fit per GPU), so
+    it costs $5.1207 x 2/8 = $1.28/h, not the $0.73 of a seventh, and must not sit above the L4."""
+    out = run("plan", "--model", "llama-3-8b")
+    assert out.returncode == 0, out.stderr
+    table = out.stdout.split("viable GPU", 1)[1].splitlines()[2:]
+    first = table[0].split()
+    assert first[0] == "L4-24GB" and "$0.80" in first
+    rows = json.loads(run("plan", "--model", "llama-3-8b", "--all", "--format", "json").stdout)["options"]
+    by_gpu = {r["gpu"]: r for r in rows}
+    assert rows[0]["gpu"] == "L4-24GB"
+    mig = by_gpu["A100-SXM-80GB/1g.20gb"]
+    assert mig["hourly_price_dollars"] == pytest.approx(1.2802, abs=1e-4)
+    assert mig["hourly_price_dollars"] > by_gpu["L4-24GB"]["hourly_price_dollars"]
+    assert "memory slices (2/8) and compute slices (1/7)" in mig["price_source"]

@@ -31,11 +31,12 @@ DECIDES = r"((?:[a-zA-Z ]+?)(?:, [a-zA-Z ]+?)*) (?:decides?|rules out most)\b"
 BUILTIN = {
     "default": {
         "idle-h100": {"activity"},
-        # L4 chosen: cheaper are the T4 (15 GiB, 65 TFLOPS) and the A100 1g slices (<= 19.5 GiB, 44.6
-        # TFLOPS). vLLM's pool is known (Llama 2 7B): the need is 12.55 GiB of weights + 0.63 of
-        # context + ~31 % of its 5.3 GiB pool = 14.8 GiB, x 1.15 = 17.0, which the A100 80GB 1g.20gb
-        # holds; SM p95 ~7 % of 989 TFLOPS is > 70 % of every one of them: compute alone decides.
-        "small-model-on-h100": {"compute"},
+        # L4 chosen: cheaper are the T4 (15 GiB, 65 TFLOPS), the A100 40GB 1g.5gb and the A100 80GB
+        # 1g.10gb (<= 9.5 GiB, 44.6 TFLOPS); the A100 80GB 1g.20gb costs $5.1207 x 2/8 = $1.28, more.
+        # vLLM's pool is known (Llama 2 7B): the need is 12.55 GiB of weights + 0.63 of context + ~31 %
+        # of its 5.3 GiB pool = 14.8 GiB, x 1.15 = 17.0, which none of them holds; SM p95 ~7 % of 989
+        # TFLOPS is also > 70 % of every one of them: memory and compute each decide.
+        "small-model-on-h100": {"memory", "compute"},
         # Nothing under the L40S's $1.86 holds 43.7 GiB; utilization p95 ~0.63 x 362 needs > 326
         # TFLOPS at 70 %, more than any of them.
         "rightsized-l40s": {"memory", "compute"},
@@ -60,11 +61,13 @@ BUILTIN = {
     },
     "mig": {
         "whole-a100": {"memory", "compute"},
-        # SM p95 ~0.66 x 424 TFLOPS = 280: over 70 % of every option under $5.27 (L40S 77 %, A100
-        # 90 %, H100 PCIe 3g 86 %, B200 1g.45gb 87 %).
+        # SM p95 ~0.66 x 424 TFLOPS = 280: over 70 % of every option that holds 34.5 GiB under the
+        # B200 2g.45gb's $5.27 (L40S 77 %, A100 90 %, H100 PCIe 3g 86 %, B200 1g.45gb 87 %).
         "mig-h100/chat-3g": {"compute"},
-        # SM p95 ~0.74 x 283 TFLOPS = 209 (>= 299 at 70 %): nothing under the L40S's 362.
-        "mig-h100/embed-2g": {"compute"},
+        # SM p95 ~0.74 x 283 TFLOPS = 209 (>= 299 at 70 %): nothing under the L40S's 362. DRAM p95
+        # ~0.59 x 838 GB/s = 494 (>= 706 at 70 %): nothing under it either now that the 838 GB/s H100
+        # 1g.20gb costs $12.29 x 2/8 = $3.07 and the 778 GB/s A100 40GB 3g.20gb $2.05 (A10G: 600).
+        "mig-h100/embed-2g": {"compute", "memory bandwidth"},
         "mig-h100/notebook-1g-a": {"activity"},
         # SM p95 ~0.88 of a 1g.10gb (141 TFLOPS): the slices under $1.76 have 44.6.
         "mig-h100/notebook-1g-b": {"compute"},

@@ -139,11 +139,15 @@ def test_saving_below_the_minimum_keeps_the_gpu() -> None:
 
 
 def test_mig_profiles_are_options_unless_turned_off() -> None:
-    a100 = ev(model="NVIDIA A100-SXM4-80GB", memory_peak_bytes=15 * GIB, activity_source="gpu_utilization",
-              activity_p95=0.08, sm_active_high=None, sm_active_p50=None)  # fmt: skip
-    assert assess(a100, S, CATALOG).recommended == "A100-SXM-80GB/1g.20gb"
-    whole = assess(a100, dataclasses.replace(S, recommend_mig=False), CATALOG).recommended
-    assert "/" not in whole and whole == "L4-24GB"
+    # 7 GiB (x 1.15 = 8.05) and SM p95 0.09 x 989 = 89 TFLOPS-worth (>= 127 at 70 %). Cheaper than the
+    # H100's 1g.10gb ($12.29 / 7 = $1.76: 9.62 GiB, 141.3 TFLOPS -> 63 %) every option has less
+    # compute: T4 65, L4 121, A10G 70, H100 PCIe 1g.10gb 108, the A100 profiles <= 89. Without MIG the
+    # L40S ($1.86, 362 TFLOPS) is the cheapest.
+    h100 = ev(memory_peak_bytes=7 * GIB, memory_p95_bytes=7 * GIB, activity_p95=0.09, activity_p99=0.09,
+              activity_recent_max=0.09, sm_active_high=0.09)  # fmt: skip
+    assert assess(h100, S, CATALOG).recommended == "H100-SXM-80GB/1g.10gb"
+    whole = assess(h100, dataclasses.replace(S, recommend_mig=False), CATALOG).recommended
+    assert "/" not in whole and whole == "L40S-48GB"
 
 
 def vllm(kv: float | None, preemptions: float | None = 0.0) -> tuple[QueueEvidence, ...]:
@@ -214,10 +218,11 @@ def test_bottlenecks() -> None:
 def test_configured_prices_change_the_money() -> None:
     cheap_h100 = load_catalog(CatalogSettings(prices={"H100-SXM-80GB": 1.0}))
     a = assess(ev(), S, cheap_h100)
-    # At $1/h the H100's own MIG profiles cost 1/7 per compute slice: 18.5 GiB x 1.15 needs the
-    # 3g.40gb profile (2g.20gb holds 20 GiB), at $3/7 per hour, cheaper than an L4.
+    # At $1/h the H100's own MIG profiles cost the larger of memory slices / 8 and compute slices
+    # / 7: 18.5 GiB x 1.15 needs the 3g.40gb profile (2g.20gb holds 19.62 GiB), 4 of 8 memory slices
+    # at $0.50 per hour, cheaper than an L4 ($0.8048).
     assert a.verdict == "overprovisioned" and a.recommended == "H100-SXM-80GB/3g.40gb"
-    assert a.hourly_savings_dollars == pytest.approx(1.0 - 3 / 7, abs=1e-5)
+    assert a.hourly_savings_dollars == pytest.approx(1.0 - 4 / 8, abs=1e-5)
 
 
 ratios = st.floats(0, 1)

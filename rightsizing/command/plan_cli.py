@@ -237,7 +237,7 @@ def option_rows(r: Plan, raw: bool, measured: Measured | None = None) -> tuple[l
             round(o.tokens_per_second, 2),
             None if o.dollars_per_million_tokens is None else round(o.dollars_per_million_tokens, 4),
             o.candidate.price_estimated,
-            o.candidate.gpu.price_source,
+            o.candidate.price_source,
         ]
         for o in r.options
     ]

@@ -42,9 +42,7 @@ def prices(rows: Iterable[Mapping[str, Any]], catalog: Catalog) -> list[dict[str
             c = catalog.candidate(key) if isinstance(key, str) else None
             if c is None or c.key in out:
                 continue
-            source = c.gpu.price_source
-            if c.mig is not None:
-                source = f"{c.gpu.key} price x {c.mig.sm_fraction:.3g} of its compute; {source}"
+            source = c.price_source
             out[c.key] = {
                 "gpu": c.key,
                 "hourly_price_dollars": c.hourly_price_dollars,

@@ -126,7 +126,7 @@ def plan(held: Sequence[Held], ctx: Context) -> list[Move]:
 
 
 def _price(c: Candidate) -> str:
-    return f"{c.key}: ${c.hourly_price_dollars:.2f}/h, {price_source(c)} ({c.gpu.price_source})"
+    return f"{c.key}: ${c.hourly_price_dollars:.2f}/h, {price_source(c)} ({c.price_source})"
 
 
 def decide(units: list[Held], owner: Owner | str, ctx: Context) -> Move | None:
