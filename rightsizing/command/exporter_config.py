@@ -22,8 +22,8 @@ from ..settings import RightsizingSettings
 SECTIONS = ("catalog", "rightsizing", "patches")
 # Every top-level key of the exporter's configuration (exporter/config.py's ExporterConfig).
 EXPORTER_KEYS = (
-    "catalog", "families", "hostname", "hostname_label", "http", "interval", "listen", "log_level",
-    "nvml", "patches", "pods", "queues", "rightsizing", "simulate", "slos",
+    "catalog", "dcgm_exporter", "discovery", "families", "hostname", "hostname_label", "http", "interval",
+    "listen", "log_level", "nvml", "patches", "pods", "queues", "rightsizing", "simulate", "slos",
 )  # fmt: skip
 
 
