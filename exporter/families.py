@@ -42,7 +42,7 @@ SHIPPED: frozenset[str] = HEADLESS | frozenset({
     "DCGM_FI_DEV_XID_ERRORS", "rightsizer_build_info", "rightsizer_collector_duration_seconds",
     "rightsizer_collector_success", "rightsizer_gpu_bottleneck", "rightsizer_gpu_clock_event_active",
     "rightsizer_gpu_power_limit_watts", "rightsizer_gpu_recommendation_info",
-    "rightsizer_workload_cost_dollars",
+    "rightsizer_workload_cost_dollars", "rightsizer_workload_slo_latency_ratio",
     "rightsizer_workload_throughput_per_second",
     "rightsizer_gpu_sm_clock_max_hertz",
 })
