@@ -85,7 +85,7 @@ class RuleConfig:
     why_family: str | None = setting(
         None,
         "With up_family: an info family whose series, with the values' labels, carry a `reason` "
-        "label saying why the flag is 0; the 503 then quotes it (direct mode).",
+        "label saying why the flag is 0; the 503 then quotes it (both modes; at most 200 characters).",
         env=False,
     )
     every_source: bool = setting(

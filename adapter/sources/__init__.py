@@ -34,7 +34,7 @@ state naming it (``refuse_non_finite``), or a rule without source states fails w
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -45,6 +45,7 @@ UP, DOWN, STALE, TAINTED = 1.0, 0.0, -1.0, -2.0  # values of a rule's source sta
 SOURCE, SOURCE_WHY = "@source", "@why"  # reserved labels of a state: no selector key can start with @
 GONE = "@gone"  # on a STALE state: its exporter left service discovery
 UNKNOWN = "@unknown"  # a state without a key: a source whose series are unknown (RuleResult.unknown)
+MAX_REASON = 200  # characters of a source's own reason (a rule's ``why_family``) quoted in a 503
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,28 @@ def state(labels: dict[str, str], source: str, code: float, why: str = "") -> Se
     if why:
         out[SOURCE_WHY] = why
     return Series(out, code)
+
+
+def reasons(
+    rule: RuleConfig, series: Iterable[Series], source_labels: Sequence[str] = ()
+) -> dict[tuple[frozenset[tuple[str, str]], tuple[str, ...]], str]:
+    """Why each key's flag is 0, from the series of ``rule``'s ``why_family`` (their ``reason``
+    label), by (key, the values of ``source_labels``). The text is the source's own, so it is
+    bounded: control characters and runs of white space become one space, at most ``MAX_REASON``
+    characters; several reasons for one key give the first in order and how many more."""
+    found: dict[tuple[frozenset[tuple[str, str]], tuple[str, ...]], set[str]] = {}
+    for s in series:
+        labels = {k: v for k, v in s.labels.items() if k != "reason"}
+        text = " ".join("".join(c if c.isprintable() else " " for c in s.labels.get("reason", "")).split())
+        if text:
+            key = frozenset(rule.key_of(labels).items()), tuple(labels.get(n, "") for n in source_labels)
+            found.setdefault(key, set()).add(text)
+    out = {}
+    for key, texts in found.items():
+        first, *rest = sorted(texts)
+        first = first if len(first) <= MAX_REASON else first[: MAX_REASON - 3] + "..."
+        out[key] = f"{first} (and {len(rest)} more)" if rest else first
+    return out
 
 
 def split_unknown(states: Sequence[Series]) -> tuple[tuple[Series, ...], str]:
@@ -118,6 +141,6 @@ class Source(Protocol):
 
 
 __all__ = [
-    "DOWN", "GONE", "SOURCE", "SOURCE_WHY", "STALE", "TAINTED", "UNKNOWN", "UP", "RuleResult", "Series",
-    "Source", "non_finite", "refuse_non_finite", "split_unknown", "state",
+    "DOWN", "GONE", "MAX_REASON", "SOURCE", "SOURCE_WHY", "STALE", "TAINTED", "UNKNOWN", "UP", "RuleResult",
+    "Series", "Source", "non_finite", "reasons", "refuse_non_finite", "split_unknown", "state",
 ]

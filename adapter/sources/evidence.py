@@ -14,6 +14,8 @@ engine's clock, of what can change an answer only:
   stand for the UP states (``up_from_values``) only the series of the targets that are not up and
   current (``problem_instances``), none while every target is;
 - ``ts``: the series whose sample is older than ``stale_after``; ``jobs``: which jobs publish F;
+- ``why`` (a rule with a ``why_family``): the reasons (``reason`` label) of the flags not 1 now,
+  quoted by the 503 of their key;
 - ``seen``: the series seen within H but not now (``present_over_time(F[H]) unless F``, at 0),
   and when each series of a target that is not current was last seen
   (``max_over_time(timestamp(F{instance=~...})[H:R])``); past ``MAX_TIMED_TARGETS`` such targets,
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 
 from ..rules import RuleConfig
 from ..vectors import Series
-from . import DOWN, GONE, STALE, TAINTED, UNKNOWN, UP, state
+from . import DOWN, GONE, STALE, TAINTED, UNKNOWN, UP, reasons, state
 from .pace import STAMP_FAMILY
 
 MAX_TIMED_TARGETS = 64  # targets not current whose series are timed alone; past it, every series
@@ -99,7 +101,20 @@ def rule_parts(
         "ts": _group(rule, f"timestamp({selector}) < (time() - {horizon.stale_after:g})"),
         "seen": _seen(rule, selector, horizon, problems),
     }
+    if rule.why_family is not None and rule.up_family is not None:
+        parts["why"] = _why(rule, selector)
     return {name: text for name, text in parts.items() if text is not None}
+
+
+def _why(rule: RuleConfig, selector: str) -> str:
+    """``why``: the series of the rule's ``why_family`` (their ``reason``) whose flag is not 1 now,
+    per (key labels, ``instance``, ``job``): as many as the flags that are down, at most."""
+    assert rule.why_family is not None
+    by, _ = rule.key_labels
+    if not by:  # keyed on every label of the flag: the reason's series carry the same ones
+        return f"{rule.why_family} and ignoring (reason) ({selector} != 1)"
+    keep = ", ".join(dict.fromkeys([*by, "instance", "job"]))
+    return f"max by ({keep}, reason) ({rule.why_family}) and on ({keep}) ({selector} != 1)"
 
 
 def _current(rule: RuleConfig, selector: str, problems: Sequence[str] | None) -> str | None:
@@ -226,6 +241,7 @@ def classify(
     ts = {_labels(s): s.value for s in parts.get("ts", ())}
     seen = {_labels(s): s.value for s in parts.get("seen", ())}
     flag = rule.up_family
+    why_down = reasons(rule, parts.get("why", ()), ("instance", "job"))  # the rule's why_family
     out = []
     for labels in sorted({*cur, *ts, *seen}, key=sorted):  # one order on every replica
         as_dict = dict(labels)
@@ -242,7 +258,8 @@ def classify(
             if problem:  # its last value is still selected by the values' query
                 out.append(state(key, source, TAINTED, f"{source}: {problem}"))
             elif flag is not None and value != 1:
-                out.append(state(key, source, DOWN, f"{flag} is {value:g} (the source is down)"))
+                reason = why_down.get((frozenset(key.items()), (instance, job))) or "the source is down"
+                out.append(state(key, source, DOWN, f"{flag} is {value:g} ({reason})"))
             else:
                 out.append(state(key, source, UP))
             continue

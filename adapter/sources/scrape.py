@@ -37,7 +37,7 @@ from ..config import DirectSettings
 from ..rules import Aggregation, DirectRule, RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series, aggregate
-from . import DOWN, STALE, UP, RuleResult, refuse_non_finite, state
+from . import DOWN, STALE, UP, RuleResult, reasons, refuse_non_finite, state
 from .exposition import SampleReader
 from .fetch import ScrapeError, decode, fetch
 from .pace import STAMP_FAMILY, Pace
@@ -126,10 +126,7 @@ def source_states(rule: RuleConfig, exporter: Exporter, why: str) -> list[Series
     family = rule.states_family
     assert family is not None
     matchers = rule.matchers
-    reasons = {  # why a flag is 0, by key (the rule's ``why_family``)
-        frozenset(rule.key_of(s.labels).items()): s.labels.get("reason", "")
-        for s in exporter.samples.get(rule.why_family or "", ())
-    }
+    why_down = reasons(rule, exporter.samples.get(rule.why_family or "", ()))  # the rule's why_family
     out = []
     for s in exporter.samples.get(family, ()):
         if not all(m.matches(s.labels) for m in matchers):
@@ -138,8 +135,8 @@ def source_states(rule: RuleConfig, exporter: Exporter, why: str) -> list[Series
         if why:
             out.append(state(key, exporter.url, STALE, why))
         elif rule.up_family is not None and s.value != 1:
-            reason = reasons.get(frozenset(key.items())) or "the source is down"
-            out.append(state(key, exporter.url, DOWN, f"{family} is {s.value:g} ({reason[:300]})"))
+            reason = why_down.get((frozenset(key.items()), ())) or "the source is down"
+            out.append(state(key, exporter.url, DOWN, f"{family} is {s.value:g} ({reason})"))
         else:
             out.append(state(key, exporter.url, UP))
     return out
