@@ -3,7 +3,8 @@ tests/control_plane.py's etcd + kube-apiserver + kube-controller-manager with th
 objects applied (the kustomize render of deploy/base, for 1.20), a simulated exporter on a fixed
 loopback port reading a real Redis queue and a fake vLLM (its TTFT and inter-token histograms fed at
 a chosen latency), and the adapter in direct mode on 127.0.0.1:443, authenticating and authorizing
-every request against the apiserver with its ServiceAccount's token, as in a cluster.
+every request against the apiserver with its ServiceAccount's token, as in a cluster. The
+control plane alone (``kube_cluster``) serves the tests that need no adapter: the rig runs on it.
 """
 
 from __future__ import annotations
@@ -200,12 +201,20 @@ def apiservices_available(cluster: Cluster) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def kube_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    port_443_free()
-    tmp = tmp_path_factory.mktemp("control-plane")
+def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The control plane alone (etcd + kube-apiserver + kube-controller-manager), for the tests
+    that need no adapter on 127.0.0.1:443 (server-side dry runs); the rig runs on the same one."""
+    with control_plane(tmp_path_factory.mktemp("control-plane")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kube_rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
+    port_443_free()  # before the cluster starts: skipped at no cost
+    cluster: Cluster = request.getfixturevalue("kube_cluster")
+    tmp = cluster.tmp  # the adapter reads the cluster's CA there
     vllm = ClientServer("vllm")
     with contextlib.ExitStack() as stack:
-        cluster = stack.enter_context(control_plane(tmp))
         rds = stack.enter_context(redis_server())
         http = stack.enter_context(FakeHttpServer())
         feeder = Feeder(vllm)
