@@ -51,11 +51,13 @@ def test_the_documented_patch_is_what_the_report_writes(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("prometheus_version")
 def test_one_worked_example_per_cloud_is_what_the_report_writes(tmp_path: Path) -> None:
     manifests, outputs = named("patch-manifest"), named("patch-output")
-    assert set(manifests) == {"gke-chat.yaml", "eks-summarizer.yaml", "aks-embedder.yaml"}
+    assert set(manifests) == {"gke-chat.yaml", "eks-summarizer.yaml", "karpenter-summarizer.yaml",
+                              "aks-embedder.yaml"}  # fmt: skip
     for name, body in manifests.items():
         assert body == (CLOUDS / name).read_text(), name
     files = cloud_patches(tmp_path / "gpu-patches")
     assert set(outputs) == {"gke_deployment_chat.yaml", "eks_deployment_summarizer.yaml",
+                            "karpenter_deployment_summarizer.yaml",
                             "aks_deployment_embedder.yaml"}  # fmt: skip
     for name, body in outputs.items():
         assert files[name] == body, name
