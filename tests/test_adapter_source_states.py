@@ -16,6 +16,8 @@ import's own age does not count; the engines' lookback is 5 minutes):
 - node-e, gone 10 minutes ago in a DaemonSet rollout, held pod ``serving-..`` to the end; node-f, its
   replacement, publishes the same pod's GPU since -> 200 "400m": the new exporter answers for it.
 - A custom-metrics ``pods/*`` answer in ``prod`` serves node-a's pod and the rolled one alone.
+- node-a's SLO of workload ``search`` is judged at 0.5 -> 200 "500m"; that of ``chat`` is not ("too
+  few requests in the window", as the exporter says it) -> 503 quoting that reason.
 
 Each rule's values and states must equal what its query and its parts give when asked alone.
 """
@@ -84,6 +86,13 @@ def history(end: float) -> dict[str, list[str]]:
                 add("rightsizer_queue_source_up", f'{target},{labels}', up, t)
                 if depth is not None:
                     add("rightsizer_queue_depth", f'{target},{labels}', depth, t)
+            for workload, ratio, reason in SLOS.get(node, ()):
+                labels = f'{target},namespace="prod",workload="{workload}"'
+                add("rightsizer_workload_slo_scaling_up", labels, 0 if reason else 1, t)
+                if reason:
+                    add("rightsizer_workload_slo_scaling_unjudged_info", f'{labels},reason="{reason}"', 1, t)
+                else:
+                    add("rightsizer_workload_slo_scaling_latency_ratio", labels, ratio, t)
     return out
 
 
@@ -105,6 +114,10 @@ QUEUES = {  # node -> (labels, source up, depth)
         ('queue="chat",kind="vllm",namespace="prod"', 0, None),
     ],
     "node-c": [('queue="embed",kind="redis",namespace="prod"', 1, 3)],
+}
+
+SLOS = {  # node -> (workload, its SLO latency ratio, why it cannot be judged ("": judged))
+    "node-a": [("chat", 0.0, "too few requests in the window"), ("search", 0.5, "")],
 }
 
 
@@ -189,6 +202,15 @@ async def test_every_fault_is_told_apart(served: Any) -> None:
     message = stale[1]["message"]
     assert "no current sample" in message and "'embed'" in message and "node-c:9400" in message
     assert_status(await client_get(client, f"{depth}?labelSelector=queue%3Dghost"), 404, "NotFound")
+
+    ratio = f"{EXT}/rightsizer_workload_slo_latency_ratio"
+    code, body = await client_get(client, f"{ratio}?labelSelector=workload%3Dsearch")
+    assert code == 200 and [i["value"] for i in body["items"]] == ["500m"], body
+    unjudged = await client_get(client, f"{ratio}?labelSelector=workload%3Dchat")
+    assert_status(unjudged, 503, "ServiceUnavailable")  # the exporter's reason, asked in the rule's query
+    message = unjudged[1]["message"]
+    assert "rightsizer_workload_slo_scaling_up is 0 (too few requests in the window)" in message, message
+    assert "node-a:9400" in message
 
     util = f"{EXT}/rightsizer_gpu_utilization_ratio"
     code, body = await client_get(client, f"{util}?labelSelector=pod%3D{A}")
