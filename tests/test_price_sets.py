@@ -118,6 +118,24 @@ def test_a_monthly_price_is_divided_by_the_sources_hours_as_the_file_writes_it_o
         assert f"${month}/month / {hours} h = ${hourly}/h" in e.price_source
 
 
+@pytest.mark.parametrize("name", SETS)
+def test_the_arithmetic_a_note_writes_out_is_the_entrys(name: str) -> None:
+    """A note that derives the instance price ("8 x 12.29 = 98.32", per-GPU figures times the GPUs)
+    or rounds the source's figure ("the list gives 88.4899999025753") agrees with the entry."""
+    checked = 0
+    for e in _raw(name)["prices"]:
+        note = e.get("note", "")
+        for count, each, total in re.findall(r"(\d+) x \$?([\d.]+) = \$?([\d.]+)", note):
+            assert int(count) == e["gpus_per_instance"], e
+            assert int(count) * float(each) == pytest.approx(float(total), abs=1e-9), e
+            assert float(total) == e["instance_hourly_dollars"], e
+            checked += 1
+        for given in re.findall(r"the list gives ([\d.]+)", note):
+            assert abs(float(given) - e["instance_hourly_dollars"]) < 5e-7, e
+            checked += 1
+    assert checked or name in {"aws-on-demand", "aws-spot", "gcp-committed-1y"}  # notes that derive nothing
+
+
 def test_the_default_is_the_catalogs_own_list() -> None:
     default = load_catalog(CatalogSettings())
     assert default.price_set == "catalog"
