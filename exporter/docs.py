@@ -59,11 +59,31 @@ def versions_table() -> str:
     return "\n".join(out)
 
 
+def price_sets_table() -> str:
+    """One row per price set in rightsizing/prices/: what it prices and how old its sources are."""
+    from rightsizing.catalog import builtin_gpus
+    from rightsizing.price_sets import PRICES_DIR, available, read_price_set
+
+    keys = [g.key for g in builtin_gpus()]
+    out = [
+        "| `catalog.price_set` | provider | pricing | region | GPUs priced | sources dated |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in available()[1:]:
+        s = read_price_set(PRICES_DIR / f"{name}.yaml", keys)
+        gpus = ", ".join(k for k in keys if k in s.entries)  # in the catalog's order
+        dates = sorted({e.as_of for e in s.entries.values()})
+        dated = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+        out.append(f"| `{name}` | {s.provider} | {s.pricing} | {s.region} | {cell(gpus)} | {dated} |")
+    return "\n".join(out)
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "metrics-table": metrics_table,
     "config-table": config_table,
     "queue-table": queue_table,
     "versions-table": versions_table,
+    "price-sets-table": price_sets_table,
 }
 
 
@@ -73,6 +93,7 @@ LOCATIONS: dict[str, str] = {
     "config-table": "docs/configuration.md",
     "queue-table": "docs/queues.md",
     "versions-table": "docs/queues.md",
+    "price-sets-table": "docs/rightsizing.md",
 }
 
 

@@ -429,9 +429,10 @@ class Catalog:
 class CatalogSettings:
     price_set: PriceSetName = setting(
         DEFAULT_SET,
-        "Which price list prices the GPUs: catalog (the built-in list), aws-on-demand, gcp-on-demand or "
-        "azure-on-demand (rightsizing/prices/). A GPU a set leaves out keeps the catalog's price; "
-        "catalog.prices wins over the set.",
+        "Which price list prices the GPUs: catalog (the built-in list) or a cloud's set in "
+        "rightsizing/prices/: aws-on-demand, aws-spot, azure-on-demand, gcp-on-demand, gcp-spot, "
+        "gcp-committed-1y. A GPU a set leaves out keeps the catalog's price; catalog.prices wins over "
+        "the set.",
     )
     prices: dict[str, float] = setting(
         {},

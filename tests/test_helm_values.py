@@ -123,6 +123,8 @@ WRONG = [
     ("a Prometheus URL without a scheme", {"adapter": {"prometheusUrl": "prometheus:9090"}},
      "at '/adapter/prometheusUrl'"),
     ("a number for the simulated scenario", {"exporter": {"simulate": 1}}, "at '/exporter/simulate'"),
+    ("a price set no file holds", {"exporter": {"config": {"catalog": {"price_set": "aws-reserved"}}}},
+     "at '/exporter/config/catalog/price_set'"),
 ]
 
 
@@ -169,6 +171,7 @@ GOOD = [
     {"adapter": {"tls": {"source": "secret", "secretName": "s", "caBundle": "Y2E="}}},
     {"exporter": {"simulate": "mig", "config": {"interval": 0.5, "log_level": "debug"}}},
     {"adapter": {"config": {"rules": [{"name": "x", "query": "up"}]}}},
+    {"exporter": {"config": {"catalog": {"price_set": "gcp-committed-1y"}}}},
 ]
 
 

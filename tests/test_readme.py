@@ -12,7 +12,9 @@ README_LIMIT_BYTES = 15_000
 
 
 def test_generated_tables_match_the_code() -> None:
-    assert set(LOCATIONS) == {"metrics-table", "config-table", "queue-table", "versions-table"}
+    assert set(LOCATIONS) == {
+        "metrics-table", "config-table", "queue-table", "versions-table", "price-sets-table"
+    }  # fmt: skip
     for relative, names in documents().items():
         text = (ROOT / relative).read_text()
         assert render(text, names) == text, f"{relative} is stale: run .venv/bin/python -m exporter.docs"

@@ -167,10 +167,12 @@ def run(args: argparse.Namespace, catalog: Catalog) -> tuple[str, Plan]:
             result, options=best, notes=(*result.notes, note) if hidden else result.notes
         )
     if args.format == "json":
-        return to_json(as_dict(result, measured)), result
+        named = {"price_set": {"name": catalog.price_set, "description": catalog.price_set_description}}
+        return to_json({**as_dict(result, measured), **named}), result
     if args.format == "csv":
         return to_csv(*option_rows(result, raw=True, measured=measured)), result
-    return render(result, measured is not None) + render_measured(result, measured), result
+    prices = f"Prices: {catalog.price_set}, {catalog.price_set_description} (catalog.price_set).\n"
+    return render(result, measured is not None) + prices + render_measured(result, measured), result
 
 
 def as_dict(r: Plan, measured: Measured | None = None) -> dict[str, Any]:
@@ -290,7 +292,11 @@ def render(r: Plan, measured: bool = False) -> str:
         out.append(
             table(
                 [
-                    "viable GPU", "usable memory", "headroom", f"{kind} tok/s ceiling", "$/hour",
+                    "viable GPU",
+                    "usable memory",
+                    "headroom",
+                    f"{kind} tok/s ceiling",
+                    "$/hour",
                     "$/M tokens at ceiling",
                 ],
                 [
