@@ -182,6 +182,9 @@ def test_a_typo_is_refused(cluster_with_crds: Rig) -> None:
             }
         ]
     )
+    namespace = bad["metadata"]["namespace"]  # exists, so only the typo can be refused
+    exists = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    cluster_with_crds.cluster.apply([exists])
     result = cluster_with_crds.cluster.kubectl(
         "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(for_1_20(bad)), check=False
     )
