@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -24,6 +25,8 @@ from servers import Process, exporter, http_get, redis_server, start_module, wai
 
 from adapter.cache import Cache
 from adapter.config import load_config
+from adapter.keda import externalscaler_pb2 as pb
+from adapter.keda import externalscaler_pb2_grpc as pb_grpc
 from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
 from adapter.kubernetes.pods import PodLister, wanted
@@ -31,6 +34,21 @@ from adapter.kubernetes.quantities import parse_quantity
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.scrape import ScrapeSource
+
+
+def keda_get_metrics(
+    address: str, namespace: str, name: str, metric: str, selector: str, target: str
+) -> tuple[str, Any]:
+    """KEDA's GetMetrics over plain gRPC: ("OK", the value) or (status code name, details)."""
+    meta = {"metric": metric, "labelSelector": selector, "target": target}
+    ref = pb.ScaledObjectRef(name=name, namespace=namespace, scalerMetadata=meta)
+    with grpc.insecure_channel(address) as channel:
+        try:
+            answer = pb_grpc.ExternalScalerStub(channel).GetMetrics(
+                pb.GetMetricsRequest(scaledObjectRef=ref, metricName="m"), timeout=5)  # fmt: skip
+            return "OK", answer.metricValues[0].metricValueFloat
+        except grpc.RpcError as exc:
+            return exc.code().name, exc.details()
 
 
 def insecure_context() -> ssl.SSLContext:

@@ -24,16 +24,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 import yaml
-from adapter_support import ANONYMOUS, adapter, exposition, get_json
+from adapter_support import ANONYMOUS, adapter, exposition, get_json, keda_get_metrics
 from queue_servers import FakeHttpServer
 from servers import Process, exporter, http_get, prometheus, wait_for
 from victoria_metrics import victoria_metrics
-
-from adapter.keda import externalscaler_pb2 as pb
-from adapter.keda import externalscaler_pb2_grpc as pb_grpc
 
 RATIO = "rightsizer_workload_slo_latency_ratio"
 ATTAINMENT = "rightsizer_workload_slo_attainment_ratio"
@@ -85,15 +81,7 @@ def everywhere(a: Process, metric: str, workload: str) -> dict[str, Any]:
     query = urllib.parse.urlencode({"labelSelector": selector, "namespace": "llm"})
     code, body = get_json(f"{a.url}/keda/v1/metrics/{metric}?{query}")
     out["metrics_api"] = (code, body["message"] if code != 200 else body["value"])
-    meta = {"metric": metric, "labelSelector": selector, "target": "0.8"}
-    ref = pb.ScaledObjectRef(name=workload, namespace="llm", scalerMetadata=meta)
-    with grpc.insecure_channel(a.extra["grpc"]) as channel:
-        try:
-            answer = pb_grpc.ExternalScalerStub(channel).GetMetrics(
-                pb.GetMetricsRequest(scaledObjectRef=ref, metricName="m"), timeout=5)  # fmt: skip
-            out["get_metrics"] = ("OK", answer.metricValues[0].metricValueFloat)
-        except grpc.RpcError as exc:
-            out["get_metrics"] = (exc.code().name, exc.details())
+    out["get_metrics"] = keda_get_metrics(a.extra["grpc"], "llm", workload, metric, selector, "0.8")
     return out
 
 
