@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from servers import Process, http_get
 
 VLLM_BUCKETS = {
     "ttft": (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -183,3 +185,19 @@ class TritonServer:
             lines += _histogram_text("nv_inference_first_response_histogram_ms", (100, 500, 2000, 5000),
                                      self.values["ttft"], label, scale=1000.0)  # fmt: skip
         return ("\n".join(lines) + "\n").encode()
+
+
+Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape_series(p: Process, workload: str | None = None) -> Series:
+    """One scrape of exporter ``p``: every sample by (name, sorted labels); only those labelled
+    ``workload`` when it is given."""
+    status, _, body = http_get(p.url + "/metrics")
+    assert status == 200
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body.decode())
+        for s in family.samples
+        if workload is None or s.labels.get("workload") == workload
+    }

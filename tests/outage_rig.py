@@ -11,20 +11,36 @@ from __future__ import annotations
 import contextlib
 import json
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 from adapter_support import get_json
-from servers import Process, exporter, free_port
+from servers import Process, exporter, free_port, prometheus
+from victoria_metrics import victoria_metrics
 
 from adapter.keda import externalscaler_pb2 as pb
 from adapter.keda import externalscaler_pb2_grpc as pb_grpc
 
 EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces"
 METRIC = "rightsizer_queue_depth"
+
+
+def source_args(stack: contextlib.ExitStack, mode: str, nodes: Sequence[Process]) -> list[str]:
+    """The adapter's arguments to read ``nodes``: each exporter (``direct``), or a real Prometheus
+    or VictoriaMetrics (``mode``) scraping them every second, started on ``stack``."""
+    targets = [node.url.removeprefix("http://") for node in nodes]
+    if mode == "direct":
+        return [arg for node in nodes for arg in ("--exporter", node.url)]
+    if mode == "victoria-metrics":
+        jobs = (f"  - job_name: rightsizer-exporter\n    scrape_interval: 1s\n    static_configs:\n"
+                f"      - targets: {json.dumps(targets)}")  # fmt: skip
+        engine = stack.enter_context(victoria_metrics(jobs))
+    else:
+        engine = stack.enter_context(prometheus({"rightsizer-exporter": targets}))
+    return ["--prometheus-url", engine.url, "--refresh-interval", "0.5"]
 
 
 def exporter_config(path: Path, redis_port: int) -> Path:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
+from latency_servers import Series, scrape_series
 from queue_servers import FakeHttpServer
 from servers import Process, exporter, http_get, wait_for
 
@@ -138,18 +138,9 @@ def strict(text: str) -> Any:
     return json.loads(text, parse_constant=refuse)
 
 
-Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
 
 def scrape(p: Process) -> Series:
-    status, _, body = http_get(p.url + "/metrics")
-    assert status == 200
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(body.decode())
-        for s in family.samples
-        if dict(s.labels).get("workload") == "chat"
-    }
+    return scrape_series(p, "chat")
 
 
 def one(series: Series, name: str, **labels: str) -> float | None:

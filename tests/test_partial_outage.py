@@ -14,7 +14,6 @@ that is down are refused the same way.
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 import random
 import signal
@@ -26,9 +25,9 @@ import pytest
 from adapter_support import ANONYMOUS, adapter
 from fake_thanos import FakeThanosQuery
 from gpu_rig import POD_A, POD_B, Grpc, Reads, two_nodes, unavailable
+from outage_rig import source_args
 from queue_servers import FakeHttpServer
 from servers import Process, http_get, prom_query, prometheus, refused_port, wait_for
-from victoria_metrics import victoria_metrics
 
 from adapter.kubernetes.quantities import parse_quantity
 
@@ -45,17 +44,7 @@ def adapter_on(
     config.write_text((settings if settings is not None else SETTINGS).get(mode) or "{}\n")
     args = ["--config", str(config), "--grpc-listen", "127.0.0.1:0"]
     with contextlib.ExitStack() as stack:
-        targets = [node.url.removeprefix("http://") for node in nodes]
-        if mode == "direct":
-            args += [arg for node in nodes for arg in ("--exporter", node.url)]
-        elif mode == "victoria-metrics":
-            jobs = (f"  - job_name: rightsizer-exporter\n    scrape_interval: 1s\n    static_configs:\n"
-                    f"      - targets: {json.dumps(targets)}")  # fmt: skip
-            vm = stack.enter_context(victoria_metrics(jobs))
-            args += ["--prometheus-url", vm.url, "--refresh-interval", "0.5"]
-        else:
-            prom = stack.enter_context(prometheus({"rightsizer-exporter": targets}))
-            args += ["--prometheus-url", prom.url, "--refresh-interval", "0.5"]
+        args += source_args(stack, mode, nodes)
         p = stack.enter_context(adapter(args, env=ANONYMOUS))
         channel = stack.enter_context(grpc.insecure_channel(p.extra["grpc"]))
         yield Reads(p, channel)

@@ -16,23 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from latency_servers import ClientServer, TgiServer, TritonServer
-from prometheus_client.parser import text_string_to_metric_families
+from latency_servers import ClientServer, Series, TgiServer, TritonServer
+from latency_servers import scrape_series as scrape
 from queue_servers import FakeHttpServer
 from servers import Process, exporter, http_get, require_binary, wait_for
-
-Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(p: Process) -> Series:
-    status, _, body = http_get(p.url + "/metrics")
-    assert status == 200
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(body.decode())
-        for s in family.samples
-    }
-
 
 LATENCY = "rightsizer_workload_latency_seconds"
 ATTAINMENT = "rightsizer_workload_slo_attainment_ratio"

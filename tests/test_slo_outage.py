@@ -14,7 +14,6 @@ was never reached might hold a replica too: the same 503s, naming it, from the s
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import urllib.parse
 from collections.abc import Iterator
@@ -25,9 +24,9 @@ import pytest
 import yaml
 from adapter_support import ANONYMOUS, adapter, get_json, keda_get_metrics
 from latency_servers import ClientServer
+from outage_rig import source_args
 from queue_servers import FakeHttpServer
-from servers import Process, exporter, http_get, prometheus, refused_port, wait_for
-from victoria_metrics import victoria_metrics
+from servers import Process, exporter, http_get, refused_port, wait_for
 
 RATIO = "rightsizer_workload_slo_latency_ratio"
 ATTAINMENT = "rightsizer_workload_slo_attainment_ratio"
@@ -82,18 +81,8 @@ def adapter_on(mode: str, tmp: Path, nodes: list[Process]) -> Iterator[Process]:
     config = tmp / "adapter.yaml"
     config.write_text("direct:\n  stale_after_seconds: 1\n" if mode == "direct" else "{}\n")
     args = ["--config", str(config), "--grpc-listen", "127.0.0.1:0"]
-    targets = [n.url.removeprefix("http://") for n in nodes]
     with contextlib.ExitStack() as stack:
-        if mode == "direct":
-            args += [arg for n in nodes for arg in ("--exporter", n.url)]
-        elif mode == "victoria-metrics":
-            jobs = (f"  - job_name: rightsizer-exporter\n    scrape_interval: 1s\n    static_configs:\n"
-                    f"      - targets: {json.dumps(targets)}")  # fmt: skip
-            vm = stack.enter_context(victoria_metrics(jobs))
-            args += ["--prometheus-url", vm.url, "--refresh-interval", "0.5"]
-        else:
-            prom = stack.enter_context(prometheus({"rightsizer-exporter": targets}))
-            args += ["--prometheus-url", prom.url, "--refresh-interval", "0.5"]
+        args += source_args(stack, mode, nodes)
         yield stack.enter_context(adapter(args, env=ANONYMOUS))
 
 
