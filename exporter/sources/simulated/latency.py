@@ -95,13 +95,17 @@ def _after_wait(x: float, wait: float, service: float, spread: float) -> float:
     a longer service is the same lognormal stretched, never less than that of a longer service."""
     if x <= 0:
         return 0.0
-    total, before = 0.0, 0.0
     variance = math.expm1(spread * spread) * service * service
-    for k in range(WAIT_STEPS):
+    total, upper = 0.0, _exponential_cdf(x, wait)
+    for k in reversed(range(WAIT_STEPS)):  # the longest waits first
         start = x * k / WAIT_STEPS
-        upto = _exponential_cdf(x * (k + 1) / WAIT_STEPS, wait)
-        total += (upto - before) * _lognormal_cdf(x - start, service, variance)
-        before = upto
+        lower = _exponential_cdf(start, wait)
+        if upper > lower:
+            share = _lognormal_cdf(x - start, service, variance)
+            if share >= 1.0:  # served in time after this wait, so after every shorter one too
+                return total + upper
+            total += (upper - lower) * share
+        upper = lower
     return total
 
 
