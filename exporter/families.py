@@ -29,7 +29,7 @@ HEADLESS: frozenset[str] = frozenset({
     "rightsizer_queue_requests_total", "rightsizer_host_pressure_stalled_ratio",
     "rightsizer_gpu_balance_finding", "rightsizer_queue_last_success_timestamp_seconds",
     "rightsizer_workload_latency_mean_seconds", "rightsizer_workload_latency_requests",
-    "rightsizer_workload_latency_seconds", "rightsizer_workload_slo_attainment_ratio",
+    "rightsizer_workload_latency_seconds", "rightsizer_workload_slo_window_attainment_ratio",
     "rightsizer_workload_slo_good_requests_total", "rightsizer_workload_slo_objective_ratio",
     "rightsizer_workload_slo_requests_total", "rightsizer_workload_slo_scaling_attainment_ratio",
     "rightsizer_workload_slo_scaling_latency_ratio", "rightsizer_workload_slo_scaling_up",
@@ -42,7 +42,7 @@ SHIPPED: frozenset[str] = HEADLESS | frozenset({
     "DCGM_FI_DEV_XID_ERRORS", "rightsizer_build_info", "rightsizer_collector_duration_seconds",
     "rightsizer_collector_success", "rightsizer_gpu_bottleneck", "rightsizer_gpu_clock_event_active",
     "rightsizer_gpu_power_limit_watts", "rightsizer_gpu_recommendation_info",
-    "rightsizer_workload_cost_dollars", "rightsizer_workload_slo_latency_ratio",
+    "rightsizer_workload_cost_dollars", "rightsizer_workload_slo_window_latency_ratio",
     "rightsizer_workload_throughput_per_second",
     "rightsizer_gpu_sm_clock_max_hertz",
 })

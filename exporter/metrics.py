@@ -655,21 +655,23 @@ FAMILIES: tuple[Family, ...] = (
         extra_labels=("namespace", "workload", "slo"),
     ),
     Family(
-        "rightsizer_workload_slo_attainment_ratio",
+        "rightsizer_workload_slo_window_attainment_ratio",
         "gauge",
         "ratio",
         "Share of the right-sizing window's requests at or under the SLO target, from bucket counts "
         "(exact when the target is a bucket bound, else interpolated in its bucket); absent with "
-        "fewer than slo_min_requests requests or without a distribution.",
+        "fewer than slo_min_requests requests or without a distribution. Not the adapter's "
+        "rightsizer_workload_slo_attainment_ratio, which is the scaling window's.",
         "extension",
         extra_labels=("namespace", "workload", "slo"),
     ),
     Family(
-        "rightsizer_workload_slo_latency_ratio",
+        "rightsizer_workload_slo_window_latency_ratio",
         "gauge",
         "ratio",
         "The worst declared target's latency at the objective over the target, over the right-sizing "
-        "window (1.0 = on the edge; above 1: missed); absent when no target can be judged.",
+        "window (1.0 = on the edge; above 1: missed); absent when no target can be judged. Not the "
+        "adapter's rightsizer_workload_slo_latency_ratio, which is the scaling window's.",
         "extension",
         extra_labels=("namespace", "workload"),
     ),

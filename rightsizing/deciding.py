@@ -83,10 +83,13 @@ def _everywhere(
     chosen: Candidate | None,
     s: RightsizingSettings,
     which: str = "cheaper option",
+    near: tuple[float, ...] = (),
 ) -> str:
+    """``near``: the usable memory of the options the clause is about (the need is shown to the
+    precision that tells it from theirs)."""
     target = f"{s.target_activity_ratio:.0%}"
     if resource == "memory":
-        return f"no {which} holds {gib(d.memory_bytes)}"
+        return f"no {which} holds {_need(d, near)}"
     if resource in ("compute", "memory bandwidth"):
         if (d.activity if resource == "compute" else d.bandwidth) is None:
             return f"no {which} has today's {resource} (it is not measured)"
@@ -107,18 +110,23 @@ def nothing_carries(
     """What no catalog option has, when unmet demand needs more than any of them carries (an
     upgrade with nothing to recommend): the resource every other option lacks, else the one that
     rules out most of them; ``needed`` (what the unmet demand needs more of) when none lacks any."""
-    fails = [f for c in catalog.candidates() if c.key != current.key and (f := lacks(d, current, c, s))]
+    others = [c for c in catalog.candidates() if c.key != current.key]
+    every = [lacks(d, current, c, s) for c in others]
+    fails = [f for f in every if f]
     counts = Counter(r for f in fails for r in f)
     everywhere = [r for r in ORDER if fails and counts[r] == len(fails)]
     if everywhere:
-        words = "; ".join(_everywhere(r, d, current, None, s, "catalog option") for r in everywhere)
+        near = tuple(c.usable_memory for c, f in zip(others, every, strict=True) if f)
+        words = "; ".join(_everywhere(r, d, current, None, s, "catalog option", near) for r in everywhere)
         return Decider(everywhere[0], f"{_names(everywhere)} {_verb(everywhere)}: {words}")
     if not counts:  # each option carries a share: the whole needs more GPUs than today's
         return Decider(needed, f"{needed} decides: no catalog option carries the whole on as many GPUs")
     ranked = sorted(counts, key=lambda r: (-counts[r], ORDER.index(r)))
-    others = "".join(f", {r} {counts[r]}" for r in ranked[1:])
+    also = "".join(f", {r} {counts[r]}" for r in ranked[1:])
     return Decider(
-        ranked[0], f"{ranked[0]} rules out most options ({counts[ranked[0]]} of {len(fails)}{others})"
+        ranked[0],
+        f"{ranked[0]} rules out most options ({counts[ranked[0]]} of {len(fails)}{also})"
+        f"{_holders(d, others, every, s)}",
     )
 
 
@@ -178,14 +186,61 @@ def _deciding(
     everywhere = [r for r in ORDER if counts[r] == len(fails)]
     if everywhere:
         which = "other cheaper option" if passed else "cheaper option"
-        words = "; ".join(_everywhere(r, d, current, chosen, s, which) for r in everywhere)
+        near = tuple(c.usable_memory for c, f in zip(cheaper, every, strict=True) if f)
+        words = "; ".join(_everywhere(r, d, current, chosen, s, which, near) for r in everywhere)
         return Decider(everywhere[0], f"{_names(everywhere)} {_verb(everywhere)}: {words}{but}")
     ranked = sorted(counts, key=lambda r: (-counts[r], ORDER.index(r)))
     others = "".join(f", {r} {counts[r]}" for r in ranked[1:])
     return Decider(
         ranked[0],
-        f"{ranked[0]} rules out most cheaper options ({counts[ranked[0]]} of {len(fails)}{others}){but}",
+        f"{ranked[0]} rules out most cheaper options ({counts[ranked[0]]} of {len(fails)}{others})"
+        f"{but}{_holders(d, cheaper, every, s)}",
     )
+
+
+def _holders(
+    d: Demand, cheaper: list[Candidate], every: list[tuple[str, ...]], s: RightsizingSettings
+) -> str:
+    """The cheaper options that hold the memory yet lost, each with what it lacks (a reader who
+    knows one of them holds it asks why it was not taken): '; L4-24GB holds 20.7 GiB but ...'."""
+    by_lack: dict[tuple[str, ...], list[str]] = {}
+    for c, lack in zip(cheaper, every, strict=True):
+        if lack and "memory" not in lack:
+            by_lack.setdefault(lack, []).append(c.key)
+    parts = []
+    for lack, keys in by_lack.items():
+        many = len(keys) > 1
+        names = _names(keys[:2]) if len(keys) <= 2 else f"{', '.join(keys[:2])} and {len(keys) - 2} more"
+        why = " and ".join(_lacking(r, d, s, many) for r in lack)
+        parts.append(f"{names} {'hold' if many else 'holds'} {gib(d.memory_bytes)} but {why}")
+    return "; " + "; ".join(parts) if parts else ""
+
+
+def _lacking(resource: str, d: Demand, s: RightsizingSettings, many: bool) -> str:
+    """Why an option that holds the memory lost on ``resource`` (``many``: said of several)."""
+    target = f"{s.target_activity_ratio:.0%}"
+    if resource in ("compute", "memory bandwidth"):
+        if (d.activity if resource == "compute" else d.bandwidth) is None:
+            return f"{'have' if many else 'has'} less {resource} than today's (it is not measured)"
+        return f"would run its {resource} above {target}"
+    if resource == "host link":
+        return f"{'their host links are' if many else 'its host link is'} too narrow for its transfers"
+    if resource == "bursts":
+        return f"its bursts (p99) would saturate {'them' if many else 'it'}"
+    if resource == "whole GPUs":
+        slices = "are MIG slices" if many else "is a MIG slice"
+        why = "the work needs whole GPUs" if d.whole_gpus else "recommend_mig is off"
+        return f"{slices}, and {why}"
+    return f"{'have' if many else 'has'} no NVLink, which the work uses"
+
+
+def _need(d: Demand, near: tuple[float, ...]) -> str:
+    """The memory need in GiB to 0.1, or to 0.01 where an option short of it shows the same 0.1
+    (19.53 GiB needed, 19.50 GiB held: both read 19.5)."""
+    tenths = round(d.memory_bytes / 2**30, 1)
+    if any(round(m / 2**30, 1) >= tenths for m in near if m < d.memory_bytes):
+        return f"{d.memory_bytes / 2**30:.2f} GiB"
+    return gib(d.memory_bytes)
 
 
 def _names(resources: list[str]) -> str:

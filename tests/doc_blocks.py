@@ -17,6 +17,8 @@ keys. Kinds:
   manifest and the patch ``rightsizer report --format patches`` writes for it; the per-cloud ones
   name their file after a comma (``patch-output, gke_deployment_chat.yaml``)
   (tests/test_patches_docs.py);
+- ``model-label-promql``: the queries of docs/metrics.md joining DCGM's families with ours, run
+  on a real Prometheus by tests/test_model_label.py;
 - ``not-checked (REASON)``: left alone, with the reason in the marker (kept rare).
 """
 

@@ -11,6 +11,7 @@ from rightsizing.catalog import Catalog
 GIB = 2**30
 NOT_MOVES = ("none", "release")
 HOLDS = re.compile(r"no cheaper option holds ([0-9.]+) GiB")
+MOST_MEMORY = "memory rules out most cheaper options"
 MORE = re.compile(r"\$[0-9.,]+/h more")
 # The load clause with the peak as the need: "peak memory 72.0 GiB (+15% margin"
 PEAK_AS_NEED = re.compile(r"peak memory [0-9.]+ GiB \(\+")
@@ -31,16 +32,23 @@ def estimate_unsaid(got: dict[str, Any], catalog: Catalog) -> str | None:
 
 
 def holds_but_one_does(got: dict[str, Any], catalog: Catalog) -> str | None:
-    """"no cheaper option holds X GiB": every cheaper option that holds X is named beside it."""
-    m = HOLDS.search(got["reason"])
-    if m is None:
+    """"no cheaper option holds X GiB", or "memory rules out most cheaper options": every cheaper
+    option that holds the need is named beside it (with why it lost)."""
+    reason = got["reason"]
+    m = HOLDS.search(reason)
+    if m is not None:
+        shown = m.group(1)
+        need = float(shown) + 0.5 * 10.0 ** -len(shown.partition(".")[2])  # shown to 0.1 or 0.01 GiB
+    elif MOST_MEMORY in reason and got.get("memory_need_bytes"):
+        need = got["memory_need_bytes"] / GIB
+        shown = f"{need:.1f}"
+    else:
         return None
     chosen = got["recommended"] if got["recommended"] not in NOT_MOVES else got["current"]
     top = _price(catalog, chosen)
     if top is None:
         return None
     upgrade = got["verdict"] == "underprovisioned"
-    need = float(m.group(1)) + 0.05  # shown to 0.1 GiB
     holders = [
         c.key
         for c in catalog.candidates()
@@ -48,8 +56,9 @@ def holds_but_one_does(got: dict[str, Any], catalog: Catalog) -> str | None:
         and not (upgrade and c.key == got["current"])
         and c.usable_memory / GIB >= need
     ]
-    unnamed = [k for k in holders if k not in got["reason"]]
-    return f"says no cheaper option holds {m.group(1)} GiB, but {unnamed} do" if unnamed else None
+    unnamed = [k for k in holders if k not in reason]
+    counted = sum(int(n) for n in re.findall(r" and ([0-9]+) more hold ", reason))  # "L40S-48GB and 7 more"
+    return f"leaves out that {unnamed} hold {shown} GiB" if len(unnamed) > counted else None
 
 
 def cheapest_unsaid(got: dict[str, Any], catalog: Catalog) -> str | None:

@@ -50,6 +50,7 @@ CHECKED = {
     "kustomization",  # tests/test_helm_docs.py
     "patch-manifest",  # tests/test_patches_docs.py
     "patch-output",  # tests/test_patches_docs.py
+    "model-label-promql",  # tests/test_model_label.py
 }
 MOST_NOT_CHECKED = 3
 

@@ -292,7 +292,7 @@ def test_a_server_publishing_negative_bounds_is_never_judged(served: tuple[Proce
     def refused(s: Series) -> None:
         assert one(s, "rightsizer_workload_slo_scaling_up") == 0
         assert one(s, "rightsizer_workload_slo_scaling_unjudged_info", reason=why) == 1
-        assert one(s, "rightsizer_workload_slo_latency_ratio") is None
+        assert one(s, "rightsizer_workload_slo_window_latency_ratio") is None
         assert one(s, "rightsizer_workload_slo_scaling_latency_ratio") is None
 
     after_polls(p, now, refused)

@@ -22,7 +22,7 @@ from queue_servers import FakeHttpServer
 from servers import Process, exporter, http_get, require_binary, wait_for
 
 LATENCY = "rightsizer_workload_latency_seconds"
-ATTAINMENT = "rightsizer_workload_slo_attainment_ratio"
+ATTAINMENT = "rightsizer_workload_slo_window_attainment_ratio"
 
 
 def get(series: Series, name: str, workload: str, **labels: str) -> float | None:
@@ -104,7 +104,7 @@ def test_attainment_latency_and_ratio_follow_the_servers_histograms(rig: Rig) ->
     assert get(s, LATENCY, "chat", slo="ttft", quantile="0.5") == pytest.approx(0.2)
     assert get(s, ATTAINMENT, "chat", slo="itl") == 1.0
     # the worst target: TTFT at 0.95 s over 0.5 s (ITL: all 300 in (0.025, 0.05]: p95 0.04875 / 0.05)
-    assert get(s, "rightsizer_workload_slo_latency_ratio", "chat") == pytest.approx(1.9)
+    assert get(s, "rightsizer_workload_slo_window_latency_ratio", "chat") == pytest.approx(1.9)
     assert get(s, "rightsizer_workload_slo_target_seconds", "chat", slo="ttft") == 0.5
     assert get(s, "rightsizer_workload_slo_objective_ratio", "chat", slo="ttft") == 0.95
     assert get(s, "rightsizer_workload_latency_requests", "chat", slo="ttft") == 200
@@ -134,7 +134,7 @@ def test_unknown_is_never_a_value(rig: Rig) -> None:
     assert get(s, ATTAINMENT, "summ", slo="ttft") is None
     assert get(s, ATTAINMENT, "summ", slo="e2e") is None
     assert get(s, LATENCY, "summ", slo="e2e", quantile="0.95") is None
-    assert get(s, "rightsizer_workload_slo_latency_ratio", "summ") is None
+    assert get(s, "rightsizer_workload_slo_window_latency_ratio", "summ") is None
     assert get(s, "rightsizer_workload_slo_target_seconds", "summ", slo="ttft") == 1.0  # declared
     summ = slos(rig.p)["summ"]
     assert summ["state"] == "not_judged"
@@ -203,8 +203,8 @@ def test_a_source_down_stops_the_scaling_series_and_the_adapter_state_says_so(ri
 
 def test_the_slo_series_lint_clean_with_promtool(rig: Rig) -> None:
     feed(rig)
-    wait_for(lambda: get(scrape(rig.p), "rightsizer_workload_slo_latency_ratio", "chat") is not None, 20,
-             what="the SLO series")  # fmt: skip
+    ratio = "rightsizer_workload_slo_window_latency_ratio"
+    wait_for(lambda: get(scrape(rig.p), ratio, "chat") is not None, 20, what="the SLO series")
     _, _, body = http_get(rig.p.url + "/metrics")
     lines = body.decode().splitlines()
     ours = [ln for ln in lines if "rightsizer_workload_" in ln]

@@ -26,7 +26,7 @@ def source() -> Iterator[str]:
         {"rightsizer": [exp.url.removeprefix("http://")]}
     ) as prom:
         wait_for(
-            lambda: prom_query(prom.url, 'rightsizer_workload_slo_latency_ratio{workload="chat-itl"}')
+            lambda: prom_query(prom.url, 'rightsizer_workload_slo_window_latency_ratio{workload="chat-itl"}')
             and prom_query(prom.url, 'rightsizer_workload_throughput_per_second{queue="chat-itl"}'),
             60, what="the SLO and the throughput in Prometheus",
         )  # fmt: skip

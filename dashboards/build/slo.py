@@ -57,7 +57,7 @@ def with_slo_panels(d: db.Dashboard) -> db.Dashboard:
                 "the right-sizing window).",
                 "none",
                 query(
-                    f"max by (namespace, workload) (rightsizer_workload_slo_latency_ratio{SLO})",
+                    f"max by (namespace, workload) (rightsizer_workload_slo_window_latency_ratio{SLO})",
                     "{{namespace}}/{{workload}}",
                 ),
             ).min(0)

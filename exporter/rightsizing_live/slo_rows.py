@@ -20,13 +20,13 @@ from rightsizer_core.snapshot import Row
 from rightsizing.slo.attainment import SloEvidence
 from rightsizing.slo.windows import Counted, Scaling
 
-ATTAINMENT = "rightsizer_workload_slo_attainment_ratio"
+ATTAINMENT = "rightsizer_workload_slo_window_attainment_ratio"
 TARGET = "rightsizer_workload_slo_target_seconds"
 OBJECTIVE = "rightsizer_workload_slo_objective_ratio"
 LATENCY = "rightsizer_workload_latency_seconds"
 MEAN = "rightsizer_workload_latency_mean_seconds"
 REQUESTS = "rightsizer_workload_latency_requests"
-RATIO = "rightsizer_workload_slo_latency_ratio"
+RATIO = "rightsizer_workload_slo_window_latency_ratio"
 REQUESTS_TOTAL = "rightsizer_workload_slo_requests_total"
 GOOD_TOTAL = "rightsizer_workload_slo_good_requests_total"
 SCALING_RATIO = "rightsizer_workload_slo_scaling_latency_ratio"

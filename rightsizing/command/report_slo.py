@@ -77,7 +77,7 @@ def collect(c: Collector, s: RightsizingSettings, latest: bool = False) -> dict[
         requests = by(
             "SLOs", f"sum by ({WL}) (last_over_time(rightsizer_workload_latency_requests[{w}]))", combine=_sum
         )
-        latest_attainment = f"last_over_time(rightsizer_workload_slo_attainment_ratio[{w}])"
+        latest_attainment = f"last_over_time(rightsizer_workload_slo_window_attainment_ratio[{w}])"
         attained = by("SLOs", f"min by ({WL}) ({latest_attainment})", combine=min)
         good = {k: attained[k] * n for k, n in requests.items() if k in attained}
     else:

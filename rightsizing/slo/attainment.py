@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from rightsizer_core.settings import setting
 
 from ..figures import latency
-from .latency import KINDS, WORDS, Histogram, quantile, share_at_or_under
+from .latency import KINDS, WORDS, Histogram, ordered, quantile, share_at_or_under
 
 QUANTILES = (0.5, 0.95, 0.99)
 
@@ -247,6 +247,7 @@ def evaluate(
 ) -> SloEvidence:
     targets = {} if declared is None else declared.targets
     objective = 0.95 if declared is None else declared.objective
+    histograms = ordered(histograms)  # no quantile of end to end under TTFT's, nor TTFT's under queue time's
     # Inter-token latency is observed once per token (vLLM, SGLang): its requests are those of the
     # histograms observed once per request (end to end, first token, queue time: the most any counts,
     # as they differ by the requests in flight), when one is read.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 KINDS = ("ttft", "itl", "e2e", "queue")
@@ -183,3 +183,71 @@ def problem(h: Histogram) -> str | None:
     if not 0.0 <= h.total <= MAX_COUNT:
         return "the sum is negative, not finite or over 2^53"
     return None
+
+
+# A request's end-to-end latency is at least its TTFT, which is at least its time in the queue: at
+# any latency x, the share of requests whose e2e is at or under x is at most that of TTFT, which is
+# at most that of queue time. Along this chain, shares at one x never fall.
+CHAIN = ("e2e", "ttft", "queue")
+
+
+def ordered(histograms: Mapping[str, Histogram]) -> dict[str, Histogram]:
+    """A workload's histograms with the per-request kinds (``CHAIN``) read together, on the bounds
+    of all of them: a kind's share at a bound it lacks (else interpolated inside its bucket) is held
+    between the exact shares the others count there, and past its own highest finite bound (where
+    PromQL answers that bound, the least the quantile can be) it is the least share of the stages
+    before it (queue time for TTFT): its quantile is then at least theirs. So no quantile of one
+    kind crosses another's where their buckets differ (vLLM's TTFT bucket 640-2560 s against end to
+    end's 960 and 1920 s). Counted shares are never changed; other kinds pass as they are."""
+    out = dict(histograms)
+    chain = [k for k in CHAIN if k in histograms and histograms[k].count > 0 and not histograms[k].mean_only]
+    if len(chain) < 2 or all(histograms[k].same_layout(histograms[chain[0]]) for k in chain):
+        return out
+    union: list[float] = []
+    for x in sorted(b for k in chain for b in histograms[k].bounds):
+        if not union or not same_bound(union[-1], x):
+            union.append(x)
+    shares: dict[str, list[float]] = {k: [] for k in chain}
+    for j, x in enumerate(union):
+        row = [_share_at(histograms[k], x) for k in chain]
+        for k, v in zip(chain, _in_order(row), strict=True):
+            if v is not None and len(shares[k]) == j:  # contiguous from the first bound
+                shares[k].append(v)
+    for k in chain:
+        n = histograms[k].count
+        rising = list(itertools.accumulate(shares[k], max))
+        counts = (*(min(1.0, s) * n for s in rising), n)
+        out[k] = Histogram(tuple(union[: len(rising)]), counts, histograms[k].total)
+    return out
+
+
+def _share_at(h: Histogram, x: float) -> tuple[float, bool, bool]:
+    """(share at or under ``x``, counted there: one of ``h``'s bounds, within ``h``'s finite bounds)."""
+    share = share_at_or_under(h, x)
+    assert share is not None
+    top = h.bounds[-1]
+    return share.value, share.exact, x <= top or same_bound(x, top)
+
+
+def _in_order(row: list[tuple[float, bool, bool]]) -> list[float | None]:
+    """Shares along CHAIN at one latency, rising: an interpolated share is held between the
+    nearest counted ones before and after it, then raised to the share before it; past a kind's
+    highest finite bound, the least share after it in the chain, never under its own there (None:
+    no kind after it reaches that far). Counted shares that disagree with each other (histograms
+    of different request sets) are left as counted."""
+    out: list[float | None] = []
+    for i, (v, exact, within) in enumerate(row):
+        if within and not exact:
+            low = max((w for w, e, _ in row[:i] if e), default=0.0)
+            high = min((w for w, e, _ in row[i + 1 :] if e), default=1.0)
+            if low <= high:
+                v = min(max(v, low), high)
+            before = out[-1] if out else None
+            if before is not None and v < before <= high:
+                v = before
+        out.append(v if within else None)
+    for i in reversed(range(len(row))):
+        later = [w for w in out[i + 1 :] if w is not None]
+        if out[i] is None and later:
+            out[i] = max(row[i][0], min(later))
+    return out

@@ -12,12 +12,14 @@ Service times come from the resource that binds the work (``serving.Serving``), 
 - TTFT = wait + prefill + one decode step; end to end = TTFT + (tokens per request - 1) x ITL.
 
 Each service time is lognormal around its mean with the workload's ``latency_spread`` (sigma of
-its logarithm); the wait is exponential; a sum (TTFT, end to end) is the lognormal with the mean
-and variance of its parts. The cumulative histograms at time t integrate the requests served so
-far (the workload's served request rate, ``requests_total``) over those distributions in 10-second
-slices, on each server's own bucket layout: vLLM's and SGLang's defaults, TGI's exponential
-duration buckets (no TTFT histogram; its inter-token latency is a mean per request), Triton's
-cumulative duration counters (means only).
+its logarithm); the wait is exponential. TTFT and end to end are one request's wait followed by
+its service (prefill and one step; for end to end also the decode, the same lognormal stretched),
+so no request finishes before its first token nor gets it before leaving the queue: at every
+bound, end to end counts no more than TTFT, and TTFT no more than queue time. The cumulative
+histograms at time t integrate the requests served so far (the workload's served request rate,
+``requests_total``) over those distributions in 10-second slices, on each server's own bucket
+layout: vLLM's and SGLang's defaults, TGI's exponential duration buckets (no TTFT histogram; its
+inter-token latency is a mean per request), Triton's cumulative duration counters (means only).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .schema import QueueEntry
 from .workloads import Noise, Workload
 
 SLICE_SECONDS = 10.0
+WAIT_STEPS = 16  # spans of a wait's distribution, under a bucket bound (_after_wait)
 _VLLM_E2E = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
              240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
 _SGLANG_TTFT = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
@@ -85,6 +88,27 @@ def _exponential_cdf(x: float, mean: float) -> float:
     return 1.0 if mean <= 1e-12 else 1.0 - math.exp(-x / mean)
 
 
+def _after_wait(x: float, wait: float, service: float, spread: float) -> float:
+    """P(W + S <= x): an exponential wait W of mean ``wait``, then a lognormal service S of mean
+    ``service`` and log-sigma ``spread``. W's mass on [0, x] is cut into WAIT_STEPS equal spans, each
+    span's mass taken at its start (S's CDF at x - start): never more than W's own CDF at x, and, as
+    a longer service is the same lognormal stretched, never less than that of a longer service."""
+    if x <= 0:
+        return 0.0
+    variance = math.expm1(spread * spread) * service * service
+    total, upper = 0.0, _exponential_cdf(x, wait)
+    for k in reversed(range(WAIT_STEPS)):  # the longest waits first
+        start = x * k / WAIT_STEPS
+        lower = _exponential_cdf(start, wait)
+        if upper > lower:
+            share = _lognormal_cdf(x - start, service, variance)
+            if share >= 1.0:  # served in time after this wait, so after every shorter one too
+                return total + upper
+            total += (upper - lower) * share
+        upper = lower
+    return total
+
+
 class LatencyModel:
     """The cumulative histograms one simulated server publishes; ``at(elapsed)`` is a pure function
     of the time since its workload started (computed slice by slice, the latest slices cached)."""
@@ -116,12 +140,8 @@ class LatencyModel:
         decode = (self.tokens_out - 1.0) * itl
         k = math.expm1(self.spread * self.spread)  # lognormal variance / mean^2
         means = {"queue": wait, "ttft": wait + prefill, "itl": itl, "e2e": wait + prefill + decode}
-        variances = {
-            "queue": wait * wait,
-            "ttft": wait * wait + k * prefill * prefill,
-            "itl": k * itl * itl,
-            "e2e": wait * wait + k * (prefill * prefill + decode * decode),
-        }
+        # TTFT and end to end are a wait then a service (``_after_wait``), not a lognormal each.
+        variances = {"queue": wait * wait, "itl": k * itl * itl}
         del p
         return Moments(means, variances)
 
@@ -139,12 +159,21 @@ class LatencyModel:
     def _slice(self, elapsed: float, seconds: float, sums: dict[str, list[float]]) -> None:
         """Add ``seconds`` of requests at the state of ``elapsed`` into ``sums``."""
         m = self.moments(elapsed)
+        wait = m.means["queue"]
+        service = m.means["ttft"] - wait  # prefill + one step
+        decode = m.means["e2e"] - m.means["ttft"]
         for kind, bounds in self.layout.items():
             n = self.rate * seconds * (self.itl_per_request if kind == "itl" else 1.0)
-            mean, var = m.means[kind], m.variances[kind]
+            mean, var = m.means[kind], m.variances.get(kind, 0.0)
             acc = sums[kind]
             for i, b in enumerate(bounds):
-                acc[i] += n * (_exponential_cdf(b, mean) if kind == "queue" else _lognormal_cdf(b, mean, var))
+                if kind == "itl":
+                    share = _lognormal_cdf(b, mean, var)
+                elif kind == "queue":
+                    share = _exponential_cdf(b, wait)
+                else:  # a request's wait, then its service (and its decode): one request's sum
+                    share = _after_wait(b, wait, service + (decode if kind == "e2e" else 0.0), self.spread)
+                acc[i] += n * share
             acc[-2] += n
             acc[-1] += n * mean
 
