@@ -52,7 +52,12 @@ from .source_states import MARKER, EvidenceAnswer, SharedEvidence, parts_only, s
 from .vectorjson import decode
 
 log = logging.getLogger("rightsizer.adapter.prometheus")
-MAX_CONCURRENT_QUERIES = 8
+# Queries of a refresh at the engine at once: a refresh's work is the same either way, but more at
+# once only share the engine's cores (two replicas, and the engine's own scraping), each running
+# longer, until all of them pass their deadline together (measured at 40,000 GPUs: see
+# docs/fleet-scale.md). Two at a time keep each query's time its own, within its deadline.
+MAX_CONCURRENT_QUERIES = 2
+CONNECTIONS = 8  # to the engine: a refresh's queries, and prometheus-adapter rules asked per request
 THREAD_BYTES = 256 * 1024  # answers at least this large are decoded in a worker thread (vectorjson.py)
 
 
@@ -184,7 +189,7 @@ class PrometheusSource:
         metrics.watch_source(self.name)
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=MAX_CONCURRENT_QUERIES, ssl=ssl_context(self.cfg))
+        connector = aiohttp.TCPConnector(limit=CONNECTIONS, ssl=ssl_context(self.cfg))
         self._session = aiohttp.ClientSession(connector=connector, headers=self.cfg.headers)
 
     async def close(self) -> None:
@@ -218,15 +223,9 @@ class PrometheusSource:
         if at is not None:
             data["time"] = f"{at:.3f}"
         try:
-            async with (
-                self._limit,
-                self._session.post(
-                    self.url,
-                    data=data,
-                    headers=self._auth_headers(),
-                    timeout=timeout,
-                ) as resp,
-            ):
+            async with self._session.post(
+                self.url, data=data, headers=self._auth_headers(), timeout=timeout
+            ) as resp:
                 body = await resp.read()
                 status = resp.status
         except TimeoutError:
@@ -253,15 +252,18 @@ class PrometheusSource:
         )
 
     async def _timed(self, promql: str, at: float | None = None, states: bool = False) -> Answer:
-        started = time.perf_counter()
-        try:
-            answer = await self.query(promql, at, states)
-        except QueryError as exc:
-            late = isinstance(exc, QueryTimeout)
-            self.metrics.upstream(self.name, time.perf_counter() - started, False, late)
-            raise
-        self.metrics.upstream(self.name, time.perf_counter() - started, True)
-        return answer
+        """``query`` once a slot is free (``MAX_CONCURRENT_QUERIES``), timed from then: the wait
+        for a slot is the refresh's, not the engine's."""
+        async with self._limit:
+            started = time.perf_counter()
+            try:
+                answer = await self.query(promql, at, states)
+            except QueryError as exc:
+                late = isinstance(exc, QueryTimeout)
+                self.metrics.upstream(self.name, time.perf_counter() - started, False, late)
+                raise
+            self.metrics.upstream(self.name, time.perf_counter() - started, True)
+            return answer
 
     def evidence(self) -> SharedEvidence:
         """A refresh's evidence query (the targets' health), asked once for every rule needing it."""
