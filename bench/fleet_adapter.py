@@ -20,8 +20,8 @@ before each request, the wait set again every second so that the connections tog
 requests/s (the achieved rate is printed: a wait after each answer sends less while answers are
 slower than the cycle). Each engine's figures are then printed against issue 32's goals (selectors
 answered, replicas identical, refresh within its interval, freshness, upstream query per rule,
-queries per refresh, peak RSS of both replicas, p99 when paced), and what one rule's query costs
-the engine part by part.
+queries per refresh, peak RSS of both replicas, p99 when paced), what one rule's query costs
+the engine part by part, and what each rule's whole query costs it, asked alone.
 
     .venv/bin/python bench/fleet_adapter.py [--gpus 40000] [--engines prometheus,victoria-metrics]
         [--connections 32] [--seconds 20] [--rate 2000]

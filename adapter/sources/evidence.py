@@ -13,11 +13,14 @@ engine's clock, of what can change an answer only:
 - ``cur``: F now (the flag of an ``up_family``), honouring staleness markers; where the values
   stand for the UP states (``up_from_values``) only the series of the targets that are not up and
   current (``problem_instances``), none while every target is;
-- ``ts``: the series whose sample is older than ``stale_after``; ``jobs``: which jobs publish F;
+- ``ts``: the series whose sample is older than ``stale_after``; ``jobs``: which jobs publish F
+  (which targets, for a rule without a flag);
 - ``seen``: the series seen within H but not now (``present_over_time(F[H]) unless F``, at 0),
   and when each series of a target that is not current was last seen
   (``max_over_time(timestamp(F{instance=~...})[H:R])``); past ``MAX_TIMED_TARGETS`` such targets,
-  every series is timed.
+  every series is timed. For a rule without a flag the untimed vector leaves out the scraped jobs
+  (``job!~...``) but those whose series ``jobs`` found under an instance they do not scrape: a
+  series a target up and current no longer publishes gives no state there.
 
 From them ``classify`` gives each series a state (``sources/__init__.py``): UP from a target that
 is up and current; TAINTED when a value of it is still selected although its target is not
