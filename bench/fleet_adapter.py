@@ -126,6 +126,10 @@ def serving(bodies: list[tuple[str, bytes]]) -> Iterator[str]:
         request_queue_size = 1024  # the engines open many scrapes at once
         daemon_threads = True
 
+        def handle_error(self, request: object, client_address: object) -> None:
+            if not isinstance(sys.exc_info()[1], ConnectionError):  # a scrape given up (timeout, shutdown)
+                super().handle_error(request, client_address)  # type: ignore[arg-type]
+
     server = Server(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     target = f"127.0.0.1:{server.server_address[1]}"
