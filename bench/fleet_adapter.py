@@ -2,13 +2,16 @@
 
 A fleet's current series (default 40,000 GPUs on 5,000 nodes, ``fleet_history``'s workloads and
 label sets): per GPU its utilisation, pod memory, verdict (5 series) and fit score; per serving
-GPU its queue's depth, in-flight count and source-up. They are served as static expositions (one
-per 100 nodes, the labels a scrape of each exporter would add kept with ``honor_labels``) and
-scraped every 30 s by Prometheus, then by VictoriaMetrics (``-promscrape.config``, same jobs), one
-engine at a time. Against each engine, two adapter replicas (HTTPS, self-signed certificate,
-bearer tokens checked through TokenReview and SubjectAccessReview against tests/fake_apiserver.py,
-refresh every 5 s unless told, the built-in rules) and 1,000 distinct HPA-style selectors (700 queue depths,
-300 pod GPU utilisations, each naming one workload) in rotation with Debian's wrk. Printed per
+GPU its queue's depth, in-flight count and source-up. Each node is one scrape target, as in a real
+fleet (one exporter per node): one loopback HTTP server serves every node's exposition at its own
+path, with ``rightsizer_last_sample_timestamp_seconds`` moving at every scrape like an exporter's,
+and the job (``rightsizer-exporter``, ``honor_labels`` as shipped) sets each target's ``instance``
+to its node's, so every series has its target's ``up``. They are scraped every 30 s by
+Prometheus, then by VictoriaMetrics (``-promscrape.config``, same job), one engine at a time.
+Against each engine, two adapter replicas (HTTPS, self-signed certificate, bearer tokens checked
+through TokenReview and SubjectAccessReview against tests/fake_apiserver.py, refresh every 5 s
+unless told, the built-in rules) and 1,000 distinct HPA-style selectors (700 queue depths, 300 pod
+GPU utilisations, each naming one workload) in rotation with Debian's wrk. Printed per
 engine: series held, mean and slowest upstream query per rule (the adapter's own histogram),
 upstream queries per refresh (the adapter's own counters), adapter RSS, requests/s and p50/p99
 over TLS, and whether both replicas give the same answer to each of the 1,000 selectors. With
@@ -17,8 +20,8 @@ before each request, the wait set again every second so that the connections tog
 requests/s (the achieved rate is printed: a wait after each answer sends less while answers are
 slower than the cycle). Each engine's figures are then printed against issue 32's goals (selectors
 answered, replicas identical, refresh within its interval, freshness, upstream query per rule,
-queries per refresh, peak RSS of both replicas, p99 when paced), and what one rule's query costs
-the engine part by part.
+queries per refresh, peak RSS of both replicas, p99 when paced), what one rule's query costs
+the engine part by part, and what each rule's whole query costs it, asked alone.
 
     .venv/bin/python bench/fleet_adapter.py [--gpus 40000] [--engines prometheus,victoria-metrics]
         [--connections 32] [--seconds 20] [--rate 2000]
@@ -63,22 +66,26 @@ assert _spec and _spec.loader
 adapter_bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(adapter_bench)
 
-NODES_PER_TARGET = 100
+JOB = "rightsizer-exporter"
+STAMP = "rightsizer_last_sample_timestamp_seconds"
 VERDICTS = ("idle", "overprovisioned", "rightsized", "underprovisioned", "insufficient_data")
 VERDICT_OF = {"idle": "idle", "training": "rightsized", "memory_saturated": "underprovisioned",
               "launch_overhead": "overprovisioned", "steady_inference": "overprovisioned"}  # fmt: skip
 EXT = "/apis/external.metrics.k8s.io/v1beta1/namespaces/llm/"
 
 
-def expositions(gpus: list[fh.Gpu]) -> tuple[list[bytes], list[str], int]:
-    """(one exposition per NODES_PER_TARGET nodes, serving workloads, series in all)."""
+def expositions(gpus: list[fh.Gpu]) -> tuple[list[tuple[str, bytes]], list[str], int]:
+    """((instance, exposition) of each node, serving workloads, series in all). The labels a scrape
+    adds (``instance``, ``job``) are left to the scrape, as an exporter does."""
     t = time.time()
-    chunks: dict[int, list[str]] = {}
+    nodes: dict[int, tuple[str, list[str]]] = {}
     workloads: list[str] = []
     for g in gpus:
-        out = chunks.setdefault(g.node // NODES_PER_TARGET, [])
-        a = wl.evaluate(g.workload, g.noise, t, 86400.0)
         labels = g.prefix[3].split("{", 1)[1]  # DCGM_FI_DEV_GPU_UTIL's labels, closing brace kept
+        instance = re.search(r'instance="([^"]+)"', labels).group(1)  # type: ignore[union-attr]
+        labels = re.sub(r',(instance|job)="[^"]*"', "", labels)
+        out = nodes.setdefault(g.node, (instance, []))[1]
+        a = wl.evaluate(g.workload, g.noise, t, 86400.0)
         own = labels.replace("modelName=", "model_name=")
         out.append(f"DCGM_FI_DEV_GPU_UTIL{{{labels} {round(100 * a.utilization)}")
         out.append(f"rightsizer_pod_gpu_memory_used_bytes{{{own} {round(a.memory_bytes)}")
@@ -87,22 +94,25 @@ def expositions(gpus: list[fh.Gpu]) -> tuple[list[bytes], list[str], int]:
             out.append(f'rightsizer_gpu_verdict{{{own[:-1]},verdict="{v}"}} {int(v == verdict)}')
         out.append(f"rightsizer_gpu_fit_score{{{own} {0.3 + 0.6 * g.noise.fixed('phase', 7):.3f}")
         if g.queue:
-            q = g.queue.split("{", 1)[1]
+            q = re.sub(r',(instance|job)="[^"]*"', "", g.queue.split("{", 1)[1])
             workloads.append(re.search(r'workload="([^"]+)"', q).group(1))  # type: ignore[union-attr]
             out.append(f"rightsizer_queue_depth{{{q} {round(a.queue_depth)}")
             out.append(f"rightsizer_queue_in_flight{{{q} {round(a.in_flight)}")
             out.append(f"rightsizer_queue_source_up{{{q} 1")
-    bodies = [("\n".join(lines) + "\n").encode() for _, lines in sorted(chunks.items())]
-    return bodies, workloads, sum(len(c) for c in chunks.values())
+    bodies = [(instance, ("\n".join(lines) + "\n").encode()) for instance, lines in nodes.values()]
+    return bodies, workloads, sum(len(lines) + 1 for _, lines in nodes.values())  # and each node's stamp
 
 
 @contextmanager
-def serving(bodies: list[bytes]) -> Iterator[str]:
-    """The expositions at /m/<i> on a loopback port; yields the scrape_configs items for them."""
+def serving(bodies: list[tuple[str, bytes]]) -> Iterator[str]:
+    """Each node's exposition at /n/<i> on one loopback port, its sample stamp set at each scrape
+    (so the engine sees a live exporter, not a frozen one); yields the scrape_configs item: one
+    target per node, its ``instance`` the node's."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = bodies[int(self.path.rsplit("/", 1)[1])]
+            stamp = f"{STAMP} {time.time():.3f}\n".encode()
+            body = bodies[int(self.path.rsplit("/", 1)[1])][1] + stamp
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
@@ -112,15 +122,23 @@ def serving(bodies: list[bytes]) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 1024  # the engines open many scrapes at once
+        daemon_threads = True
+
+        def handle_error(self, request: object, client_address: object) -> None:
+            if not isinstance(sys.exc_info()[1], ConnectionError):  # a scrape given up (timeout, shutdown)
+                super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+    server = Server(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     target = f"127.0.0.1:{server.server_address[1]}"
     statics = "\n".join(
-        f"      - targets: ['{target}']\n        labels: {{__metrics_path__: /m/{i}, shard: '{i}'}}"
-        for i in range(len(bodies))
+        f"      - targets: ['{target}']\n        labels: {{__metrics_path__: /n/{i}, instance: '{instance}'}}"
+        for i, (instance, _) in enumerate(bodies)
     )
     try:
-        yield (f"  - job_name: fleet\n    honor_labels: true\n    scrape_interval: 30s\n"
+        yield (f"  - job_name: {JOB}\n    honor_labels: true\n    scrape_interval: 30s\n"
                f"    scrape_timeout: 25s\n    static_configs:\n{statics}\n")  # fmt: skip
     finally:
         server.shutdown()
@@ -190,10 +208,31 @@ def refreshes_of(url: str) -> float:
     return metric(get(url + "/metrics", adapter_bench.AUTH)[2].decode(), "rightsizer_adapter_refreshes_total")
 
 
+FIRST_REFUSAL: dict[str, str] = {}  # the first refused answer's message: what the figures stand on
+
+
+def after_refresh(url: str) -> str:
+    """The adapter's own metrics as first rendered after a refresh completed (it renders them at
+    most once a second): the counts between two such readings are of whole refreshes, where a
+    refresh that straddles the edge of a fixed window would count its queries without itself."""
+    first = None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        text = get(url + "/metrics", adapter_bench.AUTH)[2].decode()
+        count = metric(text, "rightsizer_adapter_refreshes_total")
+        if first is not None and count > first:
+            return text
+        first = count if first is None else first
+        time.sleep(0.2)
+    raise SystemExit("no refresh completed in 300 s")
+
+
 def answers(url: str, paths: list[str]) -> list[tuple[int, object]]:
     out: list[tuple[int, object]] = []
     for p in paths:
         code, _, body = get(url + p, adapter_bench.AUTH, timeout=30)
+        if code != 200:
+            FIRST_REFUSAL.setdefault("message", f"{code} {json.loads(body).get('message', '')}"[:300])
         items = json.loads(body).get("items") if code == 200 else None
         values = sorted((json.dumps(i["metricLabels"], sort_keys=True), i["value"]) for i in items or [])
         out.append((code, values))
@@ -268,18 +307,22 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
                  what="every target scraped")  # fmt: skip
         families = ("DCGM_FI_DEV_GPU_UTIL", "rightsizer_pod_gpu_memory_used_bytes", "rightsizer_gpu_verdict",
                     "rightsizer_gpu_fit_score", "rightsizer_queue_depth", "rightsizer_queue_in_flight",
-                    "rightsizer_queue_source_up")  # fmt: skip
+                    "rightsizer_queue_source_up", STAMP)  # fmt: skip
         # Family by family: VictoriaMetrics refuses one query over more than 300,000 series by default.
         held = sum(scalar(url, f"count({f})") for f in families)
         print(f"{name}: {held:,.0f} series held of {series:,} written; first full scrape after "
               f"{time.monotonic() - started:.0f} s; engine RSS {rss_mib(pid):,.0f} MiB", flush=True)
+        # the adapter answers an exporter job's rules once the engine has scraped it 3 times in
+        # 2 x stale_after (a target not scraped yet has no `up` to be missed by): a running engine
+        scraped = f'max(count_over_time(up{{job="{JOB}"}}[120s]))'
+        wait_for(lambda: scalar(url, scraped) >= 3, 300, interval=2.0, what="the job scraped 3 times")
         if args.parts_only:
             breakdown(url)
             return
         flags = ["--prometheus-url", url, "--refresh-interval", str(args.refresh_interval), *auth]
         with replicas(flags) as (one, two):
             wait_for(lambda: refreshes_of(one.url) >= 2, 120, what="two refreshes")
-            before = get(one.url + "/metrics", adapter_bench.AUTH)[2].decode()
+            before = after_refresh(one.url)
             a, b = answers(one.url, paths), answers(two.url, paths)
             codes = Counter(code for code, _ in a)
             script = ROTATE % ", ".join(json.dumps(p) for p in paths)
@@ -289,8 +332,7 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
             with Watch((one, two)) as watch:
                 lat, failed = wrk(one.url + paths[0], args.connections, args.seconds, script)
             load = max(load, os.getloadavg()[0])
-            time.sleep(1.1)  # the adapter renders its own /metrics at most once a second
-            after = get(one.url + "/metrics", adapter_bench.AUTH)[2].decode()
+            after = after_refresh(one.url)
             rules = len(re.findall(r"^rightsizer_adapter_rule_up\{", after, re.M))
 
             def delta(name: str) -> float:
@@ -321,6 +363,8 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
                   f"load average up to {load:.1f}", flush=True)  # fmt: skip
             print(f"  two replicas: {same} of {len(paths)} answers identical ({ok} with values on each; "
                   f"codes before the load {dict(codes)})", flush=True)
+            if FIRST_REFUSAL:
+                print(f"  first refusal: {FIRST_REFUSAL.pop('message')}", flush=True)
             figures = Figures(ok, same, len(paths), refresh_mean, slowest_refresh, watch.oldest, per_rule,
                               queries / max(1, refreshes), rules, peak, lat)  # fmt: skip
             report_goals(name, args, figures)
@@ -348,27 +392,47 @@ def breakdown(url: str) -> None:
     from adapter.promql import render
     from adapter.rules import BUILTIN_RULES
     from adapter.sources.evidence import Horizon, rule_parts, target_parts
-    from adapter.sources.source_states import parts_only
+    from adapter.sources.source_states import parts_only, with_parts
 
     rule = next(r for r in BUILTIN_RULES if r.name == "rightsizer_gpu_utilization_ratio")
     assert rule.query is not None and rule.source_family is not None
     horizon = Horizon(3600.0, 60.0)
     selector = render(f"{rule.source_family}{{<<.LabelMatchers>>}}", rule.matchers)
+    current = rule_parts(rule, selector, horizon, [], {JOB})  # every target current, its job scraped
     asked = {"values": render(rule.query, rule.matchers),
-             **{f"{k} (every target current)": v for k, v in rule_parts(rule, selector, horizon, []).items()},
+             **{f"{k} (every target current)": v for k, v in current.items()},
+             "seen, no job left out (imported or federated data)":
+                 rule_parts(rule, selector, horizon, [])["seen"],
              "seen, every series timed (past 64 targets not current)":
                  rule_parts(rule, selector, horizon)["seen"],
              "evidence query (shared)": parts_only(list(target_parts(horizon).values()))}  # fmt: skip
     print("  engine time per part of the GPU utilisation rule (asked alone, best of 3):", flush=True)
     for name, query in asked.items():
-        best, found = float("inf"), 0
-        for _ in range(3):
-            started = time.monotonic()
-            body = urllib.parse.urlencode({"query": query}).encode()
-            with urllib.request.urlopen(url + "/api/v1/query", data=body, timeout=300) as r:
-                found = len(json.loads(r.read())["data"]["result"])
-            best = min(best, time.monotonic() - started)
+        best, found = timed(url, query, 3)
         print(f"    {name:<58} {1000 * best:8.0f} ms, {found:,} series", flush=True)
+    print("  engine time of each rule's whole query, as a refresh sends it (every target current; alone, "
+          "best of 2):", flush=True)  # fmt: skip
+    total = 0.0
+    for rule in BUILTIN_RULES:
+        family = rule.states_family
+        assert rule.query is not None and family is not None
+        own = rule_parts(rule, render(f"{family}{{<<.LabelMatchers>>}}", rule.matchers), horizon, [], {JOB})
+        best, found = timed(url, with_parts(render(rule.query, rule.matchers), list(own.values())), 2)
+        total += best
+        print(f"    {rule.name:<58} {1000 * best:8.0f} ms, {found:,} series", flush=True)
+    print(f"    {'all rules, one after the other':<58} {1000 * total:8.0f} ms", flush=True)
+
+
+def timed(url: str, query: str, tries: int) -> tuple[float, int]:
+    """The best of ``tries`` answers' times to ``query``, and its series."""
+    best, found = float("inf"), 0
+    for _ in range(tries):
+        started = time.monotonic()
+        body = urllib.parse.urlencode({"query": query}).encode()
+        with urllib.request.urlopen(url + "/api/v1/query", data=body, timeout=300) as r:
+            found = len(json.loads(r.read())["data"]["result"])
+        best = min(best, time.monotonic() - started)
+    return best, found
 
 
 def report_goals(name: str, args: argparse.Namespace, f: Figures) -> None:

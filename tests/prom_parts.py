@@ -33,8 +33,9 @@ def part_names(rules: Iterable[RuleConfig] = BUILTIN_RULES, **prometheus: Any) -
         if family is not None:
             selector = render(f"{family}{{<<.LabelMatchers>>}}", rule.matchers)
             for problems in (None, []):  # every series timed; or none (every target up and current)
-                found = rule_parts(rule, selector, horizon, problems)
-                names.update({text: (name, family) for name, text in found.items()})
+                for scraped in ((), (TARGET["job"],)):  # TARGET's job left out of the gone series, or not
+                    found = rule_parts(rule, selector, horizon, problems, scraped)
+                    names.update({text: (name, family) for name, text in found.items()})
     return names
 
 
@@ -63,7 +64,7 @@ def healthy(series: Mapping[str, list[dict[str, str]]], flag: str = "1") -> Prov
             return []
         if name == "jobs":
             held = len(series.get(family, []))
-            return [({"job": TARGET["job"]}, str(held))] if held else []
+            return [(TARGET, str(held))] if held else []
         if name == "stamped":  # an exporter: it publishes its sample time
             return [(TARGET, "1")]
         if name == "scrapes":  # scraped for a while

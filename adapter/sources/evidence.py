@@ -13,13 +13,16 @@ engine's clock, of what can change an answer only:
 - ``cur``: F now (the flag of an ``up_family``), honouring staleness markers; where the values
   stand for the UP states (``up_from_values``) only the series of the targets that are not up and
   current (``problem_instances``), none while every target is;
-- ``ts``: the series whose sample is older than ``stale_after``; ``jobs``: which jobs publish F;
+- ``ts``: the series whose sample is older than ``stale_after``; ``jobs``: which jobs publish F
+  (which targets, for a rule without a flag);
 - ``why`` (a rule with a ``why_family``): the reasons (``reason`` label) of the flags not 1 now,
   quoted by the 503 of their key;
 - ``seen``: the series seen within H but not now (``present_over_time(F[H]) unless F``, at 0),
   and when each series of a target that is not current was last seen
   (``max_over_time(timestamp(F{instance=~...})[H:R])``); past ``MAX_TIMED_TARGETS`` such targets,
-  every series is timed.
+  every series is timed. For a rule without a flag the untimed vector leaves out the scraped jobs
+  (``job!~...``) but those whose series ``jobs`` found under an instance they do not scrape: a
+  series a target up and current no longer publishes gives no state there.
 
 From them ``classify`` gives each series a state (``sources/__init__.py``): UP from a target that
 is up and current; TAINTED when a value of it is still selected although its target is not
@@ -37,7 +40,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..rules import RuleConfig
@@ -83,7 +86,11 @@ def up_from_values(rule: RuleConfig) -> bool:
 
 
 def rule_parts(
-    rule: RuleConfig, selector: str, horizon: Horizon, problems: Sequence[str] | None = None
+    rule: RuleConfig,
+    selector: str,
+    horizon: Horizon,
+    problems: Sequence[str] | None = None,
+    scraped: Collection[str] = (),
 ) -> dict[str, str]:
     """``cur``, ``ts``, ``seen`` queries of a rule whose rendered family selector is ``selector``.
 
@@ -92,14 +99,21 @@ def rule_parts(
     them. The others' series seen within the horizon but not now come without a time (0), from one
     range read. None (too many, or not known): the time of every series, the full subquery.
     Where the values stand for the UP states (``up_from_values``), ``cur`` holds only the series of
-    those targets (none at all while every target is up and current)."""
+    those targets (none at all while every target is up and current).
+
+    ``scraped``: jobs whose every series belongs to a scrape target the evidence knows (``jobs_of``
+    a previous answer). For a rule without a flag the series seen but not now of an up and current
+    target give no state (``classify``), so ``seen`` leaves those jobs out (but for the targets in
+    ``problems``) and reads an hour of the series of the other jobs only: imported, remote-written
+    or federated data."""
     parts = {
         "cur": _current(rule, selector, problems),
-        "jobs": f"count by (job) ({selector})",
+        # per target where the gone series may be left out (``foreign_jobs``), else per job
+        "jobs": f"count by ({'instance, job' if rule.up_family is None else 'job'}) ({selector})",
         # only the samples older than stale_after come back (filtered before they are grouped, which
         # is what costs the engine): a key whose exporter has one such sample is not current
         "ts": _group(rule, f"timestamp({selector}) < (time() - {horizon.stale_after:g})"),
-        "seen": _seen(rule, selector, horizon, problems),
+        "seen": _seen(rule, selector, horizon, problems, scraped if rule.up_family is None else ()),
     }
     if rule.why_family is not None and rule.up_family is not None:
         parts["why"] = _why(rule, selector)
@@ -132,17 +146,32 @@ def _restricted(selector: str, instances: Sequence[str]) -> str:
     return _with_matcher(selector, f"instance=~{json.dumps(pattern)}")
 
 
-def _seen(rule: RuleConfig, selector: str, horizon: Horizon, problems: Sequence[str] | None) -> str:
+def _seen(
+    rule: RuleConfig, selector: str, horizon: Horizon, problems: Sequence[str] | None,
+    scraped: Collection[str],
+) -> str:
     # the grid misses what lived only between two of its steps: that is seen at 0 (unknown)
     untimed = _group(rule, f"present_over_time({selector}[{int(horizon.seconds)}s]) * 0")
     if problems is None:
         return f"{_group(rule, f'max_over_time(timestamp({selector}){horizon.range})')} or {untimed}"
-    gone = _group(rule, f"present_over_time({selector}[{int(horizon.seconds)}s]) unless {selector}")
-    untimed_gone = f"({gone}) * 0"
+    gone = [_gone(rule, _excluded(selector, scraped) if scraped else selector, horizon)]
     if not problems:
-        return untimed_gone
+        return gone[0]
     only = _restricted(selector, problems)
-    return f"{_group(rule, f'max_over_time(timestamp({only}){horizon.range})')} or {untimed_gone}"
+    if scraped:  # the jobs left out above: their targets that are not current are asked here
+        gone.insert(0, _gone(rule, only, horizon))
+    return " or ".join([_group(rule, f"max_over_time(timestamp({only}){horizon.range})"), *gone])
+
+
+def _gone(rule: RuleConfig, selector: str, horizon: Horizon) -> str:
+    """The series of ``selector`` seen within the horizon but not now, at 0 (not timed)."""
+    window = f"[{int(horizon.seconds)}s]"
+    return f"({_group(rule, f'present_over_time({selector}{window}) unless {selector}')}) * 0"
+
+
+def _excluded(selector: str, jobs: Collection[str]) -> str:
+    pattern = "|".join(_regex_literal(j) for j in sorted(set(jobs)))
+    return _with_matcher(selector, f"job!~{json.dumps(pattern)}")
 
 
 def _with_matcher(selector: str, matcher: str) -> str:
@@ -225,6 +254,23 @@ def problem_instances(
     return found if len(found) <= MAX_TIMED_TARGETS else None
 
 
+def scraped_jobs(known: Mapping[tuple[str, str], Target]) -> set[str]:
+    """The jobs with scrape targets: an ``up`` now or a good scrape within the horizon."""
+    return {job for (_, job), t in known.items() if t.up is not None or t.healthy_at is not None}
+
+
+def foreign_jobs(parts: Mapping[str, Sequence[Series]], known: Mapping[tuple[str, str], Target]) -> set[str]:
+    """The jobs of a rule's ``jobs`` part (per target) publishing the family now under an
+    (``instance``, ``job``) that is no scrape target: federated with ``honor_labels`` into a job
+    of the same name, or an ``instance`` relabelled. Their gone series are asked from then on."""
+    out = set()
+    for s in parts.get("jobs", ()):
+        target = known.get(_target_key(s.labels))
+        if target is None or (target.up is None and target.healthy_at is None):
+            out.add(s.labels.get("job", ""))
+    return out
+
+
 def _labels(s: Series) -> Labels:
     return frozenset(s.labels.items())
 
@@ -305,8 +351,7 @@ def unreached(
     window = int(max(1, 2 * horizon.stale_after))
     out = []
     # jobs with no `up` at all hold imported or remote-written data: nothing is scraped there
-    scraped_jobs = {job for (_, job), t in known.items() if t.up is not None or t.healthy_at is not None}
-    for job in sorted(jobs & scraped_jobs):
+    for job in sorted(jobs & scraped_jobs(known)):
         if scrapes.get(job, 0.0) < 3:
             why = (
                 f"the engine has scraped job {job} only {scrapes.get(job, 0.0):g} times in {window}s: "

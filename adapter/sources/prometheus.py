@@ -39,8 +39,10 @@ from .evidence import (
     Horizon,
     Target,
     classify,
+    foreign_jobs,
     problem_instances,
     rule_parts,
+    scraped_jobs,
     target_parts,
     targets,
     unreached,
@@ -50,7 +52,12 @@ from .source_states import MARKER, EvidenceAnswer, SharedEvidence, parts_only, s
 from .vectorjson import decode
 
 log = logging.getLogger("rightsizer.adapter.prometheus")
-MAX_CONCURRENT_QUERIES = 8
+# Queries of a refresh at the engine at once: a refresh's work is the same either way, but more at
+# once only share the engine's cores (two replicas, and the engine's own scraping), each running
+# longer, until all of them pass their deadline together (measured at 40,000 GPUs: see
+# docs/fleet-scale.md). Two at a time keep each query's time its own, within its deadline.
+MAX_CONCURRENT_QUERIES = 2
+CONNECTIONS = 8  # to the engine: a refresh's queries, and prometheus-adapter rules asked per request
 THREAD_BYTES = 256 * 1024  # answers at least this large are decoded in a worker thread (vectorjson.py)
 
 
@@ -174,10 +181,15 @@ class PrometheusSource:
         self._decoding = asyncio.Semaphore(1)
         self.horizon = Horizon(cfg.source_horizon_seconds, cfg.stale_after_seconds)
         self._dropped_logged: set[str] = set()
+        # per rule without a flag: the jobs its last answer found publishing under an (instance,
+        # job) that is no scrape target, whose series seen within the horizon but not now are
+        # always asked (those of the other scraped jobs give no state while their target is up and
+        # current). Not known yet: every job's are asked, until an answer tells or a query fails.
+        self._foreign: dict[str, set[str]] = {}
         metrics.watch_source(self.name)
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=MAX_CONCURRENT_QUERIES, ssl=ssl_context(self.cfg))
+        connector = aiohttp.TCPConnector(limit=CONNECTIONS, ssl=ssl_context(self.cfg))
         self._session = aiohttp.ClientSession(connector=connector, headers=self.cfg.headers)
 
     async def close(self) -> None:
@@ -211,15 +223,9 @@ class PrometheusSource:
         if at is not None:
             data["time"] = f"{at:.3f}"
         try:
-            async with (
-                self._limit,
-                self._session.post(
-                    self.url,
-                    data=data,
-                    headers=self._auth_headers(),
-                    timeout=timeout,
-                ) as resp,
-            ):
+            async with self._session.post(
+                self.url, data=data, headers=self._auth_headers(), timeout=timeout
+            ) as resp:
                 body = await resp.read()
                 status = resp.status
         except TimeoutError:
@@ -246,15 +252,18 @@ class PrometheusSource:
         )
 
     async def _timed(self, promql: str, at: float | None = None, states: bool = False) -> Answer:
-        started = time.perf_counter()
-        try:
-            answer = await self.query(promql, at, states)
-        except QueryError as exc:
-            late = isinstance(exc, QueryTimeout)
-            self.metrics.upstream(self.name, time.perf_counter() - started, False, late)
-            raise
-        self.metrics.upstream(self.name, time.perf_counter() - started, True)
-        return answer
+        """``query`` once a slot is free (``MAX_CONCURRENT_QUERIES``), timed from then: the wait
+        for a slot is the refresh's, not the engine's."""
+        async with self._limit:
+            started = time.perf_counter()
+            try:
+                answer = await self.query(promql, at, states)
+            except QueryError as exc:
+                late = isinstance(exc, QueryTimeout)
+                self.metrics.upstream(self.name, time.perf_counter() - started, False, late)
+                raise
+            self.metrics.upstream(self.name, time.perf_counter() - started, True)
+            return answer
 
     def evidence(self) -> SharedEvidence:
         """A refresh's evidence query (the targets' health), asked once for every rule needing it."""
@@ -267,13 +276,17 @@ class PrometheusSource:
 
         return SharedEvidence(ask)
 
-    def _parts_of(self, rule: RuleConfig, problems: list[str] | None) -> dict[str, str]:
-        """The source-state parts ``rule`` carries (name -> query), none without a source family."""
+    def _parts_of(self, rule: RuleConfig, problems: list[str] | None, scraped: set[str]) -> dict[str, str]:
+        """The source-state parts ``rule`` carries (name -> query), none without a source family.
+        ``scraped``: the jobs with scrape targets, whose series are their targets' (but those the
+        rule's last answer found under another instance)."""
         family = rule.states_family
         if family is None:
             return {}
         selector = render(f"{family}{{<<.LabelMatchers>>}}", rule.matchers)
-        return rule_parts(rule, selector, self.horizon, problems)
+        foreign = self._foreign.get(rule.name)
+        own = scraped - foreign if foreign is not None else set()
+        return rule_parts(rule, selector, self.horizon, problems, own)
 
     async def ask(
         self, query: str, rules: Sequence[RuleConfig], evidence: SharedEvidence
@@ -284,6 +297,7 @@ class PrometheusSource:
         known: dict[tuple[str, str], Target] = {}
         shared: dict[str, list[Series]] = {}
         problems: list[str] | None = None
+        scraped: set[str] = set()
         if any(rule.states_family is not None for rule in rules):
             try:
                 shared, evidence_at = await evidence.get()
@@ -291,9 +305,16 @@ class PrometheusSource:
                 raise QueryError(f"the source evidence query failed: {exc}"[:300]) from None
             known = targets(shared)
             problems = problem_instances(known, evidence_at, self.horizon)
-        named = {rule.name: self._parts_of(rule, problems) for rule in rules}
+            scraped = scraped_jobs(known)
+        named = {rule.name: self._parts_of(rule, problems, scraped) for rule in rules}
         needed = list(dict.fromkeys(p for parts in named.values() for p in parts.values()))
-        series, stamp, dropped = await self._timed(with_parts(query, needed), states=bool(needed))
+        try:
+            series, stamp, dropped = await self._timed(with_parts(query, needed), states=bool(needed))
+        except QueryError:
+            for rule in rules:  # too slow with every job's gone series: the next asks the others'
+                if rule.states_family is not None and rule.up_family is None:
+                    self._foreign.setdefault(rule.name, set())
+            raise
         series, found = split_parts(series, needed)
         dropped, _ = split_parts(dropped, needed)  # a part's NaN is no value: never a state
         states: dict[str, tuple[Series, ...] | None] = {}
@@ -302,6 +323,8 @@ class PrometheusSource:
                 states[rule.name] = None
                 continue
             parts = {name: found[part] for name, part in named[rule.name].items()}
+            if rule.up_family is None:
+                self._foreign[rule.name] = foreign_jobs(parts, known)
             classified = classify(rule, parts, known, stamp, self.horizon)
             # the per-job parts (how often each job was scraped) come with the evidence query
             states[rule.name] = (*classified, *unreached(rule, {**shared, **parts}, known, self.horizon))

@@ -1,0 +1,119 @@
+"""Series gone within the horizon, on both engines: which jobs the rules' queries read an hour of.
+
+A rule without a flag (the GPU rules) gets no state from a series its target, up and current, no
+longer publishes, so its query reads the gone series of the scraped jobs only for the targets
+that are not current; every other job's (imported, remote-written, federated under a job of its
+own) are read in full. A job that is scraped and also carries series of instances it does not
+scrape (federated with ``honor_labels`` into a job of the same name) is found from its current
+series and read in full too. Written from the history before running (``stale_after_seconds``
+600, the engines' lookback 5 minutes, 15 s apart over half an hour):
+
+- node-a (job ``rightsizer``), up and current: pod ``worker-..`` now -> ``workload=worker``
+  200 "300m"; pod ``old-..`` left it 20 minutes ago while it stayed up -> ``workload=old`` 404.
+- job ``federated``: its target ``proxy:9090`` is up and current, and its series keep the
+  instances of the exporters behind it: ``remote-1:9400`` publishes pod ``live-..`` now -> 200
+  "600m"; ``remote-2:9400`` published pod ``fed-..`` until 10 minutes ago -> 503 naming remote-2.
+- job ``imported`` (no ``up`` at all): pod ``imp-..`` until 10 minutes ago -> 503 naming it.
+
+Every refresh answers alike; from the second on, the GPU rules' queries leave job ``rightsizer``
+out of the gone series (and only it), still one query per rule and one evidence query.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from adapter_support import assert_status, client_get
+from report_history import ENGINES, engine_holding
+
+from adapter.cache import Cache
+from adapter.config import load_config
+from adapter.keda.metrics_api import MetricsApiAuth
+from adapter.kubernetes.gate import Gate
+from adapter.rules import BUILTIN_RULES
+from adapter.selfmetrics import AdapterMetrics
+from adapter.server import create_app
+from adapter.sources.prometheus import PrometheusSource
+
+UTIL = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/rightsizer_gpu_utilization_ratio"
+STEP, SPAN = 15.0, 1800.0
+# (target labels of the series, the target scraped (its `up`), or None, pod, utilisation %, gone
+# this many seconds before now)
+SERIES = [
+    ('instance="node-a:9400",job="rightsizer"', "node-a:9400", "worker-5d8f7c9b6d-bbbbb", 30, 0.0),
+    ('instance="node-a:9400",job="rightsizer"', "node-a:9400", "old-5d8f7c9b6d-ccccc", 70, 1200.0),
+    ('instance="remote-1:9400",job="federated"', "proxy:9090", "live-5d8f7c9b6d-lllll", 60, 0.0),
+    ('instance="remote-2:9400",job="federated"', "proxy:9090", "fed-5d8f7c9b6d-fffff", 80, 600.0),
+    ('instance="importer:1",job="imported"', None, "imp-5d8f7c9b6d-ddddd", 90, 600.0),
+]
+JOBS = {"node-a:9400": "rightsizer", "proxy:9090": "federated"}
+
+
+def history(end: float) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+
+    def add(name: str, labels: str, value: float, t: float) -> None:
+        out.setdefault(name, []).append(f"{name}{{{labels}}} {value} {t:.3f}")
+
+    for k in range(int(SPAN / STEP) + 1):
+        t = end - SPAN + k * STEP
+        for instance, job in JOBS.items():
+            target = f'instance="{instance}",job="{job}"'
+            add("up", target, 1, t)
+            add("rightsizer_last_sample_timestamp_seconds", target, t - 0.5, t)
+        for labels, _, pod, util, gone in SERIES:
+            if end - t >= gone:
+                gpu = f'namespace="prod",pod="{pod}",container="srv",UUID="GPU-{pod[-5:]}",gpu="0"'
+                add("DCGM_FI_DEV_GPU_UTIL", f"{labels},{gpu}", util, t)
+    return out
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    with engine_holding(request.param, history(time.time())) as url:
+        yield url
+
+
+@pytest.fixture
+async def served(engine: str, aiohttp_client: Any) -> AsyncIterator[tuple[Any, Cache, list[str]]]:
+    cfg = load_config(None, {"prometheus": {"url": engine, "stale_after_seconds": 600}}, environ={})
+    source = PrometheusSource(cfg.prometheus, AdapterMetrics())
+    sent: list[str] = []
+    asked = source.query
+
+    async def query(promql: str, at: float | None = None, states: bool = False) -> Any:
+        sent.append(promql)
+        return await asked(promql, at, states)
+
+    source.query = query  # type: ignore[method-assign]
+    await source.start()
+    cache = Cache(cfg.effective_rules, source, AdapterMetrics())
+    app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
+    client = await aiohttp_client(app)
+    yield client, cache, sent
+    await source.close()
+
+
+async def test_gone_series_of_unscraped_instances_are_missed_at_every_refresh(served: Any) -> None:
+    client, cache, sent = served
+    for refresh in range(3):
+        sent.clear()
+        await cache.refresh_once()
+        assert len(sent) == len(BUILTIN_RULES) + 1, sent  # one query per rule, one evidence query
+        code, body = await client_get(client, f"{UTIL}?labelSelector=workload%3Dworker")
+        assert code == 200 and [i["value"] for i in body["items"]] == ["300m"], (refresh, body)
+        code, body = await client_get(client, f"{UTIL}?labelSelector=workload%3Dlive")
+        assert code == 200 and [i["value"] for i in body["items"]] == ["600m"], (refresh, body)
+        assert_status(await client_get(client, f"{UTIL}?labelSelector=workload%3Dold"), 404, "NotFound")
+        missing = (("fed", "remote-2:9400 (job federated)"), ("imp", "importer:1 (job imported)"))
+        for workload, source in missing:
+            missed = await client_get(client, f"{UTIL}?labelSelector=workload%3D{workload}")
+            assert_status(missed, 503, "ServiceUnavailable")
+            assert source in missed[1]["message"] and "no current sample" in missed[1]["message"], missed
+        (util,) = [q for q in sent if q.startswith("(avg by (namespace, pod, container, UUID) (DCGM_FI_DEV")]
+        left_out = 'job!~"rightsizer"' in util
+        assert left_out == (refresh > 0), (refresh, util)  # the first refresh knows no job's series yet
+        assert "federated" not in util  # a job carrying series of instances it does not scrape
