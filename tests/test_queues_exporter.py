@@ -12,23 +12,13 @@ from pathlib import Path
 import pytest
 import redis
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
+from latency_servers import scrape_series as scrape
 from queue_fakes import VllmMetrics
 from queue_servers import FakeHttpServer
 from servers import Process, exporter, http_get, redis_server, require_binary, wait_for
 
 from exporter.metrics import FAMILIES, FAMILIES_BY_NAME
 from exporter.sources.queues.families import FAMILY_NAMES
-
-
-def scrape(p: Process) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    status, _, body = http_get(p.url + "/metrics")
-    assert status == 200
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(body.decode())
-        for s in family.samples
-    }
 
 
 def value(p: Process, family: str, queue: str) -> float | None:
