@@ -95,8 +95,11 @@ def feed(rig: Rig) -> None:
 def test_attainment_latency_and_ratio_follow_the_servers_histograms(rig: Rig) -> None:
     feed(rig)
     # chat (vLLM) TTFT: 150 of 200 at or under 0.5 s, a bucket bound of vLLM's layout: exactly 0.75.
-    wait_for(lambda: get(scrape(rig.p), ATTAINMENT, "chat", slo="ttft") == 0.75,
-             20, what="chat TTFT attainment 0.75")  # fmt: skip
+    # each source is polled on its own schedule: wait until both servers read here were polled
+    # after the feed (chat's 200 TTFT requests and code's 120)
+    wait_for(lambda: get(scrape(rig.p), ATTAINMENT, "chat", slo="ttft") == 0.75
+             and get(scrape(rig.p), "rightsizer_workload_latency_requests", "code", slo="ttft") == 120,
+             20, what="chat TTFT attainment 0.75 and code's 120 requests")  # fmt: skip
     s = scrape(rig.p)
     # p95: rank 190 lies in (0.75, 1.0], which holds 150..200: 0.75 + 0.25 x 40 / 50 = 0.95 s
     assert get(s, LATENCY, "chat", slo="ttft", quantile="0.95") == pytest.approx(0.95)
