@@ -152,6 +152,30 @@ def share_at_or_under(h: Histogram, target: float) -> Share | None:
     return Share(min(1.0, below / n), False)  # past the highest finite bound: at least this many
 
 
+def shares_along(h: Histogram, targets: Sequence[float]) -> list[Share]:
+    """``share_at_or_under`` of each of ``targets`` (ascending), in one pass over the buckets:
+    linear in bounds + targets where asking each would be their product. ``h`` has observations
+    and a finite bucket."""
+    n = h.count
+    assert n > 0 and not h.mean_only
+    bounds, counts, size = h.bounds, h.counts, len(h.bounds)
+    out: list[Share] = []
+    i, lower, below = 0, 0.0, 0.0
+    for target in targets:
+        while i < size and not same_bound(bounds[i], target) and not target < bounds[i]:
+            lower, below = bounds[i], counts[i]
+            i += 1
+        if i == size:
+            out.append(Share(min(1.0, below / n), False))
+        elif same_bound(bounds[i], target):
+            out.append(Share(min(1.0, counts[i] / n), True))
+        else:
+            bound, cumulative = bounds[i], counts[i]
+            inside = (target - lower) / (bound - lower) if bound > lower else 1.0
+            out.append(Share(min(1.0, (below + (cumulative - below) * max(0.0, inside)) / n), False))
+    return out
+
+
 def at_or_under(h: Histogram, target: float) -> float | None:
     """Observations at or under ``target`` (``share_at_or_under`` x count)."""
     share = share_at_or_under(h, target)
@@ -207,9 +231,11 @@ def ordered(histograms: Mapping[str, Histogram]) -> dict[str, Histogram]:
     for x in sorted(b for k in chain for b in histograms[k].bounds):
         if not union or not same_bound(union[-1], x):
             union.append(x)
+    along = {k: shares_along(histograms[k], union) for k in chain}  # linear, not bounds x bounds
+    tops = {k: histograms[k].bounds[-1] for k in chain}
     shares: dict[str, list[float]] = {k: [] for k in chain}
     for j, x in enumerate(union):
-        row = [_share_at(histograms[k], x) for k in chain]
+        row = [(along[k][j].value, along[k][j].exact, x <= tops[k] or same_bound(x, tops[k])) for k in chain]
         for k, v in zip(chain, _in_order(row), strict=True):
             if v is not None and len(shares[k]) == j:  # contiguous from the first bound
                 shares[k].append(v)
@@ -219,14 +245,6 @@ def ordered(histograms: Mapping[str, Histogram]) -> dict[str, Histogram]:
         counts = (*(min(1.0, s) * n for s in rising), n)
         out[k] = Histogram(tuple(union[: len(rising)]), counts, histograms[k].total)
     return out
-
-
-def _share_at(h: Histogram, x: float) -> tuple[float, bool, bool]:
-    """(share at or under ``x``, counted there: one of ``h``'s bounds, within ``h``'s finite bounds)."""
-    share = share_at_or_under(h, x)
-    assert share is not None
-    top = h.bounds[-1]
-    return share.value, share.exact, x <= top or same_bound(x, top)
 
 
 def _in_order(row: list[tuple[float, bool, bool]]) -> list[float | None]:
