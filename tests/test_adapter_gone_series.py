@@ -16,7 +16,8 @@ series and read in full too. Written from the history before running (``stale_af
 - job ``imported`` (no ``up`` at all): pod ``imp-..`` until 10 minutes ago -> 503 naming it.
 
 Every refresh answers alike; from the second on, the GPU rules' queries leave job ``rightsizer``
-out of the gone series (and only it), still one query per rule and one evidence query.
+out of the gone series and of the samples older than ``stale_after`` (and only it), still one
+query per rule and one evidence query.
 """
 
 from __future__ import annotations
@@ -116,4 +117,7 @@ async def test_gone_series_of_unscraped_instances_are_missed_at_every_refresh(se
         (util,) = [q for q in sent if q.startswith("(avg by (namespace, pod, container, UUID) (DCGM_FI_DEV")]
         left_out = 'job!~"rightsizer"' in util
         assert left_out == (refresh > 0), (refresh, util)  # the first refresh knows no job's series yet
+        # so do the samples older than stale_after: a scrape's samples carry the scrape's time
+        selected = 'DCGM_FI_DEV_GPU_UTIL{pod!=""' + (',job!~"rightsizer"}' if refresh else "}")
+        assert f"timestamp({selected}) < (time() - 600)" in util, (refresh, util)
         assert "federated" not in util  # a job carrying series of instances it does not scrape

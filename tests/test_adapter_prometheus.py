@@ -113,7 +113,7 @@ async def test_templates_are_rendered_with_the_rule_matchers(prom: FakePrometheu
     assert '(avg by (namespace, pod, container, UUID) (DCGM_FI_DEV_GPU_UTIL{pod!=""}) * 0.01)' in starts
     everything = "\n".join(prom.queries)
     for part in (  # each rule's source family, with the rule's own matchers
-        'timestamp(rightsizer_gpu_verdict{pod!="",verdict!="idle"})',
+        'timestamp(rightsizer_gpu_verdict{pod!="",verdict="idle"})',
         # every target up and current: no series needs the time it was last seen, one range read
         'present_over_time(DCGM_FI_DEV_GPU_UTIL{pod!=""}[3600s]) unless DCGM_FI_DEV_GPU_UTIL{pod!=""}',
         'timestamp(rightsizer_queue_source_up{}) < (time() - 60)',

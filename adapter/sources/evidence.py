@@ -13,8 +13,9 @@ engine's clock, of what can change an answer only:
 - ``cur``: F now (the flag of an ``up_family``), honouring staleness markers; where the values
   stand for the UP states (``up_from_values``) only the series of the targets that are not up and
   current (``problem_instances``), none while every target is;
-- ``ts``: the series whose sample is older than ``stale_after``; ``jobs``: which jobs publish F
-  (which targets, for a rule without a flag);
+- ``ts``: the series whose sample is older than ``stale_after`` (for a rule without a flag, of the
+  jobs that are not scraped, as ``seen`` below); ``jobs``: which jobs publish F (which targets,
+  for a rule without a flag);
 - ``why`` (a rule with a ``why_family``): the reasons (``reason`` label) of the flags not 1 now,
   quoted by the 503 of their key;
 - ``seen``: the series seen within H but not now (``present_over_time(F[H]) unless F``, at 0),
@@ -105,15 +106,21 @@ def rule_parts(
     a previous answer). For a rule without a flag the series seen but not now of an up and current
     target give no state (``classify``), so ``seen`` leaves those jobs out (but for the targets in
     ``problems``) and reads an hour of the series of the other jobs only: imported, remote-written
-    or federated data."""
+    or federated data; ``ts`` leaves them out too (their samples carry their scrape's time)."""
+    mine = scraped if rule.up_family is None else ()
+    # A sample of a target that is up and current carries that scrape's time (exporters write no
+    # timestamps), and a target that is not current taints its series whatever their age: only the
+    # other jobs' samples (imported, remote-written, federated) can be old while their source looks
+    # current, so ``ts`` leaves the scraped jobs out like ``seen``.
+    own = _excluded(selector, mine) if mine else selector
     parts = {
         "cur": _current(rule, selector, problems),
         # per target where the gone series may be left out (``foreign_jobs``), else per job
         "jobs": f"count by ({'instance, job' if rule.up_family is None else 'job'}) ({selector})",
         # only the samples older than stale_after come back (filtered before they are grouped, which
         # is what costs the engine): a key whose exporter has one such sample is not current
-        "ts": _group(rule, f"timestamp({selector}) < (time() - {horizon.stale_after:g})"),
-        "seen": _seen(rule, selector, horizon, problems, scraped if rule.up_family is None else ()),
+        "ts": _group(rule, f"timestamp({own}) < (time() - {horizon.stale_after:g})"),
+        "seen": _seen(rule, selector, horizon, problems, mine),
     }
     if rule.why_family is not None and rule.up_family is not None:
         parts["why"] = _why(rule, selector)

@@ -106,7 +106,7 @@ def evaluate(
             key = tuple((name, labels[name]) for name in d.by if labels.get(name))
         else:
             key = tuple(sorted((k, v) for k, v in labels.items() if k not in drop and v))
-        value = s.value * d.scale
+        value = s.value * d.scale + d.offset
         if math.isfinite(value):
             groups.setdefault(key, []).append(value)
         else:
