@@ -253,3 +253,13 @@ async def test_a_rotated_token_of_two_lines_fails_the_rules_instead_of_freezing_
 def test_headers_that_cannot_be_sent_are_refused_by_the_configuration(headers: dict[str, str]) -> None:
     with pytest.raises(ConfigError, match=r"prometheus\.headers"):
         load_config(None, {"prometheus": {"url": "http://p:9090", "headers": headers}}, environ={})
+
+
+def test_a_refresh_slower_than_its_interval_is_followed_by_a_pause_as_long() -> None:
+    """One refresh every interval while refreshes are quick; past half the interval, every twice
+    the refresh's time, so that a replica leaves the engine free at least half of the time."""
+    cfg = load_config(None, {"prometheus": {"url": "http://127.0.0.1:9"}}, environ={})
+    source = PrometheusSource(cfg.prometheus, AdapterMetrics())
+    assert cfg.prometheus.refresh_interval_seconds == 5.0
+    delays = {elapsed: source.next_delay(elapsed) for elapsed in (0.05, 2.0, 2.5, 3.0, 8.0, 20.0)}
+    assert delays == pytest.approx({0.05: 4.95, 2.0: 3.0, 2.5: 2.5, 3.0: 3.0, 8.0: 8.0, 20.0: 20.0})

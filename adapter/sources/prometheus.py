@@ -57,6 +57,7 @@ log = logging.getLogger("rightsizer.adapter.prometheus")
 # longer, until all of them pass their deadline together (measured at 40,000 GPUs: see
 # docs/fleet-scale.md). Two at a time keep each query's time its own, within its deadline.
 MAX_CONCURRENT_QUERIES = 2
+MAX_REFRESH_SHARE = 0.5  # of a replica's time spent refreshing, at most (``next_delay``)
 CONNECTIONS = 8  # to the engine: a refresh's queries, and prometheus-adapter rules asked per request
 THREAD_BYTES = 256 * 1024  # answers at least this large are decoded in a worker thread (vectorjson.py)
 
@@ -345,7 +346,12 @@ class PrometheusSource:
         return refuse_non_finite(result, dropped, self.name)
 
     def next_delay(self, elapsed: float) -> float:
-        return max(0.0, self.interval - elapsed)
+        """Until the next refresh: one every ``interval``, or every twice the last refresh's time
+        where that is longer. A replica whose refreshes take longer than its interval would
+        otherwise keep the engine busy without a pause, every query slower for the others', until
+        they all pass their deadline together (measured at 40,000 GPUs: docs/fleet-scale.md);
+        pausing as long as the refresh took keeps it at half the engine's time at most."""
+        return max(0.0, self.interval - elapsed, elapsed * (1 / MAX_REFRESH_SHARE - 1))
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
         evidence = self.evidence()
