@@ -30,6 +30,7 @@ from rightsizer_core.httpauth import auth_refusal, describe_credentials
 from rightsizer_core.logs import event
 
 from ..config import PrometheusSettings
+from ..labelsets import intern
 from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
@@ -158,6 +159,8 @@ def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> 
                 "".join(labels.values())  # every value a string (keys always are), checked in C
             except TypeError:
                 labels = {str(k): str(v) for k, v in labels.items()}
+            if MARKER not in labels:  # shared with every rule and refresh holding it (labelsets.py)
+                labels = intern(labels)
             ts, text = item["value"]
             value = float(text)
             stamp = max(stamp, float(ts))
