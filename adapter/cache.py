@@ -91,12 +91,9 @@ class Cache:
         ]
 
     def held_labels(self) -> Iterator[Mapping[str, str]]:
-        """The label sets of every series this cache keeps (``labelsets.sweep`` keeps them shared):
-        the cached vectors, and the last results, which hold those before ``add_workload``."""
+        """The label sets of every series this cache keeps (``labelsets.sweep`` keeps them shared)."""
         vectors = [v for s in self.states.values() for v in (s.vector, s.sources) if v is not None]
         yield from labelsets.held(v.series for v in vectors)
-        for result in (self._previous or {}).values():
-            yield from labelsets.held((result.series, result.sources))
 
     def memo(self, key: tuple[Any, ...], compute: Callable[[], Any], keep: Callable[[Any], bool]) -> Any:
         """The answer for ``key`` in this refresh, computed on first use. ``key`` is the normalised
@@ -175,7 +172,9 @@ class Cache:
             self._say(self.states, {})
             self.metrics.refreshed(time.monotonic() - started)
             return
-        self._previous = results
+        # Kept only where the source may answer the very same results again (nothing changed): kept
+        # otherwise, they would hold every series a second time (before add_workload) until the next.
+        self._previous = results if getattr(self.source, "repeats_results", False) else None
         states = {}
         failing: dict[str, list[str]] = {}  # new reason → rules that now fail for it
         recovered: list[str] = []
