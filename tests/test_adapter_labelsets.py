@@ -57,7 +57,7 @@ async def test_two_rules_and_two_refreshes_hold_one_labels_object_per_gpu(prom: 
 
 
 async def test_the_table_stays_bounded_when_pods_are_replaced_every_refresh(prom: FakePrometheus) -> None:  # noqa: F811
-    gc.collect()  # the caches of other tests hold their own sets until they are gone
+    gc.collect()  # the caches of other tests hold their own sets while they live
     cache, source, _ = await cache_for(prom)
     try:
         sizes = []
@@ -66,9 +66,13 @@ async def test_the_table_stays_bounded_when_pods_are_replaced_every_refresh(prom
             await cache.refresh_once()
             assert len(labels_of(cache, GPU_RULES[0])) == 50
             sizes.append(labelsets.size())
-        # each refresh's 50 GPUs: one set with the derived workload label (held by every GPU rule);
-        # the sets of the replaced pods and the sets before add_workload are forgotten
-        assert sizes[-1] == sizes[1] == 50
+            pods = {ls.get("pod", "") for ls in labelsets._table}
+            # the sets of the replaced pods, and those before add_workload, are forgotten
+            assert not any(p.startswith(f"w{r}-") for p in pods for r in range(refresh))
+            ours = [ls for ls in labelsets._table if ls.get("pod", "").startswith(f"w{refresh}-")]
+            assert len(ours) == 50 and all("workload" in ls for ls in ours)
+        # each refresh's 50 GPUs, one set each (held by every GPU rule); other live caches' sets aside
+        assert len(set(sizes)) == 1
     finally:
         await source.close()
 
