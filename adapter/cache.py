@@ -11,16 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rightsizer_core.logs import Repeats, event, shape
 
+from . import labelsets
 from .rules import RuleConfig
 from .selfmetrics import AdapterMetrics
 from .sources import RuleResult, Source, split_unknown
-from .vectors import Vector, add_workload
+from .vectors import Series, Vector, add_workload
 
 log = logging.getLogger("rightsizer.adapter.cache")
 
@@ -36,6 +37,14 @@ class RuleState:
     sources: Vector | None = None  # rules with a source family: the state of each (key, source)
     unknown: str = ""  # a source whose series are unknown: every request fails with this
     up_from_values: bool = False  # UP states left out: the values' keys stand for them
+
+
+def shared(series: tuple[Series, ...]) -> tuple[Series, ...]:
+    """``series`` with every label set interned (``labelsets``): those of a Prometheus answer
+    already are; a direct scrape's and the source states are interned here."""
+    if all(type(s.labels) is labelsets.Labels for s in series):
+        return series
+    return tuple(Series(labelsets.intern(s.labels), s.value) for s in series)
 
 
 class Cache:
@@ -67,6 +76,7 @@ class Cache:
         self._repeats = Repeats()  # the same rules failing anew every refresh: once a minute
         self.stopping = False
         metrics.attach_cache(self._rows, lambda: len(self.answers))
+        labelsets.register(self)
 
     def _rows(self) -> list[tuple[str, bool, int, float | None]]:
         now = time.monotonic()
@@ -79,6 +89,11 @@ class Cache:
             )
             for name, s in self.states.items()
         ]
+
+    def held_labels(self) -> Iterator[Mapping[str, str]]:
+        """The label sets of every series this cache keeps (``labelsets.sweep`` keeps them shared)."""
+        vectors = [v for s in self.states.values() for v in (s.vector, s.sources) if v is not None]
+        yield from labelsets.held(v.series for v in vectors)
 
     def memo(self, key: tuple[Any, ...], compute: Callable[[], Any], keep: Callable[[Any], bool]) -> Any:
         """The answer for ``key`` in this refresh, computed on first use. ``key`` is the normalised
@@ -157,7 +172,9 @@ class Cache:
             self._say(self.states, {})
             self.metrics.refreshed(time.monotonic() - started)
             return
-        self._previous = results
+        # Kept only where the source may answer the very same results again (nothing changed): kept
+        # otherwise, they would hold every series a second time (before add_workload) until the next.
+        self._previous = results if getattr(self.source, "repeats_results", False) else None
         states = {}
         failing: dict[str, list[str]] = {}  # new reason → rules that now fail for it
         recovered: list[str] = []
@@ -176,6 +193,8 @@ class Cache:
             if rule.workload_from_pod:  # the states carry the labels the values carry
                 series = tuple(add_workload(series))
                 found = None if found is None else tuple(add_workload(found))
+            series = shared(series)
+            found = None if found is None else shared(found)
             sources = None if found is None else Vector(found, result.timestamp)
             values = Vector(series, result.timestamp)
             states[rule.name] = RuleState(rule, values, None, now, sources, unknown, result.up_from_values)
@@ -192,6 +211,7 @@ class Cache:
         if not self.ready and any(s.error is None for s in states.values()):
             self.ready = True
             event(log, logging.INFO, "first refresh complete", rules=len(states), source=self.source.name)
+        labelsets.sweep()  # forget the label sets no cache holds any more (pods replaced)
         self.metrics.refreshed(time.monotonic() - started)
         done, self.refreshed = self.refreshed, asyncio.Event()
         done.set()

@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from rightsizer_core.workloads import workload_of
 
+from . import labelsets
 from .kubernetes.selectors import Selector
 from .rules import Aggregation, NamespaceMode
 
@@ -35,29 +37,42 @@ def aggregate(how: Aggregation, values: Sequence[float]) -> float:
     return AGGREGATIONS[how](values)
 
 
+Matches = Series | tuple[Series, ...]  # an index entry: the one series with that value, or several
+
+
 class Vector:
-    """Immutable series of one rule at one instant, with lazily built per-label indexes."""
+    """Immutable series of one rule at one instant, with lazily built per-label indexes.
+
+    An index maps each value of its label to the one series holding it, or to a tuple of several:
+    most values (a pod, a GPU) name one series, and a list per value would cost more than the entry."""
 
     __slots__ = ("_index", "series", "timestamp")
 
     def __init__(self, series: Sequence[Series], timestamp: float) -> None:
         self.series = tuple(series)
         self.timestamp = timestamp
-        self._index: dict[str, dict[str, list[Series]]] = {}
+        self._index: dict[str, dict[str, Matches]] = {}
 
     def __len__(self) -> int:
         return len(self.series)
 
-    def _by(self, label: str) -> dict[str, list[Series]]:
+    def _by(self, label: str) -> dict[str, Matches]:
         index = self._index.get(label)
         if index is None:
             index = {}
+            more: dict[str, list[Series]] = {}  # the series after the first of each value
             for s in self.series:
                 value = s.labels.get(label)
-                if value is not None:
-                    index.setdefault(value, []).append(s)
+                if value is not None and index.setdefault(value, s) is not s:
+                    more.setdefault(value, []).append(s)
+            for value, rest in more.items():
+                index[value] = (cast(Series, index[value]), *rest)
             self._index[label] = index
         return index
+
+    def _matching(self, label: str, value: str) -> Sequence[Series]:
+        found = self._by(label).get(value, ())
+        return (found,) if isinstance(found, Series) else found
 
     def select(
         self,
@@ -73,7 +88,7 @@ class Vector:
             pinned["namespace"] = namespace
         candidates: Sequence[Series] = self.series
         for label, value in pinned.items():
-            found = self._by(label).get(value, [])
+            found = self._matching(label, value)
             if len(found) < len(candidates):
                 candidates = found
             if not candidates:
@@ -105,11 +120,12 @@ def _workload(pod: str) -> str:
 
 
 def add_workload(series: Iterable[Series]) -> list[Series]:
-    """Series with a ``workload`` label derived from ``pod`` where they have no workload yet."""
+    """Series with a ``workload`` label derived from ``pod`` where they have no workload yet (new
+    label sets, interned: never a change to the shared ``s.labels``)."""
     out = []
     for s in series:
         pod = s.labels.get("pod")
         if pod and "workload" not in s.labels:
-            s = Series({**s.labels, "workload": _workload(pod)}, s.value)
+            s = Series(labelsets.intern({**s.labels, "workload": _workload(pod)}), s.value)
         out.append(s)
     return out

@@ -124,6 +124,9 @@ def refuse_non_finite(result: RuleResult, bad: Sequence[Series], where: str) -> 
 
 
 class Source(Protocol):
+    """A source may also say ``repeats_results = True``: ``collect`` then answers the very object it
+    answered before while nothing changed, and the cache keeps its memoized answers."""
+
     name: str
     interval: float
 

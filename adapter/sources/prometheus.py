@@ -30,6 +30,7 @@ from rightsizer_core.httpauth import auth_refusal, describe_credentials
 from rightsizer_core.logs import event
 
 from ..config import PrometheusSettings
+from ..labelsets import intern
 from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
@@ -114,11 +115,30 @@ def partial(data: dict[str, Any]) -> str:
     return ""
 
 
+def _sample(item: Any) -> Any:
+    """A decoded series as (labels, time, value text) as soon as it is read (``vectorjson``), its
+    labels without ``__name__``, every value a string, interned (``labelsets``) unless they carry a
+    source-state marker; anything of another shape is left as it is, for ``parse_answer`` to refuse."""
+    if type(item) is not dict:
+        return item
+    labels, pair = item.get("metric"), item.get("value")
+    if type(labels) is not dict or type(pair) is not list or len(pair) != 2:
+        return item
+    labels.pop("__name__", None)
+    try:
+        "".join(labels.values())  # every value a string (keys always are), checked in C
+    except TypeError:
+        labels = {str(k): str(v) for k, v in labels.items()}
+    if MARKER not in labels:  # shared with every rule and refresh holding it (labelsets.py)
+        labels = intern(labels)
+    return labels, pair[0], pair[1]
+
+
 def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> Answer:
     """(series, evaluation time, NaN/Inf samples left out) from a query API answer. With ``states``
     (a query carrying source states) ``limit`` bounds the values and the states each."""
     try:
-        data = decode(body)
+        data = decode(body, _sample)
     except ValueError:
         raise QueryError(f"prometheus answered HTTP {status} with a body that is not JSON") from None
     if not isinstance(data, dict):
@@ -140,7 +160,11 @@ def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> 
         raise QueryError(f"the query must give an instant vector or a scalar; it gave {kind!r}")
     counts: dict[str, int] = {}
     for i in items:
-        mark = (i.get("metric") or {}).get(MARKER, "") if states and isinstance(i, dict) else ""
+        mark = ""
+        if states and type(i) is tuple:
+            mark = i[0].get(MARKER, "")
+        elif states and isinstance(i, dict):
+            mark = (i.get("metric") or {}).get(MARKER, "")
         counts[mark] = counts.get(mark, 0) + 1
     for mark, count in counts.items():
         if count > limit:
@@ -151,15 +175,11 @@ def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> 
     stamp = 0.0
     try:
         for item in items:
-            labels = item["metric"]  # the decoded object itself: a fresh dict per series, no copy
-            if type(labels) is not dict:
-                raise TypeError
-            labels.pop("__name__", None)
-            try:
-                "".join(labels.values())  # every value a string (keys always are), checked in C
-            except TypeError:
-                labels = {str(k): str(v) for k, v in labels.items()}
-            ts, text = item["value"]
+            if type(item) is not tuple:  # decoded whole (json.loads): not converted yet
+                item = _sample(item)
+                if type(item) is not tuple:
+                    raise TypeError
+            labels, ts, text = item
             value = float(text)
             stamp = max(stamp, float(ts))
             (series if math.isfinite(value) else dropped).append(Series(labels, value))

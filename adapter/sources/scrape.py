@@ -144,6 +144,7 @@ def source_states(rule: RuleConfig, exporter: Exporter, why: str) -> list[Series
 
 class ScrapeSource:
     name = "direct"
+    repeats_results = True  # collect gives the same results object while nothing changed
 
     def __init__(self, cfg: DirectSettings, metrics: AdapterMetrics) -> None:
         self.cfg = cfg

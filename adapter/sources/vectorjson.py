@@ -9,12 +9,20 @@ and then the ``result`` array one series at a time (``JSONDecoder.raw_decode``);
 thread (``prometheus.parse_in_thread``), it lets the interpreter switch to the event loop between
 series. Any other shape, and anything malformed, is decoded whole by ``json.loads``, so the outcome
 (the object, or the error) never depends on the path taken.
+
+``decode(body, item)`` hands each series of a streamed array to ``item`` as soon as it is read and
+keeps what that returns, so the caller can keep only what it needs of each (``parse_answer``: the
+shared label set, the time and the value) instead of every series' decoded objects at once: for a
+40,000-series answer that is some 40 MB less held while it is read. ``item`` must accept what
+``json.loads`` would give for a series, and the caller must accept unconverted items too (the
+whole-body path does not call it).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 _HEAD = re.compile(
@@ -25,8 +33,9 @@ _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"\s*")
 
 
-def decode(body: bytes) -> Any:
-    """``json.loads(body)``, with a vector answer's series decoded one at a time."""
+def decode(body: bytes, item: Callable[[Any], Any] | None = None) -> Any:
+    """``json.loads(body)``, with a vector answer's series decoded one at a time (and, given
+    ``item``, each replaced by ``item(series)`` as it is read)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -35,7 +44,7 @@ def decode(body: bytes) -> Any:
     if head is None:
         return json.loads(text)
     try:
-        items, end = _series(text, head.end())
+        items, end = _series(text, head.end(), item)
         rest = _tail(text, end)
     except ValueError:
         return json.loads(text)
@@ -47,15 +56,16 @@ def decode(body: bytes) -> Any:
     return data
 
 
-def _series(text: str, at: int) -> tuple[list[Any], int]:
-    """The array's items from ``at`` (just past ``[``), and the index just past its ``]``."""
+def _series(text: str, at: int, convert: Callable[[Any], Any] | None = None) -> tuple[list[Any], int]:
+    """The array's items from ``at`` (just past ``[``), each through ``convert`` if given, and the
+    index just past its ``]``."""
     items: list[Any] = []
     at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
     if text.startswith("]", at):
         return items, at + 1
     while True:
         item, at = _DECODER.raw_decode(text, at)
-        items.append(item)
+        items.append(item if convert is None else convert(item))
         at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
         if text.startswith(",", at):
             at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
