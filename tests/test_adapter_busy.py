@@ -12,7 +12,9 @@ with GPUs times states.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -67,18 +69,28 @@ def test_the_rule_reads_the_idle_state_alone() -> None:
     assert busy.query is not None and "1 - rightsizer_gpu_verdict{" in busy.query
 
 
-async def test_direct_mode_reads_one_minus_idle() -> None:
-    async with ExpositionServer(_fleet()) as node:
-        cfg = load_config(None, {"direct": {"exporters": [node.url]}}, environ={})
-        metrics = AdapterMetrics()
+@contextlib.asynccontextmanager
+async def _cache(settings: dict[str, Any]) -> AsyncIterator[Cache]:
+    """A cache of the built-in rules on a direct-mode or Prometheus-mode source, refreshed once."""
+    cfg = load_config(None, settings, environ={})
+    metrics = AdapterMetrics()
+    source: ScrapeSource | PrometheusSource
+    if "direct" in settings:
         source = ScrapeSource(cfg.direct, metrics)
-        await source.start()
-        try:
-            cache = Cache(cfg.effective_rules, source, metrics)
-            await cache.refresh_once()
-            assert _busy(cache) == _expected()
-        finally:
-            await source.close()
+    else:
+        source = PrometheusSource(cfg.prometheus, metrics)
+    await source.start()
+    try:
+        cache = Cache(cfg.effective_rules, source, metrics)
+        await cache.refresh_once()
+        yield cache
+    finally:
+        await source.close()
+
+
+async def test_direct_mode_reads_one_minus_idle() -> None:
+    async with ExpositionServer(_fleet()) as node, _cache({"direct": {"exporters": [node.url]}}) as cache:
+        assert _busy(cache) == _expected()
 
 
 async def test_prometheus_mode_reads_one_minus_idle_and_a_rollout_is_busy_if_either_says_so() -> None:
@@ -90,21 +102,13 @@ async def test_prometheus_mode_reads_one_minus_idle_and_a_rollout_is_busy_if_eit
         hosts = [u.split("/")[2] for u in (node.url, replacement.url)]
         with prometheus({"rightsizer-exporter": hosts}) as prom:
             await _until(prom.url, "count_over_time(up[1m]) >= 3", 2)  # three scrapes of both
-            cfg = load_config(None, {"prometheus": {"url": prom.url}}, environ={})
-            metrics = AdapterMetrics()
-            source = PrometheusSource(cfg.prometheus, metrics)
-            await source.start()
-            try:
-                cache = Cache(cfg.effective_rules, source, metrics)
-                await cache.refresh_once()
+            async with _cache({"prometheus": {"url": prom.url}}) as cache:
                 assert _busy(cache) == {**_expected(), "idle": "1"}
                 replacement.text = ""  # the new exporter has not judged it yet: the old one's idle stands
                 gone = 'rightsizer_gpu_verdict{UUID="GPU-idle",verdict="rightsized"}'
                 await _until(prom.url, gone, 1)  # the old exporter's 0 alone
                 await cache.refresh_once()
                 assert _busy(cache) == _expected()
-            finally:
-                await source.close()
 
 
 @pytest.fixture(autouse=True)
