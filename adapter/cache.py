@@ -9,12 +9,14 @@ once per refresh and then served as ready bytes until the next refresh.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rightsizer_core.heap import full_collection_due
 from rightsizer_core.logs import Repeats, event, shape
 
 from . import labelsets
@@ -26,6 +28,7 @@ from .vectors import Series, Vector, add_workload
 log = logging.getLogger("rightsizer.adapter.cache")
 
 Answer = tuple[int, bytes]  # HTTP status, body
+THREAD_SERIES = 20_000  # refreshes with at least this many series are built in a worker thread
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,12 @@ def shared(series: tuple[Series, ...]) -> tuple[Series, ...]:
     if all(type(s.labels) is labelsets.Labels for s in series):
         return series
     return tuple(Series(labelsets.intern(s.labels), s.value) for s in series)
+
+
+def _after_refresh(indexes: Sequence[tuple[Vector, tuple[str, ...]]]) -> None:
+    labelsets.sweep()
+    for vector, labels in indexes:
+        vector.prepare(labels)
 
 
 class Cache:
@@ -175,7 +184,40 @@ class Cache:
         # Kept only where the source may answer the very same results again (nothing changed): kept
         # otherwise, they would hold every series a second time (before add_workload) until the next.
         self._previous = results if getattr(self.source, "repeats_results", False) else None
+        build = functools.partial(self._build, rules, results, now)
+        large = sum(len(r.series) + len(r.sources or ()) for r in results.values()) >= THREAD_SERIES
+        # at fleet scale hundreds of ms of work: in a worker thread, requests answered meanwhile
+        states, failing, recovered, indexes = await asyncio.to_thread(build) if large else build()
+        self._say(states, failing)
+        if recovered:
+            event(log, logging.INFO, "rules have values again", rules=",".join(recovered))
+            self._repeats = Repeats()  # a new failure is said at once
+        self.states = states
+        self.answers = {}
+        self.answer_bytes = 0
+        self.generation += 1
+        if not self.ready and any(s.error is None for s in states.values()):
+            self.ready = True
+            event(log, logging.INFO, "first refresh complete", rules=len(states), source=self.source.name)
+        # Forget the label sets no cache holds any more (pods replaced), and build the indexes the
+        # last vectors had, once those are dropped (both at once would hold both). A request may
+        # build one of them first: each builds the same index.
+        if large:
+            await asyncio.to_thread(_after_refresh, indexes)
+        else:
+            _after_refresh(indexes)
+        self.metrics.refreshed(time.monotonic() - started)
+        done, self.refreshed = self.refreshed, asyncio.Event()
+        done.set()
+
+    def _build(
+        self, rules: list[RuleConfig], results: Mapping[str, RuleResult], now: float
+    ) -> tuple[dict[str, RuleState], dict[str, list[str]], list[str], list[tuple[Vector, tuple[str, ...]]]]:
+        """The new states from a refresh's ``results`` (and the old states); the reasons that newly
+        fail (reason -> rules), the rules that have values again, and the indexes to build: the
+        new vectors with the labels their old ones had built indexes of (requests select on them)."""
         states = {}
+        indexes: list[tuple[Vector, tuple[str, ...]]] = []
         failing: dict[str, list[str]] = {}  # new reason → rules that now fail for it
         recovered: list[str] = []
         for rule in rules:
@@ -197,24 +239,13 @@ class Cache:
             found = None if found is None else shared(found)
             sources = None if found is None else Vector(found, result.timestamp)
             values = Vector(series, result.timestamp)
+            for new, before in ((values, old.vector), (sources, old.sources)):
+                if new is not None and before is not None:
+                    indexes.append((new, before.indexed()))
             states[rule.name] = RuleState(rule, values, None, now, sources, unknown, result.up_from_values)
             if old.error is not None and old.updated is not None:
                 recovered.append(rule.name)
-        self._say(states, failing)
-        if recovered:
-            event(log, logging.INFO, "rules have values again", rules=",".join(recovered))
-            self._repeats = Repeats()  # a new failure is said at once
-        self.states = states
-        self.answers = {}
-        self.answer_bytes = 0
-        self.generation += 1
-        if not self.ready and any(s.error is None for s in states.values()):
-            self.ready = True
-            event(log, logging.INFO, "first refresh complete", rules=len(states), source=self.source.name)
-        labelsets.sweep()  # forget the label sets no cache holds any more (pods replaced)
-        self.metrics.refreshed(time.monotonic() - started)
-        done, self.refreshed = self.refreshed, asyncio.Event()
-        done.set()
+        return states, failing, recovered, indexes
 
     def _say(self, states: dict[str, RuleState], failing: dict[str, list[str]]) -> None:
         """Warns about ``failing`` (new reason -> rules), one line per cause; while the source waits
@@ -237,6 +268,7 @@ class Cache:
     async def run(self) -> None:
         """Refresh forever when the source says (a slow refresh delays the next, never overlaps)."""
         loop = asyncio.get_running_loop()
+        collected = loop.time()
         while not self.stopping:  # checked too, so a cancellation lost in a library cannot keep it going
             started = loop.time()
             try:
@@ -245,6 +277,9 @@ class Cache:
                 raise
             except Exception:  # a bug in a rule must not stop the refreshes of the others
                 log.exception("refresh failed unexpectedly")
+            # the cyclic GC's full collection, when due, right after the last values were dropped
+            if full_collection_due(collected, loop.time()):
+                collected = loop.time()
             if not self.stopping:
                 await asyncio.sleep(self.source.next_delay(loop.time() - started))
 

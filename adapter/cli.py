@@ -15,6 +15,7 @@ from aiohttp import web
 
 from rightsizer_core import __version__
 from rightsizer_core.argparsing import Parser, epilog
+from rightsizer_core.heap import one_malloc_arena, scheduled_full_collections
 from rightsizer_core.listen import parse_listen
 from rightsizer_core.listener import ListenerStats, start_listener
 from rightsizer_core.logs import configure, event
@@ -39,6 +40,7 @@ from .sources.prometheus import PrometheusSource
 from .sources.scrape import ScrapeSource
 from .startcheck import start_problems, token_problem
 
+SWITCH_INTERVAL = 0.0005  # seconds: see ``run``
 log = logging.getLogger("rightsizer.adapter")
 REFRESH_STOP_WAIT = 2.0  # seconds a stop waits for the refresh task to end
 
@@ -357,6 +359,12 @@ def run(argv: Sequence[str] | None) -> int:
         event(log, logging.WARNING, ignored_line, variable=name, closest=closest)
     if cfg.prometheus_adapter.config_file:
         note_resource_rules(cfg.prometheus_adapter.config_file)
+    scheduled_full_collections()  # the cache's refreshes would set off one every second: heap.py
+    # A refresh decodes and sorts answers in a worker thread; the event loop waits for the GIL each
+    # time it wakes (every request's socket I/O releases it), up to the switch interval each time:
+    # at 5 ms (Python's default) a request waits tens of ms behind a refresh at fleet scale.
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    one_malloc_arena()  # the worker threads allocate from the main heap, not an arena each (glibc)
     try:
         return asyncio.run(serve(cfg))
     except KeyboardInterrupt:

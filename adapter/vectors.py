@@ -56,6 +56,15 @@ class Vector:
     def __len__(self) -> int:
         return len(self.series)
 
+    def indexed(self) -> tuple[str, ...]:
+        """The labels whose index is built (requests selected on them)."""
+        return tuple(self._index)
+
+    def prepare(self, labels: Iterable[str]) -> None:
+        """Build the indexes of ``labels`` now (before the vector is shared with requests)."""
+        for label in labels:
+            self._by(label)
+
     def _by(self, label: str) -> dict[str, Matches]:
         index = self._index.get(label)
         if index is None:

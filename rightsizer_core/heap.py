@@ -8,6 +8,7 @@ the C library has no such function (musl, macOS)."""
 from __future__ import annotations
 
 import ctypes
+import gc
 
 
 def release_free_heap() -> bool:
@@ -35,3 +36,29 @@ def one_malloc_arena() -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     return bool(mallopt(M_ARENA_MAX, 1))
+
+
+# Full collections of the cyclic GC, at most this often (``scheduled_full_collections``).
+FULL_COLLECTION_SECONDS = 300.0
+_NEVER = 2**31 - 1  # a gen-1 count the automatic full collection never reaches
+
+
+def scheduled_full_collections() -> None:
+    """Leave the cyclic GC's full (oldest generation) collections to ``full_collection_due``.
+
+    A process that replaces hundreds of thousands of long-lived objects every few seconds (the
+    adapter's cache at fleet scale) sends them all to the oldest generation, and CPython then runs
+    a full collection about once a second, each stopping every thread for 100-200 ms while it walks
+    every object (measured at 40,000 GPUs: docs/fleet-scale.md). Those objects do not form cycles
+    (reference counting frees them), so the young collections, which find the cycles of requests
+    and tasks, stay as they are, and a full collection runs on a schedule instead."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, _NEVER)
+
+
+def full_collection_due(last: float, now: float) -> bool:
+    """Run a full collection if the last was ``FULL_COLLECTION_SECONDS`` ago; whether it ran."""
+    if now - last < FULL_COLLECTION_SECONDS:
+        return False
+    gc.collect()
+    return True

@@ -83,13 +83,13 @@ async def served(engine: str, aiohttp_client: Any) -> AsyncIterator[tuple[Any, C
     cfg = load_config(None, {"prometheus": {"url": engine, "stale_after_seconds": 600}}, environ={})
     source = PrometheusSource(cfg.prometheus, AdapterMetrics())
     sent: list[str] = []
-    asked = source.query
+    post = source._post  # every query a refresh sends goes through it
 
-    async def query(promql: str, at: float | None = None, states: bool = False) -> Any:
+    async def sending(promql: str, at: float | None = None) -> Any:
         sent.append(promql)
-        return await asked(promql, at, states)
+        return await post(promql, at)
 
-    source.query = query  # type: ignore[method-assign]
+    source._post = sending  # type: ignore[method-assign]
     await source.start()
     cache = Cache(cfg.effective_rules, source, AdapterMetrics())
     app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))

@@ -243,13 +243,13 @@ async def test_every_fault_is_told_apart_with_every_series_timed(served: Any, mo
     monkeypatch.setattr(evidence, "MAX_TIMED_TARGETS", 3)
     source = served[2]
     sent: list[str] = []
-    asked = source.query
+    post = source._post  # every query a refresh sends goes through it
 
-    async def query(promql: str, at: float | None = None, states: bool = False) -> Any:
+    async def sending(promql: str, at: float | None = None) -> Any:
         sent.append(promql)
-        return await asked(promql, at, states)
+        return await post(promql, at)
 
-    monkeypatch.setattr(source, "query", query)
+    monkeypatch.setattr(source, "_post", sending)
     await test_every_fault_is_told_apart(served)
     timed = [q for q in sent if "max_over_time(timestamp(DCGM_FI_DEV_GPU_UTIL" in q]
     assert timed and all("instance=~" not in q for q in timed), timed

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import logging
 import math
 import ssl
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -64,6 +65,11 @@ THREAD_BYTES = 256 * 1024  # answers at least this large are decoded in a worker
 
 
 Answer = tuple[list[Series], float, list[Series]]  # series, evaluation time, NaN/Inf samples left out
+T = TypeVar("T")
+
+
+def _same(answer: Answer) -> Answer:
+    return answer
 
 
 class QueryError(Exception):
@@ -229,6 +235,12 @@ class PrometheusSource:
         return {}
 
     async def query(self, promql: str, at: float | None = None, states: bool = False) -> Answer:
+        """``promql``'s answer: (series, evaluation time, NaN/Inf series left out). Raises QueryError."""
+        status, body = await self._post(promql, at)
+        return await self._digest(status, body, states, _same)
+
+    async def _post(self, promql: str, at: float | None) -> tuple[int, bytes]:
+        """Send ``promql``; the answer's HTTP status and body once read. Raises QueryError."""
         assert self._session is not None, "start() first"
         timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_seconds)
         # Complete answers or errors, where the engine would answer partially: Thanos Query's
@@ -259,12 +271,18 @@ class PrometheusSource:
         refused = auth_refusal("prometheus", self.cfg.url or "", status, self.credentials())
         if refused is not None:  # a proxy's page, not the query API's: the status says it all
             raise QueryError(refused)
+        return status, body
+
+    async def _digest(self, status: int, body: bytes, states: bool, then: Callable[[Answer], T]) -> T:
+        """``then`` of the answer in ``body`` (parsed). A large answer is read series by series and
+        ``then`` applied in a worker thread, so the event loop keeps answering requests meanwhile;
+        one answer at a time, so that the decoded answers of every rule are never in memory at once.
+        Raises QueryError."""
+        limit = self.cfg.max_series_per_rule
         if len(body) < THREAD_BYTES:
-            return parse_answer(status, body, self.cfg.max_series_per_rule, states)
-        # a large answer is read in a worker thread, series by series: the event loop keeps answering;
-        # one at a time, so that the decoded answers of every rule are never in memory at once
+            return then(parse_answer(status, body, limit, states))
         async with self._decoding:
-            return await asyncio.to_thread(parse_answer, status, body, self.cfg.max_series_per_rule, states)
+            return await asyncio.to_thread(lambda: then(parse_answer(status, body, limit, states)))
 
     def credentials(self) -> str:
         cfg = self.cfg
@@ -272,26 +290,35 @@ class PrometheusSource:
             cfg.bearer_token_file, cfg.username, cfg.headers, cfg.cert_file, "prometheus.bearer_token_file"
         )
 
-    async def _timed(self, promql: str, at: float | None = None, states: bool = False) -> Answer:
-        """``query`` once a slot is free (``MAX_CONCURRENT_QUERIES``), timed from then: the wait
-        for a slot is the refresh's, not the engine's."""
+    async def _timed(self, promql: str, states: bool, then: Callable[[Answer], T]) -> T:
+        """``then`` of ``promql``'s answer (``_digest``), sent once a slot is free
+        (``MAX_CONCURRENT_QUERIES``) and timed from then until its answer is read (the wait for a
+        slot is the refresh's, not the engine's; so is decoding). The slot is held until the answer
+        is decoded: with more answers read than decoded, their bodies would wait in memory together.
+        Raises QueryError."""
         async with self._limit:
             started = time.perf_counter()
             try:
-                answer = await self.query(promql, at, states)
+                status, body = await self._post(promql, None)
             except QueryError as exc:
                 late = isinstance(exc, QueryTimeout)
                 self.metrics.upstream(self.name, time.perf_counter() - started, False, late)
                 raise
-            self.metrics.upstream(self.name, time.perf_counter() - started, True)
-            return answer
+            took = time.perf_counter() - started
+            try:
+                out = await self._digest(status, body, states, then)
+            except QueryError as exc:  # an error the engine answered (its own deadline: a timeout)
+                self.metrics.upstream(self.name, took, False, isinstance(exc, QueryTimeout))
+                raise
+            self.metrics.upstream(self.name, took, True)
+            return out
 
     def evidence(self) -> SharedEvidence:
         """A refresh's evidence query (the targets' health), asked once for every rule needing it."""
 
         async def ask() -> EvidenceAnswer:
             parts = target_parts(self.horizon)
-            series, stamp, _ = await self._timed(parts_only(list(parts.values())), states=True)
+            series, stamp, _ = await self._timed(parts_only(list(parts.values())), True, _same)
             _, found = split_parts(series, list(parts.values()))
             return {name: found[text] for name, text in parts.items()}, stamp
 
@@ -329,13 +356,28 @@ class PrometheusSource:
             scraped = scraped_jobs(known)
         named = {rule.name: self._parts_of(rule, problems, scraped) for rule in rules}
         needed = list(dict.fromkeys(p for parts in named.values() for p in parts.values()))
+        # telling the parts apart and classifying is done with the decoding (at fleet scale, in the
+        # worker thread: hundreds of ms the event loop would not answer requests otherwise)
+        sort_out = functools.partial(self._sort_out, rules, named, needed, known, shared)
         try:
-            series, stamp, dropped = await self._timed(with_parts(query, needed), states=bool(needed))
+            return await self._timed(with_parts(query, needed), bool(needed), sort_out)
         except QueryError:
             for rule in rules:  # too slow with every job's gone series: the next asks the others'
                 if rule.states_family is not None and rule.up_family is None:
                     self._foreign.setdefault(rule.name, set())
             raise
+
+    def _sort_out(
+        self,
+        rules: Sequence[RuleConfig],
+        named: dict[str, dict[str, str]],
+        needed: list[str],
+        known: dict[tuple[str, str], Target],
+        shared: dict[str, list[Series]],
+        answer: Answer,
+    ) -> tuple[list[Series], float, list[Series], dict[str, tuple[Series, ...] | None]]:
+        """``ask``'s answer from its query's: the rules' own series and each one's source states."""
+        series, stamp, dropped = answer
         series, found = split_parts(series, needed)
         dropped, _ = split_parts(dropped, needed)  # a part's NaN is no value: never a state
         states: dict[str, tuple[Series, ...] | None] = {}
