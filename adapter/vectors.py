@@ -128,6 +128,16 @@ def _workload(pod: str) -> str:
     return found
 
 
+def with_workload(labels: dict[str, str]) -> dict[str, str]:
+    """``labels`` (a new dict, changed in place) with a ``workload`` label derived from ``pod``
+    where they have no workload yet: what ``add_workload`` gives, applied to a series as it is read,
+    before its label set is shared (so the set without the workload is never kept)."""
+    pod = labels.get("pod")
+    if pod and "workload" not in labels:
+        labels["workload"] = _workload(pod)
+    return labels
+
+
 def add_workload(series: Iterable[Series]) -> list[Series]:
     """Series with a ``workload`` label derived from ``pod`` where they have no workload yet (new
     label sets, interned: never a change to the shared ``s.labels``)."""

@@ -35,7 +35,7 @@ from ..labelsets import intern
 from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
-from ..vectors import Series
+from ..vectors import Series, with_workload
 from . import RuleResult, refuse_non_finite
 from .evidence import (
     Horizon,
@@ -121,10 +121,14 @@ def partial(data: dict[str, Any]) -> str:
     return ""
 
 
-def _sample(item: Any) -> Any:
+Derive = Callable[[dict[str, str]], dict[str, str]]  # a rule's labels derived from others (a new dict)
+
+
+def _sample(item: Any, derive: Derive | None = None) -> Any:
     """A decoded series as (labels, time, value text) as soon as it is read (``vectorjson``), its
     labels without ``__name__``, every value a string, interned (``labelsets``) unless they carry a
-    source-state marker; anything of another shape is left as it is, for ``parse_answer`` to refuse."""
+    source-state marker, after ``derive`` (a rule's ``workload`` from its ``pod``); anything of
+    another shape is left as it is, for ``parse_answer`` to refuse."""
     if type(item) is not dict:
         return item
     labels, pair = item.get("metric"), item.get("value")
@@ -136,15 +140,19 @@ def _sample(item: Any) -> Any:
     except TypeError:
         labels = {str(k): str(v) for k, v in labels.items()}
     if MARKER not in labels:  # shared with every rule and refresh holding it (labelsets.py)
-        labels = intern(labels)
+        labels = intern(labels if derive is None else derive(labels))
     return labels, pair[0], pair[1]
 
 
-def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> Answer:
+def parse_answer(
+    status: int, body: bytes, limit: int, states: bool = False, derive: Derive | None = None
+) -> Answer:
     """(series, evaluation time, NaN/Inf samples left out) from a query API answer. With ``states``
-    (a query carrying source states) ``limit`` bounds the values and the states each."""
+    (a query carrying source states) ``limit`` bounds the values and the states each; ``derive``
+    adds the labels a rule derives to each of its values (``_sample``)."""
+    sample = _sample if derive is None else functools.partial(_sample, derive=derive)
     try:
-        data = decode(body, _sample)
+        data = decode(body, sample)
     except ValueError:
         raise QueryError(f"prometheus answered HTTP {status} with a body that is not JSON") from None
     if not isinstance(data, dict):
@@ -182,7 +190,7 @@ def parse_answer(status: int, body: bytes, limit: int, states: bool = False) -> 
     try:
         for item in items:
             if type(item) is not tuple:  # decoded whole (json.loads): not converted yet
-                item = _sample(item)
+                item = sample(item)
                 if type(item) is not tuple:
                     raise TypeError
             labels, ts, text = item
@@ -237,7 +245,7 @@ class PrometheusSource:
     async def query(self, promql: str, at: float | None = None, states: bool = False) -> Answer:
         """``promql``'s answer: (series, evaluation time, NaN/Inf series left out). Raises QueryError."""
         status, body = await self._post(promql, at)
-        return await self._digest(status, body, states, _same)
+        return await self._digest(status, body, states, _same, None)
 
     async def _post(self, promql: str, at: float | None) -> tuple[int, bytes]:
         """Send ``promql``; the answer's HTTP status and body once read. Raises QueryError."""
@@ -273,16 +281,18 @@ class PrometheusSource:
             raise QueryError(refused)
         return status, body
 
-    async def _digest(self, status: int, body: bytes, states: bool, then: Callable[[Answer], T]) -> T:
+    async def _digest(
+        self, status: int, body: bytes, states: bool, then: Callable[[Answer], T], derive: Derive | None
+    ) -> T:
         """``then`` of the answer in ``body`` (parsed). A large answer is read series by series and
         ``then`` applied in a worker thread, so the event loop keeps answering requests meanwhile;
         one answer at a time, so that the decoded answers of every rule are never in memory at once.
         Raises QueryError."""
         limit = self.cfg.max_series_per_rule
         if len(body) < THREAD_BYTES:
-            return then(parse_answer(status, body, limit, states))
+            return then(parse_answer(status, body, limit, states, derive))
         async with self._decoding:
-            return await asyncio.to_thread(lambda: then(parse_answer(status, body, limit, states)))
+            return await asyncio.to_thread(lambda: then(parse_answer(status, body, limit, states, derive)))
 
     def credentials(self) -> str:
         cfg = self.cfg
@@ -290,7 +300,9 @@ class PrometheusSource:
             cfg.bearer_token_file, cfg.username, cfg.headers, cfg.cert_file, "prometheus.bearer_token_file"
         )
 
-    async def _timed(self, promql: str, states: bool, then: Callable[[Answer], T]) -> T:
+    async def _timed(
+        self, promql: str, states: bool, then: Callable[[Answer], T], derive: Derive | None = None
+    ) -> T:
         """``then`` of ``promql``'s answer (``_digest``), sent once a slot is free
         (``MAX_CONCURRENT_QUERIES``) and timed from then until its answer is read (the wait for a
         slot is the refresh's, not the engine's; so is decoding). The slot is held until the answer
@@ -306,7 +318,7 @@ class PrometheusSource:
                 raise
             took = time.perf_counter() - started
             try:
-                out = await self._digest(status, body, states, then)
+                out = await self._digest(status, body, states, then, derive)
             except QueryError as exc:  # an error the engine answered (its own deadline: a timeout)
                 self.metrics.upstream(self.name, took, False, isinstance(exc, QueryTimeout))
                 raise
@@ -360,7 +372,9 @@ class PrometheusSource:
         # worker thread: hundreds of ms the event loop would not answer requests otherwise)
         sort_out = functools.partial(self._sort_out, rules, named, needed, known, shared)
         try:
-            return await self._timed(with_parts(query, needed), bool(needed), sort_out)
+            # the workload of each value from its pod as it is read: never a label set without it kept
+            derive = with_workload if rules and all(r.workload_from_pod for r in rules) else None
+            return await self._timed(with_parts(query, needed), bool(needed), sort_out, derive)
         except QueryError:
             for rule in rules:  # too slow with every job's gone series: the next asks the others'
                 if rule.states_family is not None and rule.up_family is None:
