@@ -61,7 +61,8 @@ class Vector:
         return tuple(self._index)
 
     def prepare(self, labels: Iterable[str]) -> None:
-        """Build the indexes of ``labels`` now (before the vector is shared with requests)."""
+        """Build the indexes of ``labels`` now, so that the requests selecting on them find them built
+        (a request building one at the same time builds the same index)."""
         for label in labels:
             self._by(label)
 
