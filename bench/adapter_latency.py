@@ -17,7 +17,6 @@ load and their mean time (the adapter's own counters), and the adapter's peak RS
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -36,14 +35,10 @@ from servers import wait_for  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    ap.add_argument("--gpus", type=int, default=40000)
+    ap = am.fleet_arguments(__doc__.split("\n\n", 1)[0])
     ap.add_argument("--rate", type=float, default=2000.0)
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--connections", type=int, default=64)
-    ap.add_argument("--interval", type=float, default=5.0, help="the adapter's refresh interval, s")
-    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                    help="an environment variable of the adapter")  # fmt: skip
     args = ap.parse_args()
     fleet = am.Fleet(args.gpus)
     engine = am.Engine(fleet)

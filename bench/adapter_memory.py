@@ -226,13 +226,20 @@ def build_indexes(url: str, fleet: Fleet) -> int:
     return answered
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+def fleet_arguments(description: str) -> argparse.ArgumentParser:
+    """The options of a bench of one adapter replica against the fake query API: the fleet's size,
+    the adapter's refresh interval and environment."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--gpus", type=int, default=40000)
-    ap.add_argument("--refreshes", type=int, default=6)
     ap.add_argument("--interval", type=float, default=5.0, help="the adapter's refresh interval, s")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                     help="an environment variable of the adapter (e.g. MALLOC_ARENA_MAX=2)")  # fmt: skip
+    return ap
+
+
+def main() -> None:
+    ap = fleet_arguments(__doc__.split("\n\n", 1)[0])
+    ap.add_argument("--refreshes", type=int, default=6)
     args = ap.parse_args()
     fleet = Fleet(args.gpus)
     engine = Engine(fleet)

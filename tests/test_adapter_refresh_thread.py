@@ -88,15 +88,14 @@ async def refreshed(threshold: int) -> tuple[Cache, int, int]:
 
     task = asyncio.create_task(ticker())
     try:
-        old = pytest.MonkeyPatch()
-        old.setattr(cache_module, "THREAD_SERIES", threshold)
-        await cache.refresh_once()
-        vector = cache.states[RULE.name].vector
-        assert vector is not None
-        vector.select("ns7", "match", parse_selector("workload=w7"))  # builds the two indexes
-        assert set(vector.indexed()) == {"namespace", "workload"}
-        await cache.refresh_once()
-        old.undo()
+        with pytest.MonkeyPatch.context() as patched:  # undone even when an assertion fails
+            patched.setattr(cache_module, "THREAD_SERIES", threshold)
+            await cache.refresh_once()
+            vector = cache.states[RULE.name].vector
+            assert vector is not None
+            vector.select("ns7", "match", parse_selector("workload=w7"))  # builds the two indexes
+            assert set(vector.indexed()) == {"namespace", "workload"}
+            await cache.refresh_once()
     finally:
         task.cancel()
     return cache, during[-1] - during[-2], len(during) // 2
