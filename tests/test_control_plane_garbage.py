@@ -82,10 +82,16 @@ def unjudged(rig: Rig, reason: str) -> bool:
     )
 
 
-def refused(cluster: Cluster) -> tuple[int, Any] | None:
-    """The adapter's answer for the workload's ratio once it is no longer a value."""
+def refused(cluster: Cluster, reason: str) -> tuple[int, Any] | None:
+    """The adapter's answer for the workload's ratio once it is no longer a value and quotes
+    ``reason``: the previous garbage page's 503 stands until the adapter's next refresh."""
     code, body = cluster.request("GET", PATH)
-    return (code, body) if code != 200 else None
+    if code == 200:
+        return None
+    message = body.get("message", "") if isinstance(body, dict) else body
+    if code == 503 and reason not in str(message):
+        return None
+    return code, body
 
 
 def exported_ratio(rig: Rig) -> float | None:
@@ -124,7 +130,8 @@ def test_a_garbage_histogram_holds_the_slo_hpa_and_a_good_page_moves_it_again(ku
                 rig.feeder.spoil = spoil
                 wait_for(lambda reason=reason: unjudged(rig, reason), 30, 0.5, what=f"{name} refused")
                 # the adapter's next refresh: 503 quoting the exporter's reason, via the aggregator
-                code, body = wait_for(lambda: refused(cluster), 30, 0.5, what=f"{name}: the adapter's 503")
+                code, body = wait_for(lambda reason=reason: refused(cluster, reason), 30, 0.5,
+                                      what=f"{name}: the adapter's 503")  # fmt: skip
                 assert code == 503 and reason in body["message"], (name, code, body)
                 # HPA's condition carries it too (FailedGetExternalMetric, quoting the adapter's 503)
                 wait_for(lambda reason=reason: reason in (failing(cluster, "chat", "held") or ""), 60, 0.5,
