@@ -144,8 +144,7 @@ def add_workload(series: Iterable[Series]) -> list[Series]:
     label sets, interned: never a change to the shared ``s.labels``)."""
     out = []
     for s in series:
-        pod = s.labels.get("pod")
-        if pod and "workload" not in s.labels:
-            s = Series(labelsets.intern({**s.labels, "workload": _workload(pod)}), s.value)
+        if s.labels.get("pod") and "workload" not in s.labels:  # else shared as it is
+            s = Series(labelsets.intern(with_workload({**s.labels})), s.value)
         out.append(s)
     return out
