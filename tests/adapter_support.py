@@ -31,6 +31,7 @@ from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
 from adapter.kubernetes.pods import PodLister, wanted
 from adapter.kubernetes.quantities import parse_quantity
+from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.scrape import ScrapeSource
@@ -119,6 +120,9 @@ def exporter_with_queues(tmp: Path, namespaces: Sequence[str] = ("prod", "dev"))
 # Serves requests without credentials as system:anonymous (no authorizer is configured in the
 # tests that use it, so every request is allowed); for tests about the data path, not about auth.
 ANONYMOUS = {"RIGHTSIZER_ADAPTER_AUTHENTICATION_ANONYMOUS": "true"}
+# Prometheus-mode queries of a refresh of the built-in rules: one per rule, but one for gpu_idle and
+# gpu_busy together (adapter/sources/flagpairs.py), and the evidence query
+BUILTIN_QUERIES = len(BUILTIN_RULES) - 1 + 1
 
 
 def start_adapter(

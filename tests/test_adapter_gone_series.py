@@ -27,14 +27,13 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from adapter_support import assert_status, client_get
+from adapter_support import BUILTIN_QUERIES, assert_status, client_get
 from report_history import ENGINES, engine_holding
 
 from adapter.cache import Cache
 from adapter.config import load_config
 from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
-from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.prometheus import PrometheusSource
@@ -103,7 +102,7 @@ async def test_gone_series_of_unscraped_instances_are_missed_at_every_refresh(se
     for refresh in range(3):
         sent.clear()
         await cache.refresh_once()
-        assert len(sent) == len(BUILTIN_RULES) + 1, sent  # one query per rule, one evidence query
+        assert len(sent) == BUILTIN_QUERIES, sent  # one per rule (idle and busy: one), one evidence query
         code, body = await client_get(client, f"{UTIL}?labelSelector=workload%3Dworker")
         assert code == 200 and [i["value"] for i in body["items"]] == ["300m"], (refresh, body)
         code, body = await client_get(client, f"{UTIL}?labelSelector=workload%3Dlive")

@@ -18,13 +18,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from adapter_support import assert_status, client_get
+from adapter_support import BUILTIN_QUERIES, assert_status, client_get
 from prom_parts import carried, healthy
 from test_adapter_prometheus import FakePrometheus, cache_for, prom, vector
 
 from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
-from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources.source_states import MARKER
@@ -71,7 +70,7 @@ async def test_a_failed_rule_query_fails_that_rule_alone_and_costs_no_extra_quer
     await cache.refresh_once()
     depth_carried = [q for q in prom.queries if "rightsizer_queue_depth{" in own(q)]
     assert len(depth_carried) == 1 and MARKER in depth_carried[0]
-    assert len(prom.queries) == len(BUILTIN_RULES) + 1  # the rules' and the evidence query, none again
+    assert len(prom.queries) == BUILTIN_QUERIES  # the rules' and the evidence query, none again
     assert "HTTP 422: bad_data: parse error" in (cache.states["rightsizer_queue_depth"].error or "")
     app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
     client = await aiohttp_client(app)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from adapter_support import assert_status, client_get
+from adapter_support import BUILTIN_QUERIES, assert_status, client_get
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from prom_parts import carried, healthy
@@ -89,7 +89,7 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
     cache, source, cfg = await cache_for(prom)
     await cache.refresh_once()
     assert len(cache.rules) == len(BUILTIN_RULES)  # the source-state parts ride in the rules' own queries
-    assert len(prom.queries) == len(BUILTIN_RULES) + 1  # and the targets' health in one evidence query
+    assert len(prom.queries) == BUILTIN_QUERIES  # and the targets' health in one evidence query
     up = target_parts(source.horizon)["up"]
     assert sum(up in q for q in prom.queries) == 1  # the targets' parts: asked once for all
     auth = Gate.off()
@@ -97,9 +97,9 @@ async def test_one_query_per_rule_per_refresh_whatever_the_selectors(
     for i in range(1000):
         code, body = await client_get(client, f"{EXT}/prod/rightsizer_queue_depth?labelSelector=queue%3Dq{i}")
         assert code == 200 and body["items"][0]["value"] == str(i)
-    assert len(prom.queries) == len(BUILTIN_RULES) + 1  # a thousand selectors, no extra query
+    assert len(prom.queries) == BUILTIN_QUERIES  # a thousand selectors, no extra query
     await cache.refresh_once()
-    assert len(prom.queries) == 2 * (len(BUILTIN_RULES) + 1)
+    assert len(prom.queries) == 2 * BUILTIN_QUERIES
     await source.close()
 
 
@@ -107,8 +107,12 @@ async def test_templates_are_rendered_with_the_rule_matchers(prom: FakePrometheu
     cache, source, _ = await cache_for(prom)
     await cache.refresh_once()
     starts = {q.split(" or label_replace(")[0] for q in prom.queries}
-    idle = 'max by (namespace, pod, container, UUID) (rightsizer_gpu_verdict{pod!="",verdict="idle"})'
-    assert f"({idle})" in starts
+    idle = 'rightsizer_gpu_verdict{pod!="",verdict="idle"}'
+    # gpu_idle and gpu_busy: one query of the idle series' distinct values (flagpairs.py)
+    keys = "namespace, pod, container, UUID"
+    assert f'(count_values by ({keys}) ("rightsizer_adapter_value", {idle}))' in starts
+    assert not any(f"1 - {idle}" in start or f"max by (namespace, pod, container, UUID) ({idle})" in start
+                   for start in starts)  # fmt: skip
     assert "(max without (instance, job) (rightsizer_queue_in_flight{}))" in starts  # its own parts too
     assert '(avg by (namespace, pod, container, UUID) (DCGM_FI_DEV_GPU_UTIL{pod!=""}) * 0.01)' in starts
     everything = "\n".join(prom.queries)
@@ -116,7 +120,7 @@ async def test_templates_are_rendered_with_the_rule_matchers(prom: FakePrometheu
         'timestamp(rightsizer_gpu_verdict{pod!="",verdict="idle"})',
         # every target up and current: no series needs the time it was last seen, one range read
         'present_over_time(DCGM_FI_DEV_GPU_UTIL{pod!=""}[3600s]) unless DCGM_FI_DEV_GPU_UTIL{pod!=""}',
-        'timestamp(rightsizer_queue_source_up{}) < (time() - 60)',
+        "timestamp(rightsizer_queue_source_up{}) < (time() - 60)",
         'label_replace(rightsizer_queue_source_up{}, "rightsizer_adapter_source_state"',
         "max by (instance, job) (max_over_time((timestamp(up) and up == 1)[3600s:60s]))",
         "count_over_time(rightsizer_last_sample_timestamp_seconds[60s]) >= 2 unless "

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 
+from adapter_support import BUILTIN_QUERIES
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from adapter.cache import Cache
 from adapter.config import load_config
-from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.sources.prometheus import MAX_CONCURRENT_QUERIES, PrometheusSource
 
@@ -43,5 +43,5 @@ async def test_a_refresh_keeps_at_most_two_queries_at_the_engine() -> None:
     finally:
         await source.close()
         await server.close()
-    assert sent == len(BUILTIN_RULES) + 1
+    assert sent == BUILTIN_QUERIES
     assert MAX_CONCURRENT_QUERIES == 2 and most == MAX_CONCURRENT_QUERIES  # never more, and used

@@ -44,6 +44,7 @@ from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
 from adapter.sources import evidence
 from adapter.sources.evidence import classify, problem_instances, rule_parts, target_parts, targets
+from adapter.sources.flagpairs import flag_pairs
 from adapter.sources.prometheus import PrometheusSource
 from adapter.vectors import add_workload
 
@@ -161,8 +162,12 @@ async def test_one_query_per_rule_per_refresh_with_source_states(served: Any) ->
     late = counter(cache, "rightsizer_adapter_upstream_timeouts_total")
     retried = counter(cache, "rightsizer_adapter_upstream_retries_total")
     rules = len(BUILTIN_RULES)
-    # one query per rule and one shared evidence query (the targets' health) per refresh
-    assert (sent, failed, late, retried, refreshes) == (3 * (rules + 1), 0, 0, 0, 3)
+    # one query per rule, but one for gpu_idle and gpu_busy together (the same series: flagpairs.py),
+    # and one shared evidence query (the targets' health) per refresh
+    assert [(p.flag.name, p.complement.name) for p in flag_pairs(BUILTIN_RULES)] == [
+        ("rightsizer_gpu_idle", "rightsizer_gpu_busy")
+    ]
+    assert (sent, failed, late, retried, refreshes) == (3 * (rules - 1 + 1), 0, 0, 0, 3)
     assert len(cache.rules) == rules
     shared = {name: await source.query(q) for name, q in target_parts(source.horizon).items()}
     known = targets({name: answer[0] for name, answer in shared.items()})

@@ -9,7 +9,7 @@ partial answer (Thanos ``warnings``, VictoriaMetrics cluster ``isPartial``) is r
 error, and complete answers are asked for where the engine has the switch. A rule with a source
 family also learns which exporters its values come from and whether each is up and current
 (``evidence.py``), inside the rules' own queries (``source_states.py``): still one query per rule
-per refresh.
+per refresh, or one for a flag rule and its complement together (``flagpairs.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from .evidence import (
     unreached,
     up_from_values,
 )
+from .flagpairs import FLAG_VALUES, FlagPair, extremes, flag_pairs, in_thread_if_large
 from .source_states import MARKER, EvidenceAnswer, SharedEvidence, parts_only, split_parts, with_parts
 from .vectorjson import decode
 
@@ -124,11 +125,13 @@ def partial(data: dict[str, Any]) -> str:
 Derive = Callable[[dict[str, str]], dict[str, str]]  # a rule's labels derived from others (a new dict)
 
 
-def _sample(item: Any, derive: Derive | None = None) -> Any:
+def _sample(item: Any, derive: Derive | None = None, values_label: str | None = None) -> Any:
     """A decoded series as (labels, time, value text) as soon as it is read (``vectorjson``), its
     labels without ``__name__``, every value a string, interned (``labelsets``) unless they carry a
     source-state marker, after ``derive`` (a rule's ``workload`` from its ``pod``); anything of
-    another shape is left as it is, for ``parse_answer`` to refuse."""
+    another shape is left as it is, for ``parse_answer`` to refuse. With ``values_label`` (a
+    ``count_values`` answer, ``FLAG_VALUES``) a value's text is that label's, taken out of its
+    labels; its sample (how many series held the value) is not used."""
     if type(item) is not dict:
         return item
     labels, pair = item.get("metric"), item.get("value")
@@ -139,18 +142,32 @@ def _sample(item: Any, derive: Derive | None = None) -> Any:
         "".join(labels.values())  # every value a string (keys always are), checked in C
     except TypeError:
         labels = {str(k): str(v) for k, v in labels.items()}
-    if MARKER not in labels:  # shared with every rule and refresh holding it (labelsets.py)
-        labels = intern(labels if derive is None else derive(labels))
-    return labels, pair[0], pair[1]
+    if MARKER in labels:
+        return labels, pair[0], pair[1]
+    text = pair[1]
+    if values_label is not None:
+        text = labels.pop(values_label, None)
+        if text is None:
+            return item
+    # shared with every rule and refresh holding it (labelsets.py)
+    return intern(labels if derive is None else derive(labels)), pair[0], text
 
 
 def parse_answer(
-    status: int, body: bytes, limit: int, states: bool = False, derive: Derive | None = None
+    status: int,
+    body: bytes,
+    limit: int,
+    states: bool = False,
+    derive: Derive | None = None,
+    values_label: str | None = None,
 ) -> Answer:
     """(series, evaluation time, NaN/Inf samples left out) from a query API answer. With ``states``
     (a query carrying source states) ``limit`` bounds the values and the states each; ``derive``
-    adds the labels a rule derives to each of its values (``_sample``)."""
-    sample = _sample if derive is None else functools.partial(_sample, derive=derive)
+    adds the labels a rule derives to each of its values, ``values_label`` names the label holding
+    each value (``_sample``)."""
+    sample: Callable[[Any], Any] = _sample
+    if derive is not None or values_label is not None:
+        sample = functools.partial(_sample, derive=derive, values_label=values_label)
     try:
         data = decode(body, sample)
     except ValueError:
@@ -282,7 +299,13 @@ class PrometheusSource:
         return status, body
 
     async def _digest(
-        self, status: int, body: bytes, states: bool, then: Callable[[Answer], T], derive: Derive | None
+        self,
+        status: int,
+        body: bytes,
+        states: bool,
+        then: Callable[[Answer], T],
+        derive: Derive | None,
+        values_label: str | None = None,
     ) -> T:
         """``then`` of the answer in ``body`` (parsed). A large answer is read series by series and
         ``then`` applied in a worker thread, so the event loop keeps answering requests meanwhile;
@@ -290,9 +313,11 @@ class PrometheusSource:
         Raises QueryError."""
         limit = self.cfg.max_series_per_rule
         if len(body) < THREAD_BYTES:
-            return then(parse_answer(status, body, limit, states, derive))
+            return then(parse_answer(status, body, limit, states, derive, values_label))
         async with self._decoding:
-            return await asyncio.to_thread(lambda: then(parse_answer(status, body, limit, states, derive)))
+            return await asyncio.to_thread(
+                lambda: then(parse_answer(status, body, limit, states, derive, values_label))
+            )
 
     def credentials(self) -> str:
         cfg = self.cfg
@@ -301,7 +326,12 @@ class PrometheusSource:
         )
 
     async def _timed(
-        self, promql: str, states: bool, then: Callable[[Answer], T], derive: Derive | None = None
+        self,
+        promql: str,
+        states: bool,
+        then: Callable[[Answer], T],
+        derive: Derive | None = None,
+        values_label: str | None = None,
     ) -> T:
         """``then`` of ``promql``'s answer (``_digest``), sent once a slot is free
         (``MAX_CONCURRENT_QUERIES``) and timed from then until its answer is read (the wait for a
@@ -318,7 +348,7 @@ class PrometheusSource:
                 raise
             took = time.perf_counter() - started
             try:
-                out = await self._digest(status, body, states, then, derive)
+                out = await self._digest(status, body, states, then, derive, values_label)
             except QueryError as exc:  # an error the engine answered (its own deadline: a timeout)
                 self.metrics.upstream(self.name, took, False, isinstance(exc, QueryTimeout))
                 raise
@@ -349,11 +379,16 @@ class PrometheusSource:
         return rule_parts(rule, selector, self.horizon, problems, own)
 
     async def ask(
-        self, query: str, rules: Sequence[RuleConfig], evidence: SharedEvidence
+        self,
+        query: str,
+        rules: Sequence[RuleConfig],
+        evidence: SharedEvidence,
+        values_label: str | None = None,
     ) -> tuple[list[Series], float, list[Series], dict[str, tuple[Series, ...] | None]]:
         """``query``'s series, evaluation time and NaN/Inf series left out, with the source states of
         each of ``rules`` (None for a rule without a source family): the refresh's evidence query
-        first (shared), then ``query`` carrying the rules' own parts. Raises QueryError."""
+        first (shared), then ``query`` carrying the rules' own parts. ``values_label``: the label
+        holding each value (a ``count_values`` query). Raises QueryError."""
         known: dict[tuple[str, str], Target] = {}
         shared: dict[str, list[Series]] = {}
         problems: list[str] | None = None
@@ -374,7 +409,7 @@ class PrometheusSource:
         try:
             # the workload of each value from its pod as it is read: never a label set without it kept
             derive = with_workload if rules and all(r.workload_from_pod for r in rules) else None
-            return await self._timed(with_parts(query, needed), bool(needed), sort_out, derive)
+            return await self._timed(with_parts(query, needed), bool(needed), sort_out, derive, values_label)
         except QueryError:
             for rule in rules:  # too slow with every job's gone series: the next asks the others'
                 if rule.states_family is not None and rule.up_family is None:
@@ -414,11 +449,36 @@ class PrometheusSource:
             series, stamp, dropped, states = await self.ask(query, [rule], evidence)
         except QueryError as exc:
             return RuleResult(error=str(exc))
+        return self._result(rule, series, stamp, dropped, states[rule.name])
+
+    async def _collect_pair(self, pair: FlagPair, evidence: SharedEvidence) -> tuple[RuleResult, RuleResult]:
+        """The results of a flag rule and of its complement, from one query (``flagpairs``)."""
+        flag, complement = pair.flag, pair.complement
+        try:
+            query = render(pair.query, flag.matchers)
+            series, stamp, dropped, states = await self.ask(query, [flag, complement], evidence, FLAG_VALUES)
+        except QueryError as exc:
+            return RuleResult(error=str(exc)), RuleResult(error=str(exc))
+        highs, lows = await in_thread_if_large(extremes, series)
+        return (
+            self._result(flag, highs, stamp, dropped, states[flag.name]),
+            self._result(complement, lows, stamp, dropped, states[complement.name]),
+        )
+
+    def _result(
+        self,
+        rule: RuleConfig,
+        series: Sequence[Series],
+        stamp: float,
+        dropped: Sequence[Series],
+        states: tuple[Series, ...] | None,
+    ) -> RuleResult:
+        """``rule``'s result from its answer: its values and states, its NaN/Inf series refused."""
         if dropped and rule.name not in self._dropped_logged:
             self._dropped_logged.add(rule.name)
             event(log, logging.WARNING, "NaN or infinite samples refused", rule=rule.name, count=len(dropped))
         derived = up_from_values(rule)
-        result = RuleResult(tuple(series), stamp, sources=states[rule.name], up_from_values=derived)
+        result = RuleResult(tuple(series), stamp, sources=states, up_from_values=derived)
         return refuse_non_finite(result, dropped, self.name)
 
     def next_delay(self, elapsed: float) -> float:
@@ -431,9 +491,17 @@ class PrometheusSource:
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
         evidence = self.evidence()
+        pairs = flag_pairs(rules)
+        paired = {name for pair in pairs for name in (pair.flag.name, pair.complement.name)}
+        singles = [rule for rule in rules if rule.name not in paired]
         try:
-            results = await asyncio.gather(*(self._collect_rule(r, evidence) for r in rules))
+            results, both = await asyncio.gather(
+                asyncio.gather(*(self._collect_rule(r, evidence) for r in singles)),
+                asyncio.gather(*(self._collect_pair(pair, evidence) for pair in pairs)),
+            )
         finally:
             evidence.close()
-        return {rule.name: result for rule, result in zip(rules, results, strict=True)}
-
+        out = {rule.name: result for rule, result in zip(singles, results, strict=True)}
+        for pair, (flag, complement) in zip(pairs, both, strict=True):
+            out[pair.flag.name], out[pair.complement.name] = flag, complement
+        return {rule.name: out[rule.name] for rule in rules}
