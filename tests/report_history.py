@@ -124,6 +124,22 @@ def engines_with_history(
         yield {e: stack.enter_context(engine_holding(e, families)) for e in ENGINES}, fleets
 
 
+class Samples:
+    """Sample lines by family (OpenMetrics, time in seconds), as ``engine_holding`` takes them."""
+
+    def __init__(self) -> None:
+        self.families: dict[str, list[str]] = {}
+
+    def add(self, name: str, labels: str, value: float, t: float) -> None:
+        self.families.setdefault(name, []).append(f"{name}{{{labels}}} {value} {t:.3f}")
+
+    def healthy(self, target: str, t: float) -> None:
+        """A scrape at ``t`` of ``target`` (its ``instance`` and ``job`` labels) that succeeded, of an
+        exporter whose sample time moves (up 1, ``rightsizer_last_sample_timestamp_seconds``)."""
+        self.add("up", target, 1, t)
+        self.add("rightsizer_last_sample_timestamp_seconds", target, t - 0.5, t)
+
+
 @contextlib.contextmanager
 def engine_holding(engine: str, families: dict[str, list[str]]) -> Iterator[str]:
     """A running ``engine`` holding ``families`` (name -> OpenMetrics sample lines); yields its URL."""

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
-from report_history import ENGINES, engine_holding
+from report_history import ENGINES, Samples, engine_holding
 
 from adapter.cache import Cache
 from adapter.config import load_config
@@ -60,23 +60,18 @@ def pod(uuid: str) -> str:
 
 
 def history(end: float) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-
-    def add(name: str, labels: str, value: float, t: float) -> None:
-        out.setdefault(name, []).append(f"{name}{{{labels}}} {value} {t:.3f}")
-
+    out = Samples()
     for k in range(int(SPAN / STEP) + 1):
         t = end - SPAN + k * STEP
         for node, gpus in VALUES.items():
             target = f'instance="{node}:9400",job="rightsizer"'
-            add("up", target, 1, t)
-            add("rightsizer_last_sample_timestamp_seconds", target, t - 0.5, t)
+            out.healthy(target, t)
             for uuid, idle in gpus:
                 key = f'namespace="prod",pod="{pod(uuid)}",container="srv",UUID="{uuid}",gpu="0"'
                 for verdict in ("idle", "rightsized"):  # only the idle series are read
                     value = idle if verdict == "idle" else 1.0 - idle
-                    add("rightsizer_gpu_verdict", f'{target},{key},verdict="{verdict}"', value, t)
-    return out
+                    out.add("rightsizer_gpu_verdict", f'{target},{key},verdict="{verdict}"', value, t)
+    return out.families
 
 
 @pytest.fixture(scope="module", params=ENGINES)

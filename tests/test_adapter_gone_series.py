@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from adapter_support import BUILTIN_QUERIES, assert_status, client_get
-from report_history import ENGINES, engine_holding
+from report_history import ENGINES, Samples, engine_holding
 
 from adapter.cache import Cache
 from adapter.config import load_config
@@ -53,22 +53,16 @@ JOBS = {"node-a:9400": "rightsizer", "proxy:9090": "federated"}
 
 
 def history(end: float) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-
-    def add(name: str, labels: str, value: float, t: float) -> None:
-        out.setdefault(name, []).append(f"{name}{{{labels}}} {value} {t:.3f}")
-
+    out = Samples()
     for k in range(int(SPAN / STEP) + 1):
         t = end - SPAN + k * STEP
         for instance, job in JOBS.items():
-            target = f'instance="{instance}",job="{job}"'
-            add("up", target, 1, t)
-            add("rightsizer_last_sample_timestamp_seconds", target, t - 0.5, t)
+            out.healthy(f'instance="{instance}",job="{job}"', t)
         for labels, _, pod, util, gone in SERIES:
             if end - t >= gone:
                 gpu = f'namespace="prod",pod="{pod}",container="srv",UUID="GPU-{pod[-5:]}",gpu="0"'
-                add("DCGM_FI_DEV_GPU_UTIL", f"{labels},{gpu}", util, t)
-    return out
+                out.add("DCGM_FI_DEV_GPU_UTIL", f"{labels},{gpu}", util, t)
+    return out.families
 
 
 @pytest.fixture(scope="module", params=ENGINES)

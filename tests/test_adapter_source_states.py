@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 from adapter_support import assert_status, client_get
 from prometheus_client import generate_latest
-from report_history import ENGINES, engine_holding
+from report_history import ENGINES, Samples, engine_holding
 
 from adapter.cache import Cache
 from adapter.config import load_config
@@ -62,10 +62,8 @@ UP_SINCE = {"node-b": 600.0}  # up 0 for the last 10 minutes
 
 
 def history(end: float) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-
-    def add(name: str, labels: str, value: float, t: float) -> None:
-        out.setdefault(name, []).append(f"{name}{{{labels}}} {value} {t:.3f}")
+    out = Samples()
+    add = out.add
 
     for k in range(int(SPAN / STEP) + 1):
         t = end - SPAN + k * STEP
@@ -94,7 +92,7 @@ def history(end: float) -> dict[str, list[str]]:
                     add("rightsizer_workload_slo_scaling_unjudged_info", f'{labels},reason="{reason}"', 1, t)
                 else:
                     add("rightsizer_workload_slo_scaling_latency_ratio", labels, ratio, t)
-    return out
+    return out.families
 
 
 def gpu(pod: str, uuid: str) -> str:
