@@ -4,6 +4,13 @@ One refresh asks the source once per rule (Prometheus mode) or scrapes each expo
 (direct mode), whatever the number of HPAs, ScaledObjects and selectors asking. Requests are
 answered from the cached vectors; each distinct answer (metric, namespace, selector) is computed
 once per refresh and then served as ready bytes until the next refresh.
+
+Rules nobody asks for cost nothing (Prometheus mode, ``prometheus.rule_idle_seconds``): a rule no
+request asked for in that long (counted from the start, so every rule is refreshed at first) is
+*idle*: its query is not sent and its values are dropped. A request for it is answered 503 (its
+values are not known: never old ones, never 0), and wakes the refresher at once, so the rule has
+values from the refresh that follows, before an HPA's next sync. An autoscaler using a rule asks
+for it at every sync (HPA every 15 s, KEDA every 30 s by default), so a rule in use never idles.
 """
 
 from __future__ import annotations
@@ -29,6 +36,13 @@ log = logging.getLogger("rightsizer.adapter.cache")
 
 Answer = tuple[int, bytes]  # HTTP status, body
 THREAD_SERIES = 20_000  # refreshes with at least this many series are built in a worker thread
+
+
+def idle_reason(seconds: float) -> str:
+    return (
+        f"no request asked for this metric in the last {seconds:g} s, so it was not refreshed; "
+        "asked now, it has values from the next refresh (within seconds): ask again"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,20 +98,50 @@ class Cache:
         self._waiting = False  # said "waiting for the first sample", not yet what fails
         self._repeats = Repeats()  # the same rules failing anew every refresh: once a minute
         self.stopping = False
+        # rules not asked for in ``idle_after`` seconds are not refreshed (0: all always are)
+        self.idle_after = float(getattr(source, "idle_after", 0.0))
+        self._born = time.monotonic()
+        self._asked: dict[str, float] = {}  # rule -> monotonic time of the last request for it
+        self.idle: frozenset[str] = frozenset()  # rules the last refresh left out
+        self.wake = asyncio.Event()  # set by a request for an idle rule: refresh now
+        self._touched: list[str] | None = None  # the rules an answer being computed asked for
+        self._memo_rules: dict[tuple[Any, ...], tuple[str, ...]] = {}  # memoized answer -> its rules
         metrics.attach_cache(self._rows, lambda: len(self.answers))
         labelsets.register(self)
 
-    def _rows(self) -> list[tuple[str, bool, int, float | None]]:
+    def _rows(self) -> list[tuple[str, bool | None, int, float | None]]:
+        """(rule, up, series, age) per rule; up None for an idle rule (not refreshed, not down)."""
         now = time.monotonic()
         return [
             (
                 name,
-                s.error is None,
+                None if name in self.idle else s.error is None,
                 len(s.vector) if s.vector is not None else 0,
-                None if s.updated is None else now - s.updated,
+                None if s.updated is None or name in self.idle else now - s.updated,
             )
             for name, s in self.states.items()
         ]
+
+    def asked(self, name: str) -> bool:
+        """A request asks for rule ``name``: it stays refreshed. True when it is idle (no values
+        now); the refresher is then woken, so that it has values from the next refresh."""
+        self._asked[name] = time.monotonic()
+        if self._touched is not None:
+            self._touched.append(name)
+        if name not in self.idle:
+            return False
+        if not self.wake.is_set():
+            event(log, logging.INFO, "an idle rule was asked for: refreshing it now", rule=name)
+            self.wake.set()
+        return True
+
+    def _idle_now(self, rules: Sequence[RuleConfig]) -> frozenset[str]:
+        """The rules no request asked for in ``idle_after`` seconds (none in the first ones)."""
+        if self.idle_after <= 0:
+            return frozenset()
+        since = time.monotonic() - self.idle_after
+        born = self._born
+        return frozenset(r.name for r in rules if max(self._asked.get(r.name, born), born) <= since)
 
     def held_labels(self) -> Iterator[Mapping[str, str]]:
         """The label sets of every series this cache keeps (``labelsets.sweep`` keeps them shared)."""
@@ -110,17 +154,25 @@ class Cache:
         would make unique); at most ``max_answers`` answers and ``max_answer_bytes`` of bodies are
         kept, the others computed again when asked."""
         found = self.answers.get(key)
-        if found is None:
+        if found is not None:
+            if self.idle_after > 0:  # the rules it was computed from are asked for again
+                now = time.monotonic()
+                for name in self._memo_rules.get(key, ()):
+                    self._asked[name] = now
+            return found
+        self._touched = []
+        try:
             found = compute()
-            size = len(found[1]) if isinstance(found, tuple) and isinstance(found[-1], bytes) else 64
-            size += sum(len(str(part)) for part in key)
-            if (
-                keep(found)
-                and len(self.answers) < self.max_answers
-                and self.answer_bytes + size <= self.max_answer_bytes
-            ):
-                self.answers[key] = found
-                self.answer_bytes += size
+        finally:
+            touched, self._touched = self._touched, None
+        size = len(found[1]) if isinstance(found, tuple) and isinstance(found[-1], bytes) else 64
+        size += sum(len(str(part)) for part in key)
+        room = len(self.answers) < self.max_answers and self.answer_bytes + size <= self.max_answer_bytes
+        if keep(found) and room:
+            self.answers[key] = found
+            self.answer_bytes += size
+            if touched:
+                self._memo_rules[key] = tuple(touched)
         return found
 
     async def _discover(self) -> None:
@@ -154,7 +206,12 @@ class Cache:
         """Bring the cache up to date: from every upstream, or (``everything`` False) from those due."""
         started = time.monotonic()
         await self._discover()
-        rules = list(self.rules.values())
+        every = list(self.rules.values())
+        idle = self._idle_now(every)
+        if idle != self.idle and idle - self.idle:
+            event(log, logging.INFO, "rules no request asked for are not refreshed until asked",
+                  rules=",".join(sorted(idle - self.idle)), seconds=self.idle_after)  # fmt: skip
+        rules = [r for r in every if r.name not in idle]
         try:
             # Python 3.11's wait_for returns the result instead of raising CancelledError when the
             # collect ends in the loop turn that cancels it, and a stop would then be lost.
@@ -171,7 +228,7 @@ class Cache:
         else:
             self._crashed = None
         now = time.monotonic()
-        if results is self._previous:  # the source saw no change: keep answers memoized, note the check
+        if results is self._previous and not idle:  # the source saw no change: keep answers memoized
             self.states = {
                 n: RuleState(s.rule, s.vector, None, now, s.sources, s.unknown, s.up_from_values)
                 if s.error is None
@@ -188,12 +245,20 @@ class Cache:
         large = sum(len(r.series) + len(r.sources or ()) for r in results.values()) >= THREAD_SERIES
         # at fleet scale hundreds of ms of work: in a worker thread, requests answered meanwhile
         states, failing, recovered, indexes = await asyncio.to_thread(build) if large else build()
+        if idle:  # their values are dropped: never served once not refreshed
+            reason = idle_reason(self.idle_after)
+            states = {
+                r.name: states.get(r.name) or RuleState(r, None, reason, self.states[r.name].updated)
+                for r in every
+            }
+        self.idle = idle
         self._say(states, failing)
         if recovered:
             event(log, logging.INFO, "rules have values again", rules=",".join(recovered))
             self._repeats = Repeats()  # a new failure is said at once
         self.states = states
         self.answers = {}
+        self._memo_rules = {}
         self.answer_bytes = 0
         self.generation += 1
         if not self.ready and any(s.error is None for s in states.values()):
@@ -243,7 +308,7 @@ class Cache:
                 if new is not None and before is not None:
                     indexes.append((new, before.indexed()))
             states[rule.name] = RuleState(rule, values, None, now, sources, unknown, result.up_from_values)
-            if old.error is not None and old.updated is not None:
+            if old.error is not None and old.updated is not None and rule.name not in self.idle:
                 recovered.append(rule.name)
         return states, failing, recovered, indexes
 
@@ -281,7 +346,16 @@ class Cache:
             if full_collection_due(collected, loop.time()):
                 collected = loop.time()
             if not self.stopping:
-                await asyncio.sleep(self.source.next_delay(loop.time() - started))
+                await self._pause(self.source.next_delay(loop.time() - started))
+
+    async def _pause(self, seconds: float) -> None:
+        """Until the next refresh: ``seconds``, or less when a request asks for an idle rule."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self.wake.wait()
+        except TimeoutError:
+            pass
+        self.wake.clear()
 
     def stop(self) -> None:
         """End ``run`` at its next step (the caller also cancels it)."""

@@ -163,6 +163,14 @@ class PrometheusSettings:
         minimum=60,
         maximum=7 * 86400,
     )
+    rule_idle_seconds: float = setting(
+        300.0,
+        "A rule no request asked for in this long is not refreshed (its query is not sent, its values "
+        "are dropped) until one does; that request is answered 503 and wakes a refresh at once. Keep it "
+        "well above the autoscalers' polling periods (HPA 15 s, KEDA 30 s). 0: every rule, always.",
+        minimum=0,
+        maximum=86400,
+    )
 
     def validate(self) -> None:
         if self.url is not None and not self.url.startswith(("http://", "https://")):

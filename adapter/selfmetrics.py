@@ -13,8 +13,9 @@ from prometheus_client.exposition import generate_latest
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 UPSTREAM_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
-# (rule, up, series, age seconds) rows from the cache, read at scrape time.
-RuleRows = Callable[[], list[tuple[str, bool, int, float | None]]]
+# (rule, up, series, age seconds) rows from the cache, read at scrape time; up None: an idle rule
+# (no request asked for it lately, so not refreshed: neither up nor down).
+RuleRows = Callable[[], list[tuple[str, bool | None, int, float | None]]]
 
 
 class _CacheCollector:
@@ -34,7 +35,16 @@ class _CacheCollector:
         series = GaugeMetricFamily(
             "rightsizer_adapter_rule_series", "Series in the rule's cached vector.", labels=["rule"]
         )
+        idle = GaugeMetricFamily(
+            "rightsizer_adapter_rule_idle",
+            "1 if no request asked for the rule lately (prometheus.rule_idle_seconds), so it is not "
+            "refreshed until one does (no rule_up, cache_age or rule_series for it meanwhile).",
+            labels=["rule"],
+        )
         for rule, ok, count, seconds in self._rows():
+            idle.add_metric([rule], 1.0 if ok is None else 0.0)
+            if ok is None:
+                continue
             up.add_metric([rule], 1.0 if ok else 0.0)
             series.add_metric([rule], float(count))
             if seconds is not None:
@@ -42,6 +52,7 @@ class _CacheCollector:
         yield age
         yield up
         yield series
+        yield idle
         yield GaugeMetricFamily(
             "rightsizer_adapter_cached_answers",
             "Distinct answers memoized since the last refresh.",

@@ -43,8 +43,8 @@ import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -59,6 +59,7 @@ from adapter_support import get, start_adapter  # noqa: E402
 from servers import Process, prometheus, wait_for  # noqa: E402
 from victoria_metrics import victoria_metrics  # noqa: E402
 
+from adapter.config import PrometheusSettings  # noqa: E402
 from exporter.sources.simulated import workloads as wl  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("adapter_bench", BENCH / "adapter.py")
@@ -66,6 +67,7 @@ assert _spec and _spec.loader
 adapter_bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(adapter_bench)
 
+IDLE_SECONDS = next(f.default for f in fields(PrometheusSettings) if f.name == "rule_idle_seconds")
 JOB = "rightsizer-exporter"
 STAMP = "rightsizer_last_sample_timestamp_seconds"
 VERDICTS = ("idle", "overprovisioned", "rightsized", "underprovisioned", "insufficient_data")
@@ -239,6 +241,38 @@ def answers(url: str, paths: list[str]) -> list[tuple[int, object]]:
     return out
 
 
+class Asking:
+    """Asks every selector of both replicas every ``every`` seconds, as the HPAs (every 15 s) and
+    ScaledObjects using them would: the rules they select stay refreshed (``rule_idle_seconds``)."""
+
+    def __init__(self, urls: list[str], paths: list[str], every: float = 15.0) -> None:
+        self.urls, self.paths, self.every = urls, paths, every
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            started = time.monotonic()
+            for url in self.urls:
+                for p in self.paths:
+                    with suppress(OSError):
+                        get(url + p, adapter_bench.AUTH, timeout=30)
+            self.stop.wait(max(0.0, self.every - (time.monotonic() - started)))
+
+    def __enter__(self) -> Asking:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def idle_rules(url: str) -> int:
+    text = get(url + "/metrics", adapter_bench.AUTH)[2].decode()
+    return len(re.findall(r"^rightsizer_adapter_rule_idle\{[^}]*\} 1\.0$", text, re.M))
+
+
 def rss_mib(pid: int, field: str = "VmRSS") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -322,6 +356,14 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
         flags = ["--prometheus-url", url, "--refresh-interval", str(args.refresh_interval), *auth]
         with replicas(flags) as (one, two):
             wait_for(lambda: refreshes_of(one.url) >= 2, 120, what="two refreshes")
+            asking = Asking([one.url, two.url], paths)
+            asking.__enter__()
+            if args.warm_seconds:  # every rule is refreshed at first; those no selector asks for idle
+                print(f"  asking every selector of both replicas every 15 s for {args.warm_seconds:.0f} s "
+                      "(the rules nobody asks for idle)", flush=True)  # fmt: skip
+                time.sleep(args.warm_seconds)
+            print(f"  idle rules (none of the selectors asks for them): {idle_rules(one.url)} and "
+                  f"{idle_rules(two.url)} on the two replicas", flush=True)  # fmt: skip
             before = after_refresh(one.url)
             a, b = answers(one.url, paths), answers(two.url, paths)
             codes = Counter(code for code, _ in a)
@@ -367,6 +409,7 @@ def bench_engine(name: str, scrape: str, series: int, paths: list[str], args: ar
                 print(f"  first refusal: {FIRST_REFUSAL.pop('message')}", flush=True)
             figures = Figures(ok, same, len(paths), refresh_mean, slowest_refresh, watch.oldest, per_rule,
                               queries / max(1, refreshes), rules, peak, lat)  # fmt: skip
+            asking.__exit__()
             report_goals(name, args, figures)
         breakdown(url)
 
@@ -388,29 +431,33 @@ class Figures:
 
 def breakdown(url: str) -> None:
     """What one rule's query costs the engine, part by part (each asked alone, three times, best
-    kept): the GPU utilisation rule's values, its source vectors, and the shared evidence query."""
+    kept): the GPU utilisation and queue depth rules' values and source vectors, and the shared
+    evidence query; then each rule's whole query as a refresh sends it."""
     from adapter.promql import render
     from adapter.rules import BUILTIN_RULES
     from adapter.sources.evidence import Horizon, rule_parts, target_parts
     from adapter.sources.flagpairs import flag_pairs
     from adapter.sources.source_states import parts_only, with_parts
 
-    rule = next(r for r in BUILTIN_RULES if r.name == "rightsizer_gpu_utilization_ratio")
-    assert rule.query is not None and rule.source_family is not None
     horizon = Horizon(3600.0, 60.0)
-    selector = render(f"{rule.source_family}{{<<.LabelMatchers>>}}", rule.matchers)
-    current = rule_parts(rule, selector, horizon, [], {JOB})  # every target current, its job scraped
-    asked = {"values": render(rule.query, rule.matchers),
-             **{f"{k} (every target current)": v for k, v in current.items()},
-             "seen, no job left out (imported or federated data)":
-                 rule_parts(rule, selector, horizon, [])["seen"],
-             "seen, every series timed (past 64 targets not current)":
-                 rule_parts(rule, selector, horizon)["seen"],
-             "evidence query (shared)": parts_only(list(target_parts(horizon).values()))}  # fmt: skip
-    print("  engine time per part of the GPU utilisation rule (asked alone, best of 3):", flush=True)
-    for name, query in asked.items():
-        best, found = timed(url, query, 3)
-        print(f"    {name:<58} {1000 * best:8.0f} ms, {found:,} series", flush=True)
+    for name in ("rightsizer_gpu_utilization_ratio", "rightsizer_queue_depth"):
+        rule = next(r for r in BUILTIN_RULES if r.name == name)
+        family = rule.states_family
+        assert rule.query is not None and family is not None
+        selector = render(f"{family}{{<<.LabelMatchers>>}}", rule.matchers)
+        current = rule_parts(rule, selector, horizon, [], {JOB})  # every target current, its job scraped
+        asked = {"values": render(rule.query, rule.matchers),
+                 **{f"{k} (every target current)": v for k, v in current.items()}}  # fmt: skip
+        if rule.source_family is not None:
+            every_job, timed_all = (rule_parts(rule, selector, horizon, p)["seen"] for p in ([], None))
+            asked["seen, no job left out (imported or federated data)"] = every_job
+            asked["seen, every series timed (past 64 targets not current)"] = timed_all
+        print(f"  engine time per part of {name} (asked alone, best of 3):", flush=True)
+        for part, query in asked.items():
+            best, found = timed(url, query, 3)
+            print(f"    {part:<58} {1000 * best:8.0f} ms, {found:,} series", flush=True)
+    best, found = timed(url, parts_only(list(target_parts(horizon).values())), 3)
+    print(f"    {'evidence query (shared)':<58} {1000 * best:8.0f} ms, {found:,} series", flush=True)
     print("  engine time of each rule's whole query, as a refresh sends it (every target current; alone, "
           "best of 2):", flush=True)  # fmt: skip
     total = 0.0
@@ -505,6 +552,9 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=0.0, help="requests/s to pace wrk to (default: flat out)")
     ap.add_argument("--query-timeout", type=float, help="prometheus.timeout_seconds (default 5)")
     ap.add_argument("--parts-only", action="store_true", help="only the engine cost of each part")
+    ap.add_argument("--warm-seconds", type=float, default=IDLE_SECONDS + 30,
+                    help="ask the selectors for this long before measuring: rules none asks for idle "
+                         "(default: the adapter's rule_idle_seconds + 30 s; 0: measure at once)")  # fmt: skip
     args = ap.parse_args()
     gpus = fh.fleet(args.gpus)
     bodies, workloads, series = expositions(gpus)

@@ -106,6 +106,7 @@ def rule_state(cache: Cache, metric: str, api: str) -> RuleState:
         known = sorted(n for n, s in cache.states.items() if api in s.rule.apis)
         shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
         raise Failure(404, f"{api} metric {metric[:200]!r} is not served here (served: {shown})")
+    cache.asked(metric)  # kept refreshed; an idle rule (no values) is refreshed from now on
     if state.vector is None:
         raise Failure(503, f"no current values for {metric}: {state.error}")
     return state

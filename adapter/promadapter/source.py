@@ -77,6 +77,8 @@ class PromAdapterSource(PrometheusSource):
         source_checks: bool = False,
     ) -> None:
         super().__init__(cfg, metrics)
+        # every discovered metric is refreshed: its rules are asked in batches (prometheus-adapter)
+        self.idle_after = 0.0
         self.source_checks = source_checks
         self.file = file
         self.relist_seconds = relist_seconds

@@ -232,6 +232,7 @@ class PrometheusSource:
         self._limit = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
         self._decoding = asyncio.Semaphore(1)
         self.horizon = Horizon(cfg.source_horizon_seconds, cfg.stale_after_seconds)
+        self.idle_after = cfg.rule_idle_seconds  # rules nobody asks for are not refreshed (cache.py)
         self._dropped_logged: set[str] = set()
         # per rule without a flag: the jobs its last answer found publishing under an (instance,
         # job) that is no scrape target, whose series seen within the horizon but not now are
