@@ -30,6 +30,7 @@ the engine part by part, and what each rule's whole query costs it, asked alone.
 from __future__ import annotations
 
 import argparse
+import http.client
 import importlib.util
 import json
 import os
@@ -43,7 +44,7 @@ import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -55,7 +56,7 @@ sys.path.append(str(BENCH))
 
 import common  # noqa: E402
 import fleet_history as fh  # noqa: E402
-from adapter_support import get, start_adapter  # noqa: E402
+from adapter_support import get, insecure_context, start_adapter  # noqa: E402
 from servers import Process, prometheus, wait_for  # noqa: E402
 from victoria_metrics import victoria_metrics  # noqa: E402
 
@@ -243,7 +244,8 @@ def answers(url: str, paths: list[str]) -> list[tuple[int, object]]:
 
 class Asking:
     """Asks every selector of both replicas every ``every`` seconds, as the HPAs (every 15 s) and
-    ScaledObjects using them would: the rules they select stay refreshed (``rule_idle_seconds``)."""
+    ScaledObjects using them would: the rules they select stay refreshed (``rule_idle_seconds``).
+    One kept-alive connection per replica, as kube-apiserver's aggregator keeps its connections."""
 
     def __init__(self, urls: list[str], paths: list[str], every: float = 15.0) -> None:
         self.urls, self.paths, self.every = urls, paths, every
@@ -251,13 +253,26 @@ class Asking:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        connections: dict[str, http.client.HTTPSConnection] = {}
         while not self.stop.is_set():
             started = time.monotonic()
             for url in self.urls:
+                where = urllib.parse.urlsplit(url)
                 for p in self.paths:
-                    with suppress(OSError):
-                        get(url + p, adapter_bench.AUTH, timeout=30)
+                    conn = connections.get(url)
+                    if conn is None:
+                        conn = http.client.HTTPSConnection(where.hostname or "", where.port, timeout=30,
+                                                           context=insecure_context())  # fmt: skip
+                        connections[url] = conn
+                    try:
+                        conn.request("GET", where.path + p, headers=adapter_bench.AUTH)
+                        conn.getresponse().read()
+                    except (OSError, http.client.HTTPException):
+                        conn.close()
+                        del connections[url]
             self.stop.wait(max(0.0, self.every - (time.monotonic() - started)))
+        for conn in connections.values():
+            conn.close()
 
     def __enter__(self) -> Asking:
         self.thread.start()
