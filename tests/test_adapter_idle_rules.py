@@ -28,6 +28,7 @@ from adapter.keda.metrics_api import MetricsApiAuth
 from adapter.kubernetes.gate import Gate
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
+from adapter.sources.prometheus import PrometheusSource
 
 IDLE = 1.0  # seconds
 QUEUES = [({"queue": f"q{i}", "namespace": "prod"}, str(i)) for i in range(3)]
@@ -53,8 +54,13 @@ async def ask(client: Any, metric: str, queue: str) -> tuple[int, Any]:
     return await client_get(client, f"{EXT}/prod/{metric}?labelSelector=queue%3D{queue}")
 
 
-def served(cache: Cache, cfg: Any) -> Any:
-    return create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
+async def idle_adapter(fake: FakePrometheus, aiohttp_client: Any) -> tuple[Cache, PrometheusSource, Any]:
+    """The adapter on ``fake`` (three queues) and a client of its APIs; rules idle after ``IDLE``
+    seconds, refreshed every minute unless woken."""
+    answering(fake)
+    cache, source, cfg = await cache_for(fake, rule_idle_seconds=IDLE, refresh_interval_seconds=60)
+    app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
+    return cache, source, await aiohttp_client(app)
 
 
 def own_metrics(cache: Cache) -> str:
@@ -65,9 +71,7 @@ async def test_rules_nobody_asks_for_are_not_refreshed_until_asked(
     prom: FakePrometheus,  # noqa: F811
     aiohttp_client: Any,
 ) -> None:
-    answering(prom)
-    cache, source, cfg = await cache_for(prom, rule_idle_seconds=IDLE, refresh_interval_seconds=60)
-    client = await aiohttp_client(served(cache, cfg))
+    cache, source, client = await idle_adapter(prom, aiohttp_client)
     await cache.refresh_once()
     assert len(prom.queries) == BUILTIN_QUERIES  # every rule at first, nothing asked yet
     code, body = await ask(client, IN_FLIGHT, "q2")
@@ -114,9 +118,7 @@ async def test_asking_an_idle_rule_wakes_the_refresher(
     prom: FakePrometheus,  # noqa: F811
     aiohttp_client: Any,
 ) -> None:
-    answering(prom)
-    cache, source, cfg = await cache_for(prom, rule_idle_seconds=IDLE, refresh_interval_seconds=60)
-    client = await aiohttp_client(served(cache, cfg))
+    cache, source, client = await idle_adapter(prom, aiohttp_client)
     runner = asyncio.create_task(cache.run())
     try:
         while cache.generation < 1:
