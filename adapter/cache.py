@@ -122,18 +122,15 @@ class Cache:
             for name, s in self.states.items()
         ]
 
-    def asked(self, name: str) -> bool:
-        """A request asks for rule ``name``: it stays refreshed. True when it is idle (no values
-        now); the refresher is then woken, so that it has values from the next refresh."""
+    def asked(self, name: str) -> None:
+        """A request asks for rule ``name``: it stays refreshed. When it is idle (no values now) the
+        refresher is woken, so that it has values from the next refresh."""
         self._asked[name] = time.monotonic()
         if self._touched is not None:
             self._touched.append(name)
-        if name not in self.idle:
-            return False
-        if not self.wake.is_set():
+        if name in self.idle and not self.wake.is_set():
             event(log, logging.INFO, "an idle rule was asked for: refreshing it now", rule=name)
             self.wake.set()
-        return True
 
     def _idle_now(self, rules: Sequence[RuleConfig]) -> frozenset[str]:
         """The rules no request asked for in ``idle_after`` seconds (none in the first ones)."""

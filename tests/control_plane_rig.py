@@ -187,6 +187,13 @@ def _adapter_config(tmp: Path, cluster: Cluster) -> Path:
     return path
 
 
+AGGREGATED = (
+    "/apis/external.metrics.k8s.io/v1beta1",
+    "/apis/custom.metrics.k8s.io/v1beta1",
+    "/apis/custom.metrics.k8s.io/v1beta2",
+)
+
+
 def apiservices_available(cluster: Cluster) -> dict[str, str]:
     out = {}
     for svc in cluster.get("/apis/apiregistration.k8s.io/v1/apiservices")["items"]:
@@ -251,6 +258,11 @@ def kube_rig(request: pytest.FixtureRequest) -> Iterator[Rig]:
             raise AssertionError(
                 f"{exc}\n{apiservices_available(cluster)}\n{rig.adapter.log()[-2000:]}"
             ) from None
+        # Available is the availability controller's word; the aggregator's proxy for a group
+        # version can still answer 503 "unable to handle the request" for a moment after it
+        # (its discovery is fetched apart): wait until each one serves its own discovery.
+        for path in AGGREGATED:
+            wait_for(lambda path=path: cluster.request("GET", path)[0] == 200, 60, 0.5, what=f"{path} served")
         yield rig
 
 

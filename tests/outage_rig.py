@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 from adapter_support import get_json
-from servers import Process, exporter, free_port, prometheus
+from servers import Process, exporter, free_port, prom_query, prometheus, wait_for
 from victoria_metrics import victoria_metrics
 
 from adapter.keda import externalscaler_pb2 as pb
@@ -40,6 +40,13 @@ def source_args(stack: contextlib.ExitStack, mode: str, nodes: Sequence[Process]
         engine = stack.enter_context(victoria_metrics(jobs))
     else:
         engine = stack.enter_context(prometheus({"rightsizer-exporter": targets}))
+    # Every target scraped once (an exporter never reached has its ``up`` 0): until then the engine
+    # knows nothing of the targets not yet scraped, and neither can the adapter.
+    wait_for(
+        lambda: len(prom_query(engine.url, 'up{job="rightsizer-exporter"}')) == len(targets),
+        60,
+        what="the engine to have scraped every exporter once",
+    )
     return ["--prometheus-url", engine.url, "--refresh-interval", "0.5"]
 
 

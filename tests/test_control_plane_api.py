@@ -5,6 +5,7 @@ equal what the adapter and the exporter answer, and its doors stay shut (a user 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.parse
 
@@ -40,9 +41,10 @@ def test_apiservices_are_available_and_discovery_lists_the_metrics(kube_rig: Rig
     resources = {r["name"] for r in kube_rig.cluster.get(EXT)["resources"]}
     assert {"rightsizer_queue_depth", "rightsizer_workload_slo_latency_ratio"} <= resources, resources
     # kubectl reads the same discovery through the aggregator
-    out = kube_rig.cluster.kubectl(
-        "api-resources", "--api-group=external.metrics.k8s.io", "-o", "name"
-    ).stdout
+    listed = ("api-resources", "--api-group=external.metrics.k8s.io", "-o", "name")
+    with contextlib.suppress(AssertionError):  # the call below says why, if it still fails
+        wait_for(lambda: kube_rig.cluster.kubectl(*listed, check=False).returncode == 0, 30)
+    out = kube_rig.cluster.kubectl(*listed).stdout
     assert "rightsizer_queue_depth.external.metrics.k8s.io" in out.split(), out
 
 
