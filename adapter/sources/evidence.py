@@ -282,6 +282,28 @@ def _labels(s: Series) -> Labels:
     return frozenset(s.labels.items())
 
 
+def in_order(labelsets: Collection[Labels]) -> list[Labels]:
+    """``sorted(labelsets, key=sorted)``, in steps the interpreter can switch threads between.
+
+    That call is one C call: for a queue rule's 35,000 label sets it held the interpreter lock for
+    about 130 ms while the event loop waited to answer requests. Each set's sorted pairs joined
+    by NUL compare as the pairs do when no label holds a NUL (a name or value that is a prefix of
+    another sorts first, as NUL sorts before every other character); they are built one set at a
+    time, and sorting strings is about 7 ms for as many. Any label holding a NUL: the call itself."""
+    keyed = []
+    for labels in labelsets:
+        flat = "\0".join([text for pair in sorted(labels) for text in pair])
+        if flat.count("\0") != max(2 * len(labels) - 1, 0):  # a NUL of its own: the joined order may differ
+            return sorted(labelsets, key=sorted)
+        keyed.append((flat, labels))
+    keyed.sort(key=_first)
+    return [labels for _, labels in keyed]
+
+
+def _first(pair: tuple[str, Labels]) -> str:
+    return pair[0]
+
+
 def classify(
     rule: RuleConfig,
     parts: Mapping[str, Sequence[Series]],
@@ -296,7 +318,7 @@ def classify(
     flag = rule.up_family
     why_down = reasons(rule, parts.get("why", ()), ("instance", "job"))  # the rule's why_family
     out = []
-    for labels in sorted({*cur, *ts, *seen}, key=sorted):  # one order on every replica
+    for labels in in_order({*cur, *ts, *seen}):  # one order on every replica
         as_dict = dict(labels)
         key = rule.key_of(as_dict)
         instance, job = _target_key(as_dict)
