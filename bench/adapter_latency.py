@@ -12,7 +12,11 @@ Printed: requests/s, p50 and p99 over TLS, answers not 2xx, the refreshes comple
 load and their mean time (the adapter's own counters), and the adapter's peak RSS.
 
     .venv/bin/python bench/adapter_latency.py [--gpus 40000] [--rate 2000] [--seconds 30]
-        [--connections 64] [--env NAME=VALUE]
+        [--connections 64] [--env NAME=VALUE] [--lock-holds]
+
+``--lock-holds`` loads bench/lockwatch into the adapter: a thread that sleeps 1 ms over and over
+and records each time it woke more than 10 ms late (it waited that long for the interpreter lock or
+a core, as the event loop does) with what the adapter's other threads ran then.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path[0] = str(BENCH.parent)  # the repository first: bench/adapter.py would shadow the package
@@ -39,6 +45,9 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=2000.0)
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--lock-holds", action="store_true",
+                    help="also print how late a 1 ms ticker in the adapter woke during the load, and "
+                         "what its threads ran then (bench/lockwatch)")  # fmt: skip
     args = ap.parse_args()
     fleet = am.Fleet(args.gpus)
     engine = am.Engine(fleet)
@@ -51,6 +60,10 @@ def main() -> None:
     api, auth = fa.adapter_bench.delegated_auth(Path(tempfile.mkdtemp(prefix="adapter-latency-")))
     flags = ["--prometheus-url", url, "--refresh-interval", f"{args.interval:g}", *auth]
     env = dict(e.split("=", 1) for e in args.env)
+    watched = Path(tempfile.mkdtemp(prefix="adapter-lock-")) / "holds.json"
+    if args.lock_holds:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH / "lockwatch"), env.get("PYTHONPATH")]))
+        env["LOCKWATCH"] = str(watched)
     adapter = start_adapter(flags, ready=False, timeout=120, env=env)
     try:
         wait_for(lambda: get(adapter.url + "/readyz")[0] == 200, 300, interval=1.0, what="readyz")
@@ -59,7 +72,10 @@ def main() -> None:
         before = fa.after_refresh(adapter.url)
         script = fa.ROTATE % ", ".join(json.dumps(p) for p in paths)
         script += fa.PACE % (args.connections / fa.WRK_THREADS, args.rate / fa.WRK_THREADS)
+        held = _read(watched) if args.lock_holds else {}
+        began = time.time()
         lat, failed = fa.wrk(adapter.url + paths[0], args.connections, args.seconds, script)
+        ended = time.time()
         after = fa.after_refresh(adapter.url)
 
         def delta(name: str) -> float:
@@ -75,11 +91,42 @@ def main() -> None:
         print(f"refreshes: {done:.0f} during the load and after it, mean {took / max(done, 1):.2f} s; "
               f"adapter RSS {fa.rss_mib(pid):.0f} MiB (peak {fa.rss_mib(pid, 'VmHWM'):.0f}); "
               f"{engine.queries} queries answered", flush=True)  # fmt: skip
+        if args.lock_holds:
+            time.sleep(1.5)  # the watcher writes every second
+            _print_holds(held, _read(watched), began, ended)
         verdict = "met" if lat.p99_ms <= 50 else "NOT MET"
         print(f"goal p99 <= 50 ms at {args.rate:,.0f} req/s: {verdict}", flush=True)
     finally:
         adapter.stop()
         api.stop()
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def _print_holds(before: dict[str, Any], after: dict[str, Any], began: float, ended: float) -> None:
+    """What ``bench/lockwatch`` saw during the load: late wakes of its 1 ms ticker, the lines the
+    adapter's other threads ran then, and the cyclic collector's runs."""
+    late = [(lag, running) for at, lag, running in after.get("late", []) if began <= at <= ended]
+    ticks = after.get("ticks", 0) - before.get("ticks", 0)
+    worst = sorted((lag for lag, _ in late), reverse=True)[:5]
+    counts = ", ".join(f"{sum(lag > ms for lag, _ in late)} past {ms} ms" for ms in (10, 30, 50))
+    print(f"interpreter lock: {ticks:,} ticks of 1 ms during the load, {counts}; "
+          f"latest {', '.join(f'{w:.0f}' for w in worst) or 'none'} ms", flush=True)  # fmt: skip
+    by_line: dict[str, list[float]] = {}
+    for lag, running in late:
+        for where in running:
+            by_line.setdefault(where, []).append(lag)
+    for where, lags in sorted(by_line.items(), key=lambda kv: -sum(kv[1]))[:8]:
+        print(f"  {len(lags):4d} late wakes, longest {max(lags):5.1f} ms, while {where}", flush=True)
+    for gen, (runs, seconds, longest) in sorted(after.get("collections", {}).items()):
+        was = before.get("collections", {}).get(gen, [0, 0.0, 0.0])
+        print(f"  collections of generation {gen}: {runs - was[0]:,.0f}, {1000 * (seconds - was[1]):,.0f} ms "
+              f"in all, longest {1000 * longest:.1f} ms (since start)", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
