@@ -60,8 +60,9 @@ def main() -> None:
     api, auth = fa.adapter_bench.delegated_auth(Path(tempfile.mkdtemp(prefix="adapter-latency-")))
     flags = ["--prometheus-url", url, "--refresh-interval", f"{args.interval:g}", *auth]
     env = dict(e.split("=", 1) for e in args.env)
-    watched = Path(tempfile.mkdtemp(prefix="adapter-lock-")) / "holds.json"
+    watched = Path()
     if args.lock_holds:
+        watched = Path(tempfile.mkdtemp(prefix="adapter-lock-")) / "holds.json"
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH / "lockwatch"), env.get("PYTHONPATH")]))
         env["LOCKWATCH"] = str(watched)
     adapter = start_adapter(flags, ready=False, timeout=120, env=env)
@@ -116,7 +117,7 @@ def _print_holds(before: dict[str, Any], after: dict[str, Any], began: float, en
     worst = sorted((lag for lag, _ in late), reverse=True)[:5]
     counts = ", ".join(f"{sum(lag > ms for lag, _ in late)} past {ms} ms" for ms in (10, 30, 50))
     print(f"interpreter lock: {ticks:,} ticks of 1 ms during the load, {counts}; "
-          f"latest {', '.join(f'{w:.0f}' for w in worst) or 'none'} ms", flush=True)  # fmt: skip
+          f"longest {', '.join(f'{w:.0f}' for w in worst) or 'none'} ms", flush=True)  # fmt: skip
     by_line: dict[str, list[float]] = {}
     for lag, running in late:
         for where in running:
