@@ -35,6 +35,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -571,6 +572,8 @@ def main() -> None:
                     help="ask the selectors for this long before measuring: rules none asks for idle "
                          "(default: the adapter's rule_idle_seconds + 30 s; 0: measure at once)")  # fmt: skip
     args = ap.parse_args()
+    if not args.parts_only and shutil.which("wrk") is None:  # said now, not after minutes of set-up
+        raise SystemExit("wrk is not installed (Debian: apt-get install wrk); --parts-only needs none")
     gpus = fh.fleet(args.gpus)
     bodies, workloads, series = expositions(gpus)
     args.targets = len(bodies)

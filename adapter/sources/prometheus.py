@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import functools
 import logging
 import math
 import ssl
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import aiohttp
@@ -61,39 +60,13 @@ log = logging.getLogger("rightsizer.adapter.prometheus")
 # longer, until all of them pass their deadline together (measured at 40,000 GPUs: see
 # docs/fleet-scale.md). Two at a time keep each query's time its own, within its deadline.
 MAX_CONCURRENT_QUERIES = 2
-MAX_ENGINE_SHARE = 0.5  # of a replica's time with a query of its at the engine, at most (``next_delay``)
+MAX_REFRESH_SHARE = 0.5  # of a replica's time spent refreshing, at most (``next_delay``)
 CONNECTIONS = 8  # to the engine: a refresh's queries, and prometheus-adapter rules asked per request
 THREAD_BYTES = 256 * 1024  # answers at least this large are decoded in a worker thread (vectorjson.py)
 
 
 Answer = tuple[list[Series], float, list[Series]]  # series, evaluation time, NaN/Inf samples left out
 T = TypeVar("T")
-
-
-class EngineTime:
-    """How long a refresh had at least one query at the engine: the union of its queries' times from
-    sent until their answers were read, not the time the adapter then spent decoding them."""
-
-    def __init__(self) -> None:
-        self.total = 0.0
-        self._open = 0
-        self._since = 0.0
-
-    def reset(self) -> None:
-        self.total = 0.0
-        self._since = time.monotonic()  # a query still out is counted from now
-
-    @contextlib.contextmanager
-    def sending(self) -> Iterator[None]:
-        if not self._open:
-            self._since = time.monotonic()
-        self._open += 1
-        try:
-            yield
-        finally:
-            self._open -= 1
-            if not self._open:
-                self.total += time.monotonic() - self._since
 
 
 def _same(answer: Answer) -> Answer:
@@ -258,7 +231,6 @@ class PrometheusSource:
         self._session: aiohttp.ClientSession | None = None
         self._limit = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
         self._decoding = asyncio.Semaphore(1)
-        self.engine_time = EngineTime()  # of the refresh under way, or of the last one (``next_delay``)
         self.horizon = Horizon(cfg.source_horizon_seconds, cfg.stale_after_seconds)
         self.idle_after = cfg.rule_idle_seconds  # rules nobody asks for are not refreshed (cache.py)
         self._dropped_logged: set[str] = set()
@@ -310,12 +282,11 @@ class PrometheusSource:
         if at is not None:
             data["time"] = f"{at:.3f}"
         try:
-            with self.engine_time.sending():
-                async with self._session.post(
-                    self.url, data=data, headers=self._auth_headers(), timeout=timeout
-                ) as resp:
-                    body = await resp.read()
-                    status = resp.status
+            async with self._session.post(
+                self.url, data=data, headers=self._auth_headers(), timeout=timeout
+            ) as resp:
+                body = await resp.read()
+                status = resp.status
         except TimeoutError:
             raise QueryTimeout(f"prometheus query timed out after {self.cfg.timeout_seconds}s") from None
         except aiohttp.ClientConnectorError as exc:
@@ -512,18 +483,14 @@ class PrometheusSource:
         return refuse_non_finite(result, dropped, self.name)
 
     def next_delay(self, elapsed: float) -> float:
-        """Until the next refresh: one every ``interval``, or, where the last refresh's queries were
-        at the engine for more than half of it, a pause as long as they were there. A replica
-        whose refreshes keep the engine busy longer than its interval would otherwise ask for it
-        without a pause, every query slower for the others', until they all pass their deadline
-        together (measured at 40,000 GPUs: docs/fleet-scale.md); pausing as long as the engine
-        worked for the refresh keeps each replica at half the engine's time at most. The adapter's
-        own part of a refresh (decoding, indexing) is not paused for: that only makes answers older."""
-        engine = min(self.engine_time.total, elapsed)
-        return max(0.0, self.interval - elapsed, engine * (1 / MAX_ENGINE_SHARE - 1))
+        """Until the next refresh: one every ``interval``, or every twice the last refresh's time
+        where that is longer. A replica whose refreshes take longer than its interval would
+        otherwise keep the engine busy without a pause, every query slower for the others', until
+        they all pass their deadline together (measured at 40,000 GPUs: docs/fleet-scale.md);
+        pausing as long as the refresh took keeps it at half the engine's time at most."""
+        return max(0.0, self.interval - elapsed, elapsed * (1 / MAX_REFRESH_SHARE - 1))
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
-        self.engine_time.reset()
         evidence = self.evidence()
         pairs = flag_pairs(rules)
         paired = {name for pair in pairs for name in (pair.flag.name, pair.complement.name)}
