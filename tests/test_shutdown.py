@@ -1,10 +1,12 @@
 """Stopping is bounded and exits 0: a stop signal while the modules load, a cancellation that the
 refresh loop could lose, a shutdown step that hangs.
 
-- SIGTERM while ``python -m adapter`` / ``python -m exporter`` is still importing its modules: the
-  signal is sent as soon as the package itself is loaded (read from ``-X importtime``), while the
-  command-line module (aiohttp, grpcio, ...: hundreds of milliseconds) is still loading, so the
-  import never finishes; the exit code must be 0, not -15.
+- SIGTERM while ``python -m adapter`` / ``python -m exporter`` is still importing its modules: a
+  ``sitecustomize`` on the child's path adds an import finder that sends the process SIGTERM when
+  the command-line module starts loading, so the signal lands inside that import whatever its
+  speed (a signal sent from outside on the package's ``-X importtime`` line raced a command-line
+  module that had become cheap to load); the exit code must be 0, not -15, and the command-line
+  module's ``main`` never runs (``--version`` prints nothing).
 - Python 3.11's ``asyncio.wait_for`` returns the result instead of raising CancelledError when the
   awaited step ends in the loop turn that cancels it; a refresh whose collect ends exactly then must
   still stop the refresh loop.
@@ -15,11 +17,13 @@ refresh loop could lose, a shutdown step that hangs.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
 import textwrap
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,30 +34,42 @@ from adapter.rules import BUILTIN_RULES, RuleConfig
 from adapter.selfmetrics import AdapterMetrics
 from adapter.sources import RuleResult
 
+SIGNAL_ON_IMPORT = """
+import os, signal, sys
+
+
+class SignalOnImport:
+    \"\"\"Sends this process SIGTERM when the named module starts loading, then lets the normal
+    finders go on: the handler runs at the next bytecode, inside that module's import.\"\"\"
+
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["SIGNAL_ON_IMPORT"]:
+            print("signalled on import of", name, file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+
+sys.meta_path.insert(0, SignalOnImport())
+"""
+
 
 @pytest.mark.parametrize("program", ["adapter", "exporter"])
-def test_sigterm_while_importing_exits_0(program: str) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-X", "importtime", "-m", program, "--version"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+def test_sigterm_while_importing_exits_0(program: str, tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(SIGNAL_ON_IMPORT)
+    env = dict(os.environ, SIGNAL_ON_IMPORT=f"{program}.cli")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path), env.get("PYTHONPATH")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", program, "--version"],
+        capture_output=True,
         text=True,
         cwd=ROOT,
+        env=env,
+        timeout=60,
     )
-    assert proc.stderr is not None
-    seen = []
-    for line in proc.stderr:
-        seen.append(line)
-        if line.rstrip().endswith(f"| {program}"):  # the package is loaded, its cli is not yet
-            proc.send_signal(signal.SIGTERM)
-            break
-    out, err = proc.communicate(timeout=30)
-    text = "".join(seen) + err
-    assert not any(line.rstrip().endswith(f"| {program}.cli") for line in text.splitlines()), (
-        "the signal came after the import had finished: this run proves nothing"
-    )
-    assert proc.returncode == 0, (proc.returncode, text[-2000:])
-    assert "Traceback" not in text and not out
+    assert f"signalled on import of {program}.cli" in proc.stderr, ("no signal sent", proc.stderr[-2000:])
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    assert not proc.stdout, "main ran (it printed the version): the signal did not stop the import"
 
 
 class GatedSource:
