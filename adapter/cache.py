@@ -94,6 +94,7 @@ class Cache:
         self.refreshed = asyncio.Event()  # replaced by a fresh event after every refresh
         self.deadline = max(30.0, source.interval * 4)
         self._previous: dict[str, RuleResult] | None = None
+        self._collected = 0.0  # time.monotonic() when the last refresh's collect returned
         self._crashed: str | None = None
         self._waiting = False  # said "waiting for the first sample", not yet what fails
         self._repeats = Repeats()  # the same rules failing anew every refresh: once a minute
@@ -224,7 +225,7 @@ class Cache:
             results = {r.name: RuleResult(error=why) for r in rules}
         else:
             self._crashed = None
-        now = time.monotonic()
+        now = self._collected = time.monotonic()
         if results is self._previous and not idle:  # the source saw no change: keep answers memoized
             self.states = {
                 n: RuleState(s.rule, s.vector, None, now, s.sources, s.unknown, s.up_from_values)
@@ -329,10 +330,9 @@ class Cache:
 
     async def run(self) -> None:
         """Refresh forever when the source says (a slow refresh delays the next, never overlaps)."""
-        loop = asyncio.get_running_loop()
-        collected = loop.time()
+        collected = time.monotonic()
         while not self.stopping:  # checked too, so a cancellation lost in a library cannot keep it going
-            started = loop.time()
+            started = time.monotonic()
             try:
                 await self.refresh_once(everything=False)
             except asyncio.CancelledError:
@@ -340,10 +340,12 @@ class Cache:
             except Exception:  # a bug in a rule must not stop the refreshes of the others
                 log.exception("refresh failed unexpectedly")
             # the cyclic GC's full collection, when due, right after the last values were dropped
-            if full_collection_due(collected, loop.time()):
-                collected = loop.time()
+            if full_collection_due(collected, time.monotonic()):
+                collected = time.monotonic()
             if not self.stopping:
-                await self._pause(self.source.next_delay(loop.time() - started))
+                done = time.monotonic()
+                age = done - max(started, self._collected)  # of the values now served, since they came in
+                await self._pause(self.source.next_delay(done - started, age))
 
     async def _pause(self, seconds: float) -> None:
         """Until the next refresh: ``seconds``, or less when a request asks for an idle rule."""

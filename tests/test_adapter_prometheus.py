@@ -267,3 +267,25 @@ def test_a_refresh_slower_than_its_interval_is_followed_by_a_pause_as_long() -> 
     assert cfg.prometheus.refresh_interval_seconds == 5.0
     delays = {elapsed: source.next_delay(elapsed) for elapsed in (0.05, 2.0, 2.5, 3.0, 8.0, 20.0)}
     assert delays == pytest.approx({0.05: 4.95, 2.0: 3.0, 2.5: 2.5, 3.0: 3.0, 8.0: 8.0, 20.0: 20.0})
+
+
+def test_the_pause_is_shortened_to_keep_answers_within_twice_the_interval() -> None:
+    """Answers put in ``age`` seconds after their queries were answered are replaced by the next
+    refresh (taking as long) at most twice the interval later, by a shorter pause, if the refresh
+    then takes at most 60 % of the replica's time; past that, the pause stays as long as the
+    refresh (computed here from the interval, 5 s: the longest pause is 10 - elapsed - age)."""
+    cfg = load_config(None, {"prometheus": {"url": "http://127.0.0.1:9"}}, environ={})
+    source = PrometheusSource(cfg.prometheus, AdapterMetrics())
+    cases = {  # (elapsed, age): (pause, answers replaced within 10 s)
+        (2.0, 0.5): (3.0, True),  # within half the interval: one refresh every interval
+        (4.5, 0.5): (4.5, True),  # 4.5 + 4.5 + 0.5 <= 10: the pause as long as the refresh
+        (4.9, 0.5): (4.6, True),  # 4.9 + 4.9 + 0.5 > 10: shortened to 10 - 4.9 - 0.5
+        (5.5, 0.5): (4.0, True),  # the refresh 5.5 s of 9.5 (58 %)
+        (6.0, 0.0): (4.0, True),  # 60 % exactly
+        (6.5, 0.0): (6.5, False),  # 3.5 s would be 65 %: as long as the refresh, freshness missed
+        (8.0, 0.5): (8.0, False),
+    }
+    for (elapsed, age), (pause, fresh) in cases.items():
+        delay = source.next_delay(elapsed, age)
+        assert delay == pytest.approx(pause), (elapsed, age)
+        assert (elapsed + delay + age <= 10.0 + 1e-9) == fresh, (elapsed, age)

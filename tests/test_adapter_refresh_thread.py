@@ -60,7 +60,7 @@ class Source:
         self.generation += 1
         return {r.name: RuleResult(fleet(self.generation), 1000.0 + self.generation) for r in rules}
 
-    def next_delay(self, elapsed: float) -> float:
+    def next_delay(self, elapsed: float, age: float = 0.0) -> float:
         return self.interval
 
 
@@ -116,3 +116,36 @@ async def test_a_large_refresh_is_built_beside_the_event_loop() -> None:
     assert [(dict(s.labels), s.value) for s in a.series] == [(dict(s.labels), s.value) for s in b.series]
     selector = parse_selector("workload=w42")
     assert a.select("ns2", "match", selector) == b.select("ns2", "match", selector) != []
+
+
+async def test_the_pause_is_told_how_old_the_values_were_when_put_in() -> None:
+    """``next_delay`` gets the refresh's whole time and, apart, the time since its answers came in
+    (building the vectors): the values served are that old already, which the Prometheus source's
+    pause subtracts to keep them within twice the interval (test_adapter_prometheus)."""
+
+    class Slow(Source):
+        def __init__(self) -> None:
+            super().__init__()
+            self.told: list[tuple[float, float]] = []
+            self.cache: Cache | None = None
+
+        async def collect(
+            self, rules: Sequence[RuleConfig], everything: bool = True
+        ) -> dict[str, RuleResult]:
+            await asyncio.sleep(0.3)  # the answers take 0.3 s to come in
+            return await super().collect(rules, everything)
+
+        def next_delay(self, elapsed: float, age: float = 0.0) -> float:
+            self.told.append((elapsed, age))
+            assert self.cache is not None
+            self.cache.stop()
+            return 0.0
+
+    source = Slow()
+    cache = source.cache = Cache([RULE], source, AdapterMetrics())
+    await asyncio.wait_for(cache.run(), 30)
+    [(elapsed, age)] = source.told
+    vector = cache.states[RULE.name].vector
+    assert vector is not None and len(vector) == GPUS  # the values were put in before the pause
+    assert elapsed >= 0.3  # the whole refresh, the answers' wait included
+    assert 0 < age <= elapsed - 0.3  # from the answers' arrival on, their wait left out

@@ -93,7 +93,7 @@ class GatedSource:
         self.waiting.set()
         return await self.gate
 
-    def next_delay(self, elapsed: float) -> float:
+    def next_delay(self, elapsed: float, age: float = 0.0) -> float:
         return 0.0
 
 

@@ -138,8 +138,9 @@ class Source(Protocol):
         """Values of ``rules``; ``everything`` False lets the source skip upstreams not due yet."""
         ...
 
-    def next_delay(self, elapsed: float) -> float:
-        """Seconds to wait before the next ``collect``, given that the last one took ``elapsed``."""
+    def next_delay(self, elapsed: float, age: float = 0.0) -> float:
+        """Seconds to wait before the next ``collect``, given that the last refresh took ``elapsed``
+        and that its values were ``age`` seconds old when they were put in the cache."""
         ...
 
 

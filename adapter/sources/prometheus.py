@@ -60,7 +60,8 @@ log = logging.getLogger("rightsizer.adapter.prometheus")
 # longer, until all of them pass their deadline together (measured at 40,000 GPUs: see
 # docs/fleet-scale.md). Two at a time keep each query's time its own, within its deadline.
 MAX_CONCURRENT_QUERIES = 2
-MAX_REFRESH_SHARE = 0.5  # of a replica's time spent refreshing, at most (``next_delay``)
+MAX_REFRESH_SHARE = 0.5  # of a replica's time spent refreshing, at most (``next_delay``)...
+FRESH_REFRESH_SHARE = 0.6  # ...unless answers would pass twice the interval, up to this share
 CONNECTIONS = 8  # to the engine: a refresh's queries, and prometheus-adapter rules asked per request
 THREAD_BYTES = 256 * 1024  # answers at least this large are decoded in a worker thread (vectorjson.py)
 
@@ -482,13 +483,23 @@ class PrometheusSource:
         result = RuleResult(tuple(series), stamp, sources=states, up_from_values=derived)
         return refuse_non_finite(result, dropped, self.name)
 
-    def next_delay(self, elapsed: float) -> float:
+    def next_delay(self, elapsed: float, age: float = 0.0) -> float:
         """Until the next refresh: one every ``interval``, or every twice the last refresh's time
         where that is longer. A replica whose refreshes take longer than its interval would
         otherwise keep the engine busy without a pause, every query slower for the others', until
         they all pass their deadline together (measured at 40,000 GPUs: docs/fleet-scale.md);
-        pausing as long as the refresh took keeps it at half the engine's time at most."""
-        return max(0.0, self.interval - elapsed, elapsed * (1 / MAX_REFRESH_SHARE - 1))
+        pausing as long as the refresh took keeps it at half the engine's time at most.
+
+        That pause is shortened where the answers now served (``age`` seconds old already: the
+        refresh's decoding and indexing after its answers came in) would otherwise be older than
+        twice the interval when the next refresh, taking as long, replaces them, if a pause that
+        short still keeps the refresh within ``FRESH_REFRESH_SHARE`` of the replica's time. A
+        refresh slower than that misses the freshness anyway: its pause stays as long as it took."""
+        fair = elapsed * (1 / MAX_REFRESH_SHARE - 1)
+        fresh = 2 * self.interval - elapsed - age  # the longest pause keeping answers within 2 intervals
+        if elapsed * (1 / FRESH_REFRESH_SHARE - 1) <= fresh < fair:
+            return fresh
+        return max(0.0, self.interval - elapsed, fair)
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
         evidence = self.evidence()

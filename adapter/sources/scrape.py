@@ -245,7 +245,7 @@ class ScrapeSource:
             exporter.stamp, exporter.stamp_moved = stamp, now
         exporter.pace.scraped(stamp, now, time.time())
 
-    def next_delay(self, elapsed: float) -> float:
+    def next_delay(self, elapsed: float, age: float = 0.0) -> float:
         """Until the next exporter is due (each is scraped just after it publishes), at least 50 ms."""
         now = time.monotonic()
         return max(
