@@ -94,7 +94,7 @@ class Cache:
         self.refreshed = asyncio.Event()  # replaced by a fresh event after every refresh
         self.deadline = max(30.0, source.interval * 4)
         self._previous: dict[str, RuleResult] | None = None
-        self._collected = 0.0  # time.monotonic() when the last refresh's collect returned
+        self.values_age = 0.0  # the last refresh's values' age when put in (from when its collect returned)
         self._crashed: str | None = None
         self._waiting = False  # said "waiting for the first sample", not yet what fails
         self._repeats = Repeats()  # the same rules failing anew every refresh: once a minute
@@ -225,7 +225,7 @@ class Cache:
             results = {r.name: RuleResult(error=why) for r in rules}
         else:
             self._crashed = None
-        now = self._collected = time.monotonic()
+        now = time.monotonic()
         if results is self._previous and not idle:  # the source saw no change: keep answers memoized
             self.states = {
                 n: RuleState(s.rule, s.vector, None, now, s.sources, s.unknown, s.up_from_values)
@@ -233,6 +233,7 @@ class Cache:
                 else s
                 for n, s in self.states.items()
             }
+            self.values_age = time.monotonic() - now
             self._say(self.states, {})
             self.metrics.refreshed(time.monotonic() - started)
             return
@@ -255,6 +256,7 @@ class Cache:
             event(log, logging.INFO, "rules have values again", rules=",".join(recovered))
             self._repeats = Repeats()  # a new failure is said at once
         self.states = states
+        self.values_age = time.monotonic() - now
         self.answers = {}
         self._memo_rules = {}
         self.answer_bytes = 0
@@ -343,9 +345,7 @@ class Cache:
             if full_collection_due(collected, time.monotonic()):
                 collected = time.monotonic()
             if not self.stopping:
-                done = time.monotonic()
-                age = done - max(started, self._collected)  # of the values now served, since they came in
-                await self._pause(self.source.next_delay(done - started, age))
+                await self._pause(self.source.next_delay(time.monotonic() - started, self.values_age))
 
     async def _pause(self, seconds: float) -> None:
         """Until the next refresh: ``seconds``, or less when a request asks for an idle rule."""

@@ -119,9 +119,9 @@ async def test_a_large_refresh_is_built_beside_the_event_loop() -> None:
 
 
 async def test_the_pause_is_told_how_old_the_values_were_when_put_in() -> None:
-    """``next_delay`` gets the refresh's whole time and, apart, the time since its answers came in
-    (building the vectors): the values served are that old already, which the Prometheus source's
-    pause subtracts to keep them within twice the interval (test_adapter_prometheus)."""
+    """``next_delay`` gets the refresh's whole time and, apart, how old its values were when they
+    were put in (from the answers' arrival, through building the vectors): the Prometheus source's
+    pause subtracts it to keep answers within twice the interval (test_adapter_prometheus)."""
 
     class Slow(Source):
         def __init__(self) -> None:

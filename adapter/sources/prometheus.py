@@ -490,8 +490,8 @@ class PrometheusSource:
         they all pass their deadline together (measured at 40,000 GPUs: docs/fleet-scale.md);
         pausing as long as the refresh took keeps it at half the engine's time at most.
 
-        That pause is shortened where the answers now served (``age`` seconds old already: the
-        refresh's decoding and indexing after its answers came in) would otherwise be older than
+        That pause is shortened where the answers now served (``age`` seconds old when they were
+        put in: the refresh's decoding after its answers came in) would otherwise be older than
         twice the interval when the next refresh, taking as long, replaces them, if a pause that
         short still keeps the refresh within ``FRESH_REFRESH_SHARE`` of the replica's time. A
         refresh slower than that misses the freshness anyway: its pause stays as long as it took."""
