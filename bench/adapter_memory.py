@@ -157,14 +157,49 @@ class Engine:
         return f'{{"status":"success","data":{{"resultType":"vector","result":[{body}]}}}}'.encode()
 
 
-def serve(engine: Engine) -> str:
-    """The engine's query API on a loopback port, in a thread of its own; its base URL."""
+class Busy:
+    """The union of the times a query was at the fake engine (received until answered)."""
+
+    def __init__(self) -> None:
+        self.inflight = 0
+        self.since = 0.0
+        self.total = 0.0
+        self.lock = threading.Lock()
+
+    def enter(self) -> None:
+        with self.lock:
+            if self.inflight == 0:
+                self.since = time.monotonic()
+            self.inflight += 1
+
+    def leave(self) -> None:
+        with self.lock:
+            self.inflight -= 1
+            if self.inflight == 0:
+                self.total += time.monotonic() - self.since
+
+    def read(self) -> float:
+        with self.lock:
+            return self.total + (time.monotonic() - self.since if self.inflight else 0.0)
+
+
+def serve(engine: Engine, seconds: float = 0.0, busy: Busy | None = None) -> str:
+    """The engine's query API on a loopback port, in a thread of its own, answering each query
+    after ``seconds`` (the engine's time for it; ``busy`` counts it); its base URL."""
     started: list[str] = []
     ready = threading.Event()
+    busy = busy or Busy()
 
     async def query(request: web.Request) -> web.Response:
-        form = await request.post()
-        return web.Response(body=engine.answer(str(form["query"])), content_type="application/json")
+        busy.enter()
+        try:
+            form = await request.post()
+            if seconds:
+                await asyncio.sleep(seconds)
+            body = engine.answer(str(form["query"]))
+        finally:
+            busy.leave()
+        return web.Response(body=body, content_type="application/json")
 
     async def main() -> None:
         app = web.Application()

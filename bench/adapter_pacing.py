@@ -21,7 +21,6 @@ The adapter run is the one of the repository the bench lies in (``tests/servers.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sys
 import tempfile
@@ -35,69 +34,12 @@ sys.path[0] = str(BENCH.parent)  # the repository first: bench/adapter.py would 
 sys.path.insert(1, str(BENCH.parent / "tests"))
 sys.path.append(str(BENCH))
 
-from adapter_memory import EXT, Engine, Fleet, fleet_arguments, next_refresh  # noqa: E402
+from adapter_memory import EXT, Busy, Engine, Fleet, fleet_arguments, next_refresh, serve  # noqa: E402
 from adapter_support import ANONYMOUS, get, start_adapter  # noqa: E402
-from aiohttp import web  # noqa: E402
 
 ASKED = ("rightsizer_queue_depth", "rightsizer_gpu_utilization_ratio")
 AGE = re.compile(r'^rightsizer_adapter_cache_age_seconds\{rule="([^"]+)"\} (\S+)$', re.M)
 DURATION = re.compile(r"^rightsizer_adapter_refresh_duration_seconds_(sum|count) (\S+)$", re.M)
-
-
-class Busy:
-    """The union of the times a query was at the fake engine (sent until answered)."""
-
-    def __init__(self) -> None:
-        self.inflight = 0
-        self.since = 0.0
-        self.total = 0.0
-        self.lock = threading.Lock()
-
-    def enter(self) -> None:
-        with self.lock:
-            if self.inflight == 0:
-                self.since = time.monotonic()
-            self.inflight += 1
-
-    def leave(self) -> None:
-        with self.lock:
-            self.inflight -= 1
-            if self.inflight == 0:
-                self.total += time.monotonic() - self.since
-
-    def read(self) -> float:
-        with self.lock:
-            return self.total + (time.monotonic() - self.since if self.inflight else 0.0)
-
-
-def serve(engine: Engine, seconds: float, busy: Busy) -> str:
-    """The query API on a loopback port, in a thread of its own, answering after ``seconds``."""
-    started: list[str] = []
-    ready = threading.Event()
-
-    async def query(request: web.Request) -> web.Response:
-        busy.enter()
-        try:
-            form = await request.post()
-            await asyncio.sleep(seconds)
-            body = engine.answer(str(form["query"]))
-        finally:
-            busy.leave()
-        return web.Response(body=body, content_type="application/json")
-
-    async def main() -> None:
-        app = web.Application()
-        app.router.add_post("/api/v1/query", query)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        started.append(f"http://127.0.0.1:{runner.addresses[0][1]}")
-        ready.set()
-        await asyncio.Event().wait()
-
-    threading.Thread(target=asyncio.run, args=(main(),), daemon=True).start()
-    ready.wait(30)
-    return started[0]
 
 
 def ask(url: str, fleet: Fleet, stop: threading.Event) -> None:
