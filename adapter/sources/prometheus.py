@@ -498,8 +498,8 @@ class PrometheusSource:
         fair = elapsed * (1 / MAX_REFRESH_SHARE - 1)
         fresh = 2 * self.interval - elapsed - age  # the longest pause keeping answers within 2 intervals
         if elapsed * (1 / FRESH_REFRESH_SHARE - 1) <= fresh < fair:
-            return fresh
-        return max(0.0, self.interval - elapsed, fair)
+            fair = fresh
+        return max(0.0, self.interval - elapsed, fair)  # never more than one refresh per interval
 
     async def collect(self, rules: Sequence[RuleConfig], everything: bool = True) -> dict[str, RuleResult]:
         evidence = self.evidence()
