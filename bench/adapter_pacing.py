@@ -85,10 +85,14 @@ def main() -> None:
             before = dict(DURATION.findall(text))
             busy_before, t0 = busy.read(), time.monotonic()
             oldest = 0.0
+            seen: list[tuple[float, float]] = []  # (refreshes completed, when first seen), per new count
             while time.monotonic() - t0 < args.seconds:
                 text = get(adapter.url + "/metrics", timeout=30)[2].decode()
                 ages = [float(v) for rule, v in AGE.findall(text) if rule in ASKED]
                 oldest = max([oldest, *ages])
+                done = float(dict(DURATION.findall(text))["count"])
+                if not seen or done > seen[-1][0]:
+                    seen.append((done, time.monotonic()))
                 time.sleep(0.25)
             share = (busy.read() - busy_before) / (time.monotonic() - t0)
             after = dict(DURATION.findall(text))
@@ -97,7 +101,8 @@ def main() -> None:
             adapter.stop()
     count = float(after["count"]) - float(before["count"])
     mean = (float(after["sum"]) - float(before["sum"])) / count if count else float("nan")
-    every = args.seconds / count if count else float("nan")
+    # start to start, from the first and last completions seen (to within the 0.25 s sampling)
+    every = (seen[-1][1] - seen[1][1]) / (seen[-1][0] - seen[1][0]) if len(seen) > 2 else float("nan")
     print(f"  {count:.0f} refreshes in {args.seconds:g} s (one every {every:.2f} s), mean {mean:.2f} s each")
     print(f"  oldest answer seen {oldest:.2f} s (goal <= {2 * args.interval:g} s)")
     print(f"  engine busy with the adapter's queries {share:.0%} of the time")
