@@ -69,8 +69,8 @@ def healthy(series: Mapping[str, list[dict[str, str]]], flag: str = "1") -> Prov
             return [(TARGET, "1")]
         if name == "scrapes":  # scraped for a while
             return [({"job": TARGET["job"]}, "120")]
-        if name == "why":  # no reason published: a flag that is down is "the source is down"
-            return []
+        if name in ("why", "down"):  # no reason published (a flag that is down is "the source is
+            return []  # down"); no target failing when the rule's query is evaluated
         value = {"cur": flag, "ts": str(NOW - 1), "seen": str(NOW - 1)}[name]
         return [({**labels, **TARGET}, value) for labels in series.get(family, [])]
 

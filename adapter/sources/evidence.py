@@ -18,6 +18,10 @@ engine's clock, of what can change an answer only:
   for a rule without a flag);
 - ``why`` (a rule with a ``why_family``): the reasons (``reason`` label) of the flags not 1 now,
   quoted by the 503 of their key;
+- ``down``: the targets whose ``up`` is not 1 at the rule's query (``failed_since``): a target up
+  in the evidence that failed before the rule's query was evaluated (its series ended at once, by
+  staleness markers) is judged failing; a rule without a flag asks again for what it held
+  (``late_parts``), its series having been left out of the rule's query;
 - ``seen``: the series seen within H but not now (``present_over_time(F[H]) unless F``, at 0),
   and when each series of a target that is not current was last seen
   (``max_over_time(timestamp(F{instance=~...})[H:R])``); past ``MAX_TIMED_TARGETS`` such targets,
@@ -42,13 +46,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..rules import RuleConfig
 from ..vectors import Series
 from . import DOWN, GONE, STALE, TAINTED, UNKNOWN, UP, reasons, state
 from .pace import STAMP_FAMILY
 
+# The scrape targets failing when a rule's own query is evaluated, asked inside it: a target the
+# evidence query found up may fail before then (its series gone at once, by staleness markers)
+DOWN_NOW = "max by (instance, job) (up != 1)"
 MAX_TIMED_TARGETS = 64  # targets not current whose series are timed alone; past it, every series
 STEPS = 60  # subquery steps over the horizon: when a series was last seen, to H/60
 Labels = frozenset[tuple[str, str]]
@@ -124,7 +131,22 @@ def rule_parts(
     }
     if rule.why_family is not None and rule.up_family is not None:
         parts["why"] = _why(rule, selector)
+    parts["down"] = DOWN_NOW
     return {name: text for name, text in parts.items() if text is not None}
+
+
+def late_parts(rule: RuleConfig, selector: str, horizon: Horizon, instances: Sequence[str]) -> dict[str, str]:
+    """The parts a rule without a flag asks again for ``instances``, targets that were up and
+    current in the refresh's evidence but failed before the rule's own query was evaluated
+    (``failed_since``): that query left their series out (``cur`` and ``seen`` ask only the
+    targets the evidence found failing), and the values no longer hold them. ``cur``: their series
+    still selected; ``seen``: when each of their series was last seen; ``down``: their ``up`` now."""
+    only = _restricted(selector, instances)
+    return {
+        "cur": _group(rule, only),
+        "seen": _group(rule, f"max_over_time(timestamp({only}){horizon.range})"),
+        "down": DOWN_NOW,
+    }
 
 
 def _why(rule: RuleConfig, selector: str) -> str:
@@ -252,6 +274,20 @@ def targets(parts: Mapping[str, Sequence[Series]]) -> dict[tuple[str, str], Targ
     return out
 
 
+def failed_since(
+    known: Mapping[tuple[str, str], Target], parts: Mapping[str, Sequence[Series]]
+) -> dict[tuple[str, str], Target]:
+    """The targets that were up in the evidence (``known``) and whose ``up`` is not 1 when the
+    rule's own query was evaluated (its ``down`` part), as that query found them."""
+    out = {}
+    for s in parts.get("down", ()):
+        key = _target_key(s.labels)
+        target = known.get(key)
+        if target is not None and target.up == 1:
+            out[key] = replace(target, up=s.value)
+    return out
+
+
 def problem_instances(
     known: Mapping[tuple[str, str], Target], now: float, horizon: Horizon
 ) -> list[str] | None:
@@ -311,7 +347,11 @@ def classify(
     now: float,
     horizon: Horizon,
 ) -> list[Series]:
-    """The source states of ``rule`` from its parts (``cur``, ``ts``, ``seen``) at engine time ``now``."""
+    """The source states of ``rule`` from its parts (``cur``, ``ts``, ``seen``, ``down``) at engine
+    time ``now``. A target the evidence found up whose ``up`` is not 1 in the rule's own query
+    failed in between: its series are judged by that (a series its last good scrape held and no
+    longer selected is STALE, not a series its exporter stopped publishing while up)."""
+    known = {**known, **failed_since(known, parts)}
     cur = {_labels(s): s.value for s in parts.get("cur", ())}
     ts = {_labels(s): s.value for s in parts.get("ts", ())}
     seen = {_labels(s): s.value for s in parts.get("seen", ())}
@@ -370,6 +410,7 @@ def unreached(
     fewer than 3 times in 2 x ``stale_after``, at least 4 times once settled since the scrape
     interval must stay under ``stale_after`` / 2): a target of it may not be scraped yet, and a
     target never scraped has no ``up`` at all, so nothing else can tell it is missing."""
+    known = {**known, **failed_since(known, parts)}
     held = {_target_key(s.labels) for name in ("cur", "seen") for s in parts.get(name, ())}
     answering = [(job, t.stamped) for (_, job), t in known.items() if t.up == 1]
     # the jobs publishing the family: its own part (``cur`` and ``seen`` may hold only the series

@@ -36,12 +36,15 @@ from ..promql import render
 from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series, with_workload
-from . import RuleResult, refuse_non_finite
+from . import TAINTED, UNKNOWN, RuleResult, refuse_non_finite
 from .evidence import (
+    DOWN_NOW,
     Horizon,
     Target,
     classify,
+    failed_since,
     foreign_jobs,
+    late_parts,
     problem_instances,
     rule_parts,
     scraped_jobs,
@@ -372,10 +375,9 @@ class PrometheusSource:
         """The source-state parts ``rule`` carries (name -> query), none without a source family.
         ``scraped``: the jobs with scrape targets, whose series are their targets' (but those the
         rule's last answer found under another instance)."""
-        family = rule.states_family
-        if family is None:
+        if rule.states_family is None:
             return {}
-        selector = render(f"{family}{{<<.LabelMatchers>>}}", rule.matchers)
+        selector = self._selector(rule)
         foreign = self._foreign.get(rule.name)
         own = scraped - foreign if foreign is not None else set()
         return rule_parts(rule, selector, self.horizon, problems, own)
@@ -408,15 +410,57 @@ class PrometheusSource:
         # telling the parts apart and classifying is done with the decoding (at fleet scale, in the
         # worker thread: hundreds of ms the event loop would not answer requests otherwise)
         sort_out = functools.partial(self._sort_out, rules, named, needed, known, shared)
+        # the workload of each value from its pod as it is read: never a label set without it kept
+        derive = with_workload if rules and all(r.workload_from_pod for r in rules) else None
         try:
-            # the workload of each value from its pod as it is read: never a label set without it kept
-            derive = with_workload if rules and all(r.workload_from_pod for r in rules) else None
-            return await self._timed(with_parts(query, needed), bool(needed), sort_out, derive, values_label)
+            series, stamp, dropped, states, failed = await self._timed(
+                with_parts(query, needed), bool(needed), sort_out, derive, values_label
+            )
         except QueryError:
             for rule in rules:  # too slow with every job's gone series: the next asks the others'
                 if rule.states_family is not None and rule.up_family is None:
                     self._foreign.setdefault(rule.name, set())
             raise
+        late = [r for r in rules if r.states_family is not None and r.up_family is None]
+        if failed and problems is not None and late:
+            states = await self._ask_late(late, failed, known, states, derive)
+        return series, stamp, dropped, states
+
+    async def _ask_late(
+        self,
+        rules: Sequence[RuleConfig],
+        failed: list[str],
+        known: dict[tuple[str, str], Target],
+        states: dict[str, tuple[Series, ...] | None],
+        derive: Derive | None,
+    ) -> dict[str, tuple[Series, ...] | None]:
+        """``states`` with those of the series of ``failed`` (instances whose targets were up in the
+        evidence but failed before the rules' query was evaluated) for ``rules``, which have no
+        flag: their query left those series out, and the values no longer hold them (staleness
+        markers), so without this a key such a target held would be missing or partial for a
+        refresh. One more query, only in a refresh during which a target failed."""
+        named = {rule.name: late_parts(rule, self._selector(rule), self.horizon, failed) for rule in rules}
+        needed = list(dict.fromkeys(p for parts in named.values() for p in parts.values()))
+        try:
+            series, stamp, _ = await self._timed(parts_only(needed), True, _same, derive)
+        except QueryError as exc:
+            why = f"{', '.join(failed)} failed during the refresh, and asking what it held failed: {exc}"
+            gap = Series({UNKNOWN: why[:300]}, TAINTED)
+            return {**states, **{rule.name: (*(states[rule.name] or ()), gap) for rule in rules}}
+        _, found = split_parts(series, needed)
+        out = dict(states)
+        for rule in rules:
+            parts = {name: found[part] for name, part in named[rule.name].items()}
+            before = out[rule.name] or ()
+            had = {frozenset(s.labels.items()) for s in before}  # a series the first query had timed
+            judged = classify(rule, parts, known, stamp, self.horizon)
+            more = [s for s in judged if frozenset(s.labels.items()) not in had]
+            out[rule.name] = (*before, *more)
+        return out
+
+    def _selector(self, rule: RuleConfig) -> str:
+        assert rule.states_family is not None
+        return render(f"{rule.states_family}{{<<.LabelMatchers>>}}", rule.matchers)
 
     def _sort_out(
         self,
@@ -426,11 +470,13 @@ class PrometheusSource:
         known: dict[tuple[str, str], Target],
         shared: dict[str, list[Series]],
         answer: Answer,
-    ) -> tuple[list[Series], float, list[Series], dict[str, tuple[Series, ...] | None]]:
-        """``ask``'s answer from its query's: the rules' own series and each one's source states."""
+    ) -> tuple[list[Series], float, list[Series], dict[str, tuple[Series, ...] | None], list[str]]:
+        """``ask``'s answer from its query's: the rules' own series, each one's source states, and
+        the instances of the targets up in the evidence but failing when the query was evaluated."""
         series, stamp, dropped = answer
         series, found = split_parts(series, needed)
         dropped, _ = split_parts(dropped, needed)  # a part's NaN is no value: never a state
+        failed = sorted({i for i, _ in failed_since(known, {"down": found.get(DOWN_NOW, [])})})
         states: dict[str, tuple[Series, ...] | None] = {}
         for rule in rules:
             if not named[rule.name]:
@@ -442,7 +488,7 @@ class PrometheusSource:
             classified = classify(rule, parts, known, stamp, self.horizon)
             # the per-job parts (how often each job was scraped) come with the evidence query
             states[rule.name] = (*classified, *unreached(rule, {**shared, **parts}, known, self.horizon))
-        return series, stamp, dropped, states
+        return series, stamp, dropped, states, failed
 
     async def _collect_rule(self, rule: RuleConfig, evidence: SharedEvidence) -> RuleResult:
         assert rule.query is not None
