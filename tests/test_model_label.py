@@ -83,7 +83,9 @@ def test_own_families_pass_promtool_and_dcgm_ones_trip_it_on_model_name_alone() 
 def test_documented_joins_answer_on_prometheus() -> None:
     join, by_model = documented_queries()
     with prometheus_with_history([DEFAULT], 120, 15, instances=True) as (url, fleets):
-        gpus = next(iter(fleets[0].source.history(1, 1))).gpus
+        # the GPUs of the newest exposition the engine holds: a GPU with no past (new-a100) joins
+        # the simulated fleet a moment after it starts, so a reading taken later may hold one more
+        gpus = fleets[0].source.reading_at(fleets[0].last, history=True).gpus
         want_models = Counter(g.identity.model for g in gpus)
         util = prom_query(url, "DCGM_FI_DEV_GPU_UTIL")
         current = prom_query(url, "rightsizer_gpu_verdict == 1")
