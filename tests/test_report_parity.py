@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from report_history import ENGINES, Fleet, prometheus_with_history
+from report_history import ENGINES, Fleet, engine_holding, exporter_history
 
 from exporter.sources.simulated.scenario import SCENARIO_DIR
 from rightsizing.balance import findings
@@ -29,11 +29,23 @@ HOUR = 3600.0
 Key = tuple[str, str, str]  # (fleet, UUID, MIG profile/GPU instance id or "")
 
 
+@pytest.fixture(scope="module")
+def hour() -> tuple[dict[str, list[str]], list[Fleet]]:
+    """The hour's samples (family -> lines) and the fleets fed them, built once for both engines
+    (the report is asked ``--at`` the history's end, so a second engine started later reads it
+    alike)."""
+    families: dict[str, list[str]] = {}
+    return families, [exporter_history(p, HOUR, STEP, families, p.stem) for p in SCENARIOS]
+
+
 @pytest.fixture(scope="module", params=ENGINES)
-def history(request: pytest.FixtureRequest) -> Iterator[tuple[str, list[Fleet]]]:
+def history(
+    request: pytest.FixtureRequest, hour: tuple[dict[str, list[str]], list[Fleet]]
+) -> Iterator[tuple[str, list[Fleet]]]:
     """The same hour in Prometheus and in VictoriaMetrics: the report must judge alike from either."""
-    with prometheus_with_history(SCENARIOS, HOUR, STEP, instances=True, engine=request.param) as h:
-        yield h
+    families, fleets = hour
+    with engine_holding(request.param, families) as url:
+        yield url, fleets
 
 
 def live_conclusions(fleet: Fleet) -> dict[Key, tuple[object, ...]]:
