@@ -8,9 +8,18 @@ decode step (750 prompt tokens x 2 x 6.74e9 / 989e12 FLOP/s = 10.2 ms, + 4.6 ms)
 
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 
-from exporter.sources.simulated.latency import LatencyModel
+from exporter.sources.simulated.latency import (
+    WAIT_STEPS,
+    LatencyModel,
+    _after_wait,
+    _exponential_cdf,
+    _lognormal_cdf,
+)
 from exporter.sources.simulated.scenario import builtin_names, load_scenario
 from exporter.sources.simulated.source import SimulatedSource
 from rightsizing.slo.latency import Histogram, quantile
@@ -59,3 +68,51 @@ def test_the_trickle_waits_for_nothing() -> None:
     assert 0.012 < ttft.total / ttft.count < 0.018  # 14.8 ms of prefill and one step, give or take
     e2e_p95 = quantile(e2e, 0.95)
     assert e2e_p95 is not None and e2e_p95 > p95
+
+
+def after_wait_by_definition(x: float, wait: float, service: float, spread: float) -> float:
+    """``_after_wait`` as its docstring defines it, span by span from the two CDFs."""
+    if x <= 0:
+        return 0.0
+    variance = math.expm1(spread * spread) * service * service
+    total, upper = 0.0, _exponential_cdf(x, wait)
+    for k in reversed(range(WAIT_STEPS)):
+        start = x * k / WAIT_STEPS
+        lower = _exponential_cdf(start, wait)
+        if upper > lower:
+            share = _lognormal_cdf(x - start, service, variance)
+            if share >= 1.0:
+                return total + upper
+            total += (upper - lower) * share
+        upper = lower
+    return total
+
+
+def test_a_wait_then_a_service_is_its_definition_to_the_last_bit() -> None:
+    """The simulator's hot loop computes what does not depend on the span once: the same floats."""
+    rng = random.Random(7)
+    corners = (0.0, 1e-13, 1e-7, 0.001, 0.25, 1.0, 30.0)
+    checked = 0
+    for _ in range(20_000):
+        x = rng.choice((*corners, rng.random() * 10, rng.expovariate(1.0)))
+        wait = rng.choice((*corners, rng.random(), rng.expovariate(3.0)))
+        service = rng.choice((*corners, rng.random(), rng.expovariate(2.0)))
+        spread = rng.choice((0.0, 1e-7, 0.25, rng.random()))
+        want = after_wait_by_definition(x, wait, service, spread)
+        assert _after_wait(x, wait, service, spread) == want, (x, wait, service, spread)
+        checked += 0.0 < want < 1.0
+    assert checked > 5_000  # most draws land between the extremes
+
+
+@pytest.mark.parametrize("scenario", builtin_names())
+def test_asking_twice_at_one_time_answers_what_a_fresh_model_does(scenario: str) -> None:
+    """The queue collector and the right-sizing engine both read every server at the same time:
+    the second read is the first's answer, equal to what a model never asked before computes."""
+    asked = 0
+    models = servers(scenario)
+    for elapsed in (1.0, 95.0, 95.0, 612.5, 612.5, 300.0, 301.0):
+        for (name, model), (_, fresh) in zip(models, servers(scenario), strict=True):
+            first, again, alone = model.at(elapsed), model.at(elapsed), fresh.at(elapsed)
+            assert first == again == alone, (scenario, name, elapsed)
+            asked += first is not None
+    assert asked or scenario != "default"

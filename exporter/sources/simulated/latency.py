@@ -92,16 +92,36 @@ def _after_wait(x: float, wait: float, service: float, spread: float) -> float:
     """P(W + S <= x): an exponential wait W of mean ``wait``, then a lognormal service S of mean
     ``service`` and log-sigma ``spread``. W's mass on [0, x] is cut into WAIT_STEPS equal spans, each
     span's mass taken at its start (S's CDF at x - start): never more than W's own CDF at x, and, as
-    a longer service is the same lognormal stretched, never less than that of a longer service."""
+    a longer service is the same lognormal stretched, never less than that of a longer service.
+
+    The same sums as ``_exponential_cdf`` and ``_lognormal_cdf`` give, term by term (identical
+    floats), with what does not depend on the span computed once: this runs for every bound of
+    every histogram of every simulated server, 16 spans each."""
     if x <= 0:
         return 0.0
     variance = math.expm1(spread * spread) * service * service
+    if service <= 0:  # _lognormal_cdf: every positive time serves it
+        return _exponential_cdf(x, wait)
+    s2 = math.log1p(variance / (service * service))
+    if s2 <= 1e-12:  # no spread: served in time exactly when x - start >= service
+        mu = scale = 0.0
+    else:
+        mu = math.log(service) - s2 / 2.0
+        scale = math.sqrt(2.0 * s2)
+    flat = wait <= 1e-12
     total, upper = 0.0, _exponential_cdf(x, wait)
+    log, erf, exp = math.log, math.erf, math.exp
     for k in reversed(range(WAIT_STEPS)):  # the longest waits first
         start = x * k / WAIT_STEPS
-        lower = _exponential_cdf(start, wait)
+        lower = 0.0 if start <= 0 else 1.0 if flat else 1.0 - exp(-start / wait)
         if upper > lower:
-            share = _lognormal_cdf(x - start, service, variance)
+            left = x - start
+            if left <= 0:
+                share = 0.0
+            elif scale == 0.0:
+                share = 1.0 if left >= service else 0.0
+            else:
+                share = 0.5 * (1.0 + erf((log(left) - mu) / scale))
             if share >= 1.0:  # served in time after this wait, so after every shorter one too
                 return total + upper
             total += (upper - lower) * share
@@ -128,6 +148,9 @@ class LatencyModel:
         # itl observations per request: vLLM and SGLang one per token after the first, TGI one mean.
         self.itl_per_request = 1.0 if server == "tgi" else max(0.0, self.tokens_out - 1.0)
         self._cache: tuple[int, dict[str, list[float]]] | None = None  # (slices done, sums)
+        # The last answer: the queue collector and the right-sizing engine both read every queue at
+        # the same time, each scrape (and each step of a history).
+        self._last: tuple[float, dict[str, Histogram]] | None = None
 
     def moments(self, elapsed: float) -> Moments:
         p, serving = self.w.params, self.w.serving
@@ -181,6 +204,8 @@ class LatencyModel:
         """The server's cumulative histograms ``elapsed`` seconds after its workload started."""
         if elapsed < 0 or self.rate <= 0 or not self.layout:
             return None
+        if self._last is not None and self._last[0] == elapsed:
+            return dict(self._last[1])
         whole = math.floor(elapsed / SLICE_SECONDS)
         cache = self._cache
         if cache is None or cache[0] > whole:
@@ -199,7 +224,8 @@ class LatencyModel:
             count = float(math.floor(acc[-2] + 1e-9))
             counts = tuple(min(count, float(math.floor(c + 1e-9))) for c in acc[: len(bounds)])
             out[kind] = Histogram(bounds, (*counts, count), acc[-1])
-        return out
+        self._last = (elapsed, out)
+        return dict(out)
 
 
 def slo_of(q: QueueEntry) -> SloDeclaration:
