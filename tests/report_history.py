@@ -29,6 +29,7 @@ from victoria_metrics import import_text, victoria_metrics
 from exporter.render import Renderer
 from exporter.rightsizing_live.extension import RightsizingExtension
 from exporter.sources.simulated.queues import SimulatedQueues
+from exporter.sources.simulated.scenario import SCENARIO_DIR
 from exporter.sources.simulated.source import SimulatedSource, load_scenario
 from rightsizer_core.snapshot import Snapshot
 from rightsizing.catalog import load_catalog
@@ -118,10 +119,43 @@ def engines_with_history(
     ``extra`` samples (name -> OpenMetrics lines); yields {engine: URL} and the fleets."""
     families: dict[str, list[str]] = {}
     fleets = [exporter_history(p, seconds, step, families, p.stem) for p in paths]
+    with engines_holding(families, extra) as urls:
+        yield urls, fleets
+
+
+@contextlib.contextmanager
+def engines_holding(
+    families: dict[str, list[str]], extra: dict[str, list[str]] | None = None
+) -> Iterator[dict[str, str]]:
+    """Every engine of ENGINES holding ``families`` plus ``extra`` (name -> OpenMetrics lines;
+    ``families`` is left as it was); yields {engine: URL}."""
+    both = dict(families)
     for name, lines in (extra or {}).items():
-        families.setdefault(name, []).extend(lines)
+        both[name] = [*both.get(name, ()), *lines]
     with contextlib.ExitStack() as stack:
-        yield {e: stack.enter_context(engine_holding(e, families)) for e in ENGINES}, fleets
+        yield {e: stack.enter_context(engine_holding(e, both)) for e in ENGINES}
+
+
+# Every scenario fleet of the tests and the embedded default: an hour of them is what the report's
+# parity with the live engine and the rules' parity between engines read (``scenario_hour``).
+SCENARIO_FLEETS = (
+    *sorted((Path(__file__).parent / "scenarios").glob("*.yaml")),
+    SCENARIO_DIR / "default.yaml",
+)
+HOUR, HOUR_STEP = 3600.0, 15.0
+_hour: list[tuple[dict[str, list[str]], list[Fleet]]] = []
+
+
+def scenario_hour(keep: bool) -> tuple[dict[str, list[str]], list[Fleet]]:
+    """The past hour of every fleet of SCENARIO_FLEETS (each its own ``instance``, a sample every
+    HOUR_STEP seconds; family -> OpenMetrics lines) and the fleets fed it, ending when first built.
+    Building it takes minutes on two cores, so it is built once a session for the two modules that
+    read it: ``keep`` leaves it for the other one, else it is let go (a gigabyte of lines)."""
+    if not _hour:
+        families: dict[str, list[str]] = {}
+        fleets = [exporter_history(p, HOUR, HOUR_STEP, families, p.stem) for p in SCENARIO_FLEETS]
+        _hour.append((families, fleets))
+    return _hour[0] if keep else _hour.pop()
 
 
 class Samples:

@@ -13,18 +13,12 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from report_history import ENGINES, Fleet, engine_holding, exporter_history
+from report_history import ENGINES, HOUR, HOUR_STEP, Fleet, engine_holding, scenario_hour
 
-from exporter.sources.simulated.scenario import SCENARIO_DIR
 from rightsizing.balance import findings
 from rightsizing.cost import cost_json
-
-SCENARIOS = [*sorted((Path(__file__).parent / "scenarios").glob("*.yaml")), SCENARIO_DIR / "default.yaml"]
-STEP = 15.0
-HOUR = 3600.0
 
 Key = tuple[str, str, str]  # (fleet, UUID, MIG profile/GPU instance id or "")
 
@@ -32,10 +26,9 @@ Key = tuple[str, str, str]  # (fleet, UUID, MIG profile/GPU instance id or "")
 @pytest.fixture(scope="module")
 def hour() -> tuple[dict[str, list[str]], list[Fleet]]:
     """The hour's samples (family -> lines) and the fleets fed them, built once for both engines
-    (the report is asked ``--at`` the history's end, so a second engine started later reads it
-    alike)."""
-    families: dict[str, list[str]] = {}
-    return families, [exporter_history(p, HOUR, STEP, families, p.stem) for p in SCENARIOS]
+    and test_rule_engines (the report is asked ``--at`` the history's end, so an engine started
+    later reads it alike)."""
+    return scenario_hour(keep=True)
 
 
 @pytest.fixture(scope="module", params=ENGINES)
@@ -135,7 +128,7 @@ def test_live_engine_and_report_judge_every_fleet_alike(history: tuple[str, list
                 assert theirs[field] == pytest.approx(value, rel=0.02), (key, field)
             else:
                 assert theirs[field] == value, (key, field)
-    assert data["totals"]["history_found_seconds"] >= HOUR - 2 * STEP
+    assert data["totals"]["history_found_seconds"] >= HOUR - 2 * HOUR_STEP
 
 
 def _agrees(want: tuple[object, ...], got: tuple[object, ...]) -> bool:

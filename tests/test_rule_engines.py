@@ -13,19 +13,15 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from report_history import ENGINES, engines_with_history
+from report_history import ENGINES, HOUR, engines_holding, scenario_hour
 from servers import prom_query
 from test_rules import all_rules
 
-SCENARIOS = sorted((Path(__file__).parent / "scenarios").glob("*.yaml"))
 STEP = 15.0
-HOUR = 3600.0
 # Instants (seconds before the history's end) at which every expression is evaluated: between two
 # samples, since a sample exactly at the instant may fall either side of it after the engines'
 # own rounding of timestamps to milliseconds.
@@ -112,9 +108,13 @@ EXPRESSIONS = inlined(all_rules())
 
 @pytest.fixture(scope="module")
 def engines() -> Iterator[tuple[dict[str, str], float]]:
-    end = time.time()
-    with engines_with_history(SCENARIOS, HOUR, STEP, extra=alert_inputs(end)) as (urls, fleets):
-        yield urls, max(f.last for f in fleets)
+    """Both engines holding the scenario fleets' hour (test_report_parity's, built once) and the
+    alerts' own series over the same hour."""
+    families, fleets = scenario_hour(keep=False)
+    end = max(f.last for f in fleets)
+    with engines_holding(families, extra=alert_inputs(end)) as urls:
+        del families, fleets
+        yield urls, end
 
 
 Answer = dict[frozenset[tuple[str, str]], float]
