@@ -14,6 +14,7 @@ an upgrade's price inside a rightsized reason.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from pathlib import Path
 
@@ -35,10 +36,26 @@ CATALOG = load_catalog()
 BUILTIN = [SCENARIO_DIR / "default.yaml", SCENARIO_DIR / "golden.yaml", SCENARIO_DIR / "mig.yaml"]
 
 
+# A scenario file's conclusions on the embedded catalog, by (path, size, mtime): several modules ask
+# for the whole suite's (this one, test_rightsizing_deciding), a minute and more of replay each.
+_CONCLUDED: dict[tuple[str, int, int], dict[str, dict]] = {}
+
+
 async def conclusions(
     path: Path, start: float | None = None, catalog: Catalog | None = None
 ) -> dict[str, dict]:
-    """What the engine concludes per GPU; ``start`` pins the simulated clock (noise follows it)."""
+    """What the engine concludes per GPU; ``start`` pins the simulated clock (noise follows it).
+    Without ``start`` or ``catalog``, a file already concluded in this session answers as then."""
+    if start is not None or catalog is not None:
+        return await _conclude(path, start, catalog)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _CONCLUDED:
+        _CONCLUDED[key] = await _conclude(path, None, None)
+    return copy.deepcopy(_CONCLUDED[key])
+
+
+async def _conclude(path: Path, start: float | None, catalog: Catalog | None) -> dict[str, dict]:
     scenario = load_scenario(str(path))
     if start is not None:
         scenario = dataclasses.replace(scenario, start=start, frozen=True)
