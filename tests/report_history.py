@@ -133,7 +133,9 @@ def engines_holding(
     for name, lines in (extra or {}).items():
         both[name] = [*both.get(name, ()), *lines]
     with contextlib.ExitStack() as stack:
-        yield {e: stack.enter_context(engine_holding(e, both)) for e in ENGINES}
+        urls = {e: stack.enter_context(engine_holding(e, both)) for e in ENGINES}
+        del both  # the engines hold the samples now
+        yield urls
 
 
 # Every scenario fleet of the tests and the embedded default: an hour of them is what the report's

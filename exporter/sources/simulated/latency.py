@@ -70,16 +70,24 @@ class Moments:
     variances: dict[str, float]
 
 
+def _lognormal_shape(mean: float, variance: float) -> tuple[float, float] | None:
+    """(mu, sigma x sqrt 2) of a lognormal of ``mean`` (> 0) and ``variance``; None: no spread."""
+    s2 = math.log1p(variance / (mean * mean))
+    if s2 <= 1e-12:
+        return None
+    return math.log(mean) - s2 / 2.0, math.sqrt(2.0 * s2)
+
+
 def _lognormal_cdf(x: float, mean: float, variance: float) -> float:
     if x <= 0:
         return 0.0
     if mean <= 0:
         return 1.0
-    s2 = math.log1p(variance / (mean * mean))
-    if s2 <= 1e-12:
+    shape = _lognormal_shape(mean, variance)
+    if shape is None:
         return 1.0 if x >= mean else 0.0
-    mu = math.log(mean) - s2 / 2.0
-    return 0.5 * (1.0 + math.erf((math.log(x) - mu) / math.sqrt(2.0 * s2)))
+    mu, scale = shape
+    return 0.5 * (1.0 + math.erf((math.log(x) - mu) / scale))
 
 
 def _exponential_cdf(x: float, mean: float) -> float:
@@ -95,19 +103,14 @@ def _after_wait(x: float, wait: float, service: float, spread: float) -> float:
     a longer service is the same lognormal stretched, never less than that of a longer service.
 
     The same sums as ``_exponential_cdf`` and ``_lognormal_cdf`` give, term by term (identical
-    floats), with what does not depend on the span computed once: this runs for every bound of
-    every histogram of every simulated server, 16 spans each."""
+    floats), with the lognormal's shape computed once: this runs for every bound of every histogram
+    of every simulated server, 16 spans each."""
     if x <= 0:
         return 0.0
-    variance = math.expm1(spread * spread) * service * service
     if service <= 0:  # _lognormal_cdf: every positive time serves it
         return _exponential_cdf(x, wait)
-    s2 = math.log1p(variance / (service * service))
-    if s2 <= 1e-12:  # no spread: served in time exactly when x - start >= service
-        mu = scale = 0.0
-    else:
-        mu = math.log(service) - s2 / 2.0
-        scale = math.sqrt(2.0 * s2)
+    shape = _lognormal_shape(service, math.expm1(spread * spread) * service * service)
+    mu, scale = shape if shape is not None else (0.0, 0.0)  # no spread: served once x - start >= service
     flat = wait <= 1e-12
     total, upper = 0.0, _exponential_cdf(x, wait)
     log, erf, exp = math.log, math.erf, math.exp
