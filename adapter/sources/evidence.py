@@ -140,13 +140,15 @@ def late_parts(rule: RuleConfig, selector: str, horizon: Horizon, instances: Seq
     current in the refresh's evidence but failed before the rule's own query was evaluated
     (``failed_since``): that query left their series out (``cur`` and ``seen`` ask only the
     targets the evidence found failing), and the values no longer hold them. ``cur``: their series
-    still selected; ``seen``: when each of their series was last seen; ``down``: their ``up`` now."""
+    still selected; ``seen``: when each of their series was last seen (0, unknown, for a series on
+    none of the subquery's steps: its target was first scraped after the last step); ``down``: their
+    ``up`` now."""
     only = _restricted(selector, instances)
-    return {
-        "cur": _group(rule, only),
-        "seen": _group(rule, f"max_over_time(timestamp({only}){horizon.range})"),
-        "down": DOWN_NOW,
-    }
+    # a target first scraped after the subquery's last step is on none of its steps: what it held
+    # is seen at 0 (unknown), as in ``_seen`` when every series is timed
+    timed = _group(rule, f"max_over_time(timestamp({only}){horizon.range})")
+    untimed = _group(rule, f"present_over_time({only}[{int(horizon.seconds)}s]) * 0")
+    return {"cur": _group(rule, only), "seen": f"{timed} or {untimed}", "down": DOWN_NOW}
 
 
 def _why(rule: RuleConfig, selector: str) -> str:

@@ -409,11 +409,12 @@ class PrometheusSource:
         needed = list(dict.fromkeys(p for parts in named.values() for p in parts.values()))
         # telling the parts apart and classifying is done with the decoding (at fleet scale, in the
         # worker thread: hundreds of ms the event loop would not answer requests otherwise)
-        sort_out = functools.partial(self._sort_out, rules, named, needed, known, shared)
+        asks_late = problems is not None  # a target failing before the query: what it held is asked again
+        sort_out = functools.partial(self._sort_out, rules, named, needed, known, shared, asks_late)
         # the workload of each value from its pod as it is read: never a label set without it kept
         derive = with_workload if rules and all(r.workload_from_pod for r in rules) else None
         try:
-            series, stamp, dropped, states, failed = await self._timed(
+            series, stamp, dropped, states, failed, pending = await self._timed(
                 with_parts(query, needed), bool(needed), sort_out, derive, values_label
             )
         except QueryError:
@@ -422,8 +423,8 @@ class PrometheusSource:
                     self._foreign.setdefault(rule.name, set())
             raise
         late = [r for r in rules if r.states_family is not None and r.up_family is None]
-        if failed and problems is not None and late:
-            states = await self._ask_late(late, failed, known, states, derive)
+        if failed and asks_late and late:
+            states = await self._ask_late(late, failed, known, states, derive, pending)
         return series, stamp, dropped, states
 
     async def _ask_late(
@@ -433,12 +434,18 @@ class PrometheusSource:
         known: dict[tuple[str, str], Target],
         states: dict[str, tuple[Series, ...] | None],
         derive: Derive | None,
+        pending: dict[str, dict[str, list[Series]]],
     ) -> dict[str, tuple[Series, ...] | None]:
         """``states`` with those of the series of ``failed`` (instances whose targets were up in the
         evidence but failed before the rules' query was evaluated) for ``rules``, which have no
         flag: their query left those series out, and the values no longer hold them (staleness
         markers), so without this a key such a target held would be missing or partial for a
-        refresh. One more query, only in a refresh during which a target failed."""
+        refresh. One more query, only in a refresh during which a target failed.
+
+        ``pending``: each rule's parts of the first query (with the evidence's), whose ``unreached``
+        targets are judged here, with what the failed targets held: a target scraped first after
+        the horizon's last subquery step has no good scrape on its grid, and only this query can
+        tell it held series (then they are missed, not the rule's every answer unknown)."""
         named = {rule.name: late_parts(rule, self._selector(rule), self.horizon, failed) for rule in rules}
         needed = list(dict.fromkeys(p for parts in named.values() for p in parts.values()))
         try:
@@ -446,7 +453,13 @@ class PrometheusSource:
         except QueryError as exc:
             why = f"{', '.join(failed)} failed during the refresh, and asking what it held failed: {exc}"
             gap = Series({UNKNOWN: why[:300]}, TAINTED)
-            return {**states, **{rule.name: (*(states[rule.name] or ()), gap) for rule in rules}}
+            return {
+                **states,
+                **{
+                    rule.name: (*(states[rule.name] or ()), gap, *self._unreached(rule, pending, known))
+                    for rule in rules
+                },
+            }
         _, found = split_parts(series, needed)
         out = dict(states)
         for rule in rules:
@@ -455,8 +468,23 @@ class PrometheusSource:
             had = {frozenset(s.labels.items()) for s in before}  # a series the first query had timed
             judged = classify(rule, parts, known, stamp, self.horizon)
             more = [s for s in judged if frozenset(s.labels.items()) not in had]
-            out[rule.name] = (*before, *more)
+            out[rule.name] = (*before, *more, *self._unreached(rule, pending, known, parts))
         return out
+
+    def _unreached(
+        self,
+        rule: RuleConfig,
+        pending: dict[str, dict[str, list[Series]]],
+        known: dict[tuple[str, str], Target],
+        late: dict[str, list[Series]] | None = None,
+    ) -> list[Series]:
+        """``unreached`` of ``rule`` from its first query's parts (``pending``) and, when asked,
+        what the failed targets held (``late``'s ``cur`` and ``seen``)."""
+        parts = dict(pending.get(rule.name, {}))
+        held = late or {}
+        for name in ("cur", "seen"):
+            parts[name] = [*parts.get(name, ()), *held.get(name, ())]
+        return unreached(rule, parts, known, self.horizon)
 
     def _selector(self, rule: RuleConfig) -> str:
         assert rule.states_family is not None
@@ -469,15 +497,26 @@ class PrometheusSource:
         needed: list[str],
         known: dict[tuple[str, str], Target],
         shared: dict[str, list[Series]],
+        asks_late: bool,
         answer: Answer,
-    ) -> tuple[list[Series], float, list[Series], dict[str, tuple[Series, ...] | None], list[str]]:
-        """``ask``'s answer from its query's: the rules' own series, each one's source states, and
-        the instances of the targets up in the evidence but failing when the query was evaluated."""
+    ) -> tuple[
+        list[Series],
+        float,
+        list[Series],
+        dict[str, tuple[Series, ...] | None],
+        list[str],
+        dict[str, dict[str, list[Series]]],
+    ]:
+        """``ask``'s answer from its query's: the rules' own series, each one's source states, the
+        instances of the targets up in the evidence but failing when the query was evaluated, and
+        (``asks_late``: what they held will be asked again) the parts of the rules without a flag,
+        whose ``unreached`` targets are judged once it is (``_ask_late``)."""
         series, stamp, dropped = answer
         series, found = split_parts(series, needed)
         dropped, _ = split_parts(dropped, needed)  # a part's NaN is no value: never a state
         failed = sorted({i for i, _ in failed_since(known, {"down": found.get(DOWN_NOW, [])})})
         states: dict[str, tuple[Series, ...] | None] = {}
+        pending: dict[str, dict[str, list[Series]]] = {}
         for rule in rules:
             if not named[rule.name]:
                 states[rule.name] = None
@@ -487,8 +526,12 @@ class PrometheusSource:
                 self._foreign[rule.name] = foreign_jobs(parts, known)
             classified = classify(rule, parts, known, stamp, self.horizon)
             # the per-job parts (how often each job was scraped) come with the evidence query
-            states[rule.name] = (*classified, *unreached(rule, {**shared, **parts}, known, self.horizon))
-        return series, stamp, dropped, states, failed
+            if failed and asks_late and rule.up_family is None:  # judged with what the failed held
+                pending[rule.name] = {**shared, **parts}
+                states[rule.name] = tuple(classified)
+            else:
+                states[rule.name] = (*classified, *unreached(rule, {**shared, **parts}, known, self.horizon))
+        return series, stamp, dropped, states, failed, pending
 
     async def _collect_rule(self, rule: RuleConfig, evidence: SharedEvidence) -> RuleResult:
         assert rule.query is not None
