@@ -151,7 +151,6 @@ async def test_what_the_failed_target_held_unknown_is_answered_by_nothing(
     await source.close()
 
 
-
 def test_a_real_engine_finds_what_a_target_scraped_after_the_last_step_held() -> None:
     """On a real Prometheus: the late ``seen`` of a target whose every scrape came after the
     horizon's last subquery step (60 s on the defaults). Written from PromQL before running: the
