@@ -422,8 +422,8 @@ class PrometheusSource:
                 if rule.states_family is not None and rule.up_family is None:
                     self._foreign.setdefault(rule.name, set())
             raise
-        late = [r for r in rules if r.states_family is not None and r.up_family is None]
-        if failed and asks_late and late:
+        if pending:  # the rules without a flag, in a refresh during which a target failed
+            late = [r for r in rules if r.name in pending]
             states = await self._ask_late(late, failed, known, states, derive, pending)
         return series, stamp, dropped, states
 
