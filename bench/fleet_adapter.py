@@ -474,6 +474,9 @@ def breakdown(url: str) -> None:
             print(f"    {part:<58} {1000 * best:8.0f} ms, {found:,} series", flush=True)
     best, found = timed(url, parts_only(list(target_parts(horizon).values())), 3)
     print(f"    {'evidence query (shared)':<58} {1000 * best:8.0f} ms, {found:,} series", flush=True)
+    for part, query in target_parts(horizon).items():
+        best, found = timed(url, query, 3)
+        print(f"      {part:<56} {1000 * best:8.0f} ms, {found:,} series", flush=True)
     print("  engine time of each rule's whole query, as a refresh sends it (every target current; alone, "
           "best of 2):", flush=True)  # fmt: skip
     total = 0.0

@@ -513,7 +513,7 @@ class PrometheusSource:
         whose ``unreached`` targets are judged once it is (``_ask_late``)."""
         series, stamp, dropped = answer
         series, found = split_parts(series, needed)
-        dropped, _ = split_parts(dropped, needed)  # a part's NaN is no value: never a state
+        dropped, nan = split_parts(dropped, needed)  # a part's NaN is no value: never a state
         failed = sorted({i for i, _ in failed_since(known, {"down": found.get(DOWN_NOW, [])})})
         states: dict[str, tuple[Series, ...] | None] = {}
         pending: dict[str, dict[str, list[Series]]] = {}
@@ -524,6 +524,8 @@ class PrometheusSource:
             parts = {name: found[part] for name, part in named[rule.name].items()}
             if rule.up_family is None:
                 self._foreign[rule.name] = foreign_jobs(parts, known)
+            else:  # the jobs publishing a flag: its every series now (``cur``), a NaN one too
+                parts["jobs"] = nan[named[rule.name]["cur"]]
             classified = classify(rule, parts, known, stamp, self.horizon)
             # the per-job parts (how often each job was scraped) come with the evidence query
             if failed and asks_late and rule.up_family is None:  # judged with what the failed held
