@@ -157,7 +157,7 @@ def test_a_real_engine_finds_what_a_target_scraped_after_the_last_step_held() ->
     subquery's steps are multiples of 60 s, so evaluated 0.1 s after the target's first scrape
     (with no step in between, 599 times in 600) the timed half finds nothing of it and the whole
     part finds its series at 0 (seen within the horizon, time unknown); with a step in between,
-    at that scrape's time."""
+    at that step's time (``last_step``)."""
     rule = next(r for r in BUILTIN_RULES if r.states_family == "DCGM_FI_DEV_GPU_UTIL")
     cfg = load_config(None, {"prometheus": {"url": "http://p:9090"}}, environ={}).prometheus
     horizon = Horizon(cfg.source_horizon_seconds, cfg.stale_after_seconds)
@@ -177,4 +177,5 @@ def test_a_real_engine_finds_what_a_target_scraped_after_the_last_step_held() ->
             assert len(prom_query(prom.url, timed, at)) == (1 if on_grid else 0)
             found = prom_query(prom.url, part, at)
     assert [(s["metric"]["pod"], s["metric"]["instance"]) for s in found] == [(B, target)]
-    assert float(found[0]["value"][1]) == (first if on_grid else 0.0), (first, found)
+    step = (at // horizon.resolution) * horizon.resolution  # the last step, if the scrape came before it
+    assert float(found[0]["value"][1]) == (step if on_grid else 0.0), (first, found)

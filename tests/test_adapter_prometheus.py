@@ -122,7 +122,7 @@ async def test_templates_are_rendered_with_the_rule_matchers(prom: FakePrometheu
         'present_over_time(DCGM_FI_DEV_GPU_UTIL{pod!=""}[3600s]) unless DCGM_FI_DEV_GPU_UTIL{pod!=""}',
         "timestamp(rightsizer_queue_source_up{}) < (time() - 60)",
         'label_replace(rightsizer_queue_source_up{}, "rightsizer_adapter_source_state"',
-        "max by (instance, job) (max_over_time((timestamp(up) and up == 1)[3600s:60s]))",
+        "max by (instance, job) (max_over_time(((max_over_time(up[60s]) == 1) * time())[3600s:60s]))",
         "count_over_time(rightsizer_last_sample_timestamp_seconds[60s]) >= 2 unless "
         "changes(rightsizer_last_sample_timestamp_seconds[60s]) > 0",
     ):

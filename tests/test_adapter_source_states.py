@@ -254,5 +254,5 @@ async def test_every_fault_is_told_apart_with_every_series_timed(served: Any, mo
 
     monkeypatch.setattr(source, "_post", sending)
     await test_every_fault_is_told_apart(served)
-    timed = [q for q in sent if "max_over_time(timestamp(DCGM_FI_DEV_GPU_UTIL" in q]
+    timed = [q for q in sent if "max_over_time((present_over_time(DCGM_FI_DEV_GPU_UTIL" in q]
     assert timed and all("instance=~" not in q for q in timed), timed

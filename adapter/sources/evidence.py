@@ -2,7 +2,8 @@
 
 Once per refresh the evidence query (``target_parts``, shared by every rule) asks, per scrape
 target: ``up``, the time of its last scrape (``timestamp(up)``), the time of its last good scrape
-within the horizon H (``max_over_time((timestamp(up) and up == 1)[H:R])``, R = H/60), whether its
+within the horizon H, as the last step of a subquery over H every R = H/60 at which its ``up`` was
+1 (``last_step``), whether its
 exporter is frozen (``rightsizer_last_sample_timestamp_seconds`` sampled at least twice in the
 last ``stale_after`` seconds without changing) and whether it publishes that stamp now (an
 exporter); per job, how many times its most scraped target was scraped in the last 2 x
@@ -24,7 +25,7 @@ engine's clock, of what can change an answer only:
   (``late_parts``), its series having been left out of the rule's query;
 - ``seen``: the series seen within H but not now (``present_over_time(F[H]) unless F``, at 0),
   and when each series of a target that is not current was last seen
-  (``max_over_time(timestamp(F{instance=~...})[H:R])``); past ``MAX_TIMED_TARGETS`` such targets,
+  (the last step of the same grid at which it was, ``last_step``); past ``MAX_TIMED_TARGETS`` such targets,
   every series is timed. For a rule without a flag the untimed vector leaves out the scraped jobs
   (``job!~...``) but those whose series ``jobs`` found under an instance they do not scrape: a
   series a target up and current no longer publishes gives no state there.
@@ -33,7 +34,7 @@ From them ``classify`` gives each series a state (``sources/__init__.py``): UP f
 is up and current; TAINTED when a value of it is still selected although its target is not
 current (the last scrape failed, the target was not scraped since the engine restarted, the
 exporter is frozen, or the sample is older than ``stale_after``); STALE for a series its target
-held at its last good scrape (seen at that scrape's time) before the target went down or away, so
+held at its last good scrape (seen at that scrape's last step) before the target went down or away, so
 a node whose exporter vanished is missed rather than dropped, while a pod that left a healthy
 node (or a node drained before it was removed) is not (a STALE state of a target that left
 service discovery, or of a flag its healthy exporter stopped publishing, is marked GONE); DOWN for
@@ -149,7 +150,7 @@ def late_parts(rule: RuleConfig, selector: str, horizon: Horizon, instances: Seq
     only = _restricted(selector, instances)
     # a target first scraped after the subquery's last step is on none of its steps: what it held
     # is seen at 0 (unknown), as in ``_seen`` when every series is timed
-    timed = _group(rule, f"max_over_time(timestamp({only}){horizon.range})")
+    timed = _group(rule, last_step(only, horizon))
     untimed = _group(rule, f"present_over_time({only}[{int(horizon.seconds)}s]) * 0")
     return {"cur": _group(rule, only), "seen": f"{timed} or {untimed}", "down": DOWN_NOW}
 
@@ -184,17 +185,42 @@ def _seen(
     rule: RuleConfig, selector: str, horizon: Horizon, problems: Sequence[str] | None,
     scraped: Collection[str],
 ) -> str:
-    # the grid misses what lived only between two of its steps: that is seen at 0 (unknown)
+    # the grid misses what was sampled only after its last step (a target just scraped): seen at 0 (unknown)
     untimed = _group(rule, f"present_over_time({selector}[{int(horizon.seconds)}s]) * 0")
     if problems is None:
-        return f"{_group(rule, f'max_over_time(timestamp({selector}){horizon.range})')} or {untimed}"
+        return f"{_group(rule, last_step(selector, horizon))} or {untimed}"
     gone = [_gone(rule, _excluded(selector, scraped) if scraped else selector, horizon)]
     if not problems:
         return gone[0]
     only = _restricted(selector, problems)
     if scraped:  # the jobs left out above: their targets that are not current are asked here
         gone.insert(0, _gone(rule, only, horizon))
-    return " or ".join([_group(rule, f"max_over_time(timestamp({only}){horizon.range})"), *gone])
+    return " or ".join([_group(rule, last_step(only, horizon)), *gone])
+
+
+def last_step(selector: str, horizon: Horizon) -> str:
+    """The last step of the horizon's subquery grid (every R = ``horizon.resolution`` seconds,
+    aligned to multiples of it) whose window of R seconds before it holds a sample of ``selector``
+    (``last_good_step``: a good scrape), that step's time; none for a series with no sample
+    within the horizon. So the last step is the first at or after the series' last sample: what
+    ``classify`` compares, a series' last step against its target's last good scrape's
+    (``healthy_at``), is on one grid, and a series its target held at its last good scrape ends at
+    that scrape's step, one that left a scrape or more before at an earlier step or the same (held,
+    then: unknown rather than left out). Range windows, not the engine's lookback: no staleness
+    marker or lookback delta moves a step, whatever the scrape interval.
+
+    Step times, not each sample's own (``timestamp()``): inside a subquery ``timestamp()`` costs
+    Prometheus 2.42 about ten times as much (5,000 targets' ``up`` over an hour: 790 to 1,040 ms;
+    docs/fleet-scale.md). ``present_over_time`` counts a NaN sample too."""
+    window = f"[{int(horizon.resolution)}s]"
+    return f"max_over_time((present_over_time({selector}{window}) * time()){horizon.range})"
+
+
+def last_good_step(horizon: Horizon) -> str:
+    """Per target, ``last_step`` of its good scrapes: the last step whose window holds an ``up`` of 1."""
+    window = f"[{int(horizon.resolution)}s]"
+    good = f"(max_over_time(up{window}) == 1) * time()"
+    return f"max by (instance, job) (max_over_time(({good}){horizon.range}))"
 
 
 def _gone(rule: RuleConfig, selector: str, horizon: Horizon) -> str:
@@ -224,7 +250,7 @@ def target_parts(horizon: Horizon) -> dict[str, str]:
     return {
         "up": "max by (instance, job) (up)",
         "up_at": "max by (instance, job) (timestamp(up))",
-        "healthy_at": f"max by (instance, job) (max_over_time((timestamp(up) and up == 1){horizon.range}))",
+        "healthy_at": last_good_step(horizon),
         "frozen": f"max by (instance, job) ({frozen})",
         "stamped": f"max by (instance, job) ({STAMP_FAMILY} * 0 + 1)",  # an exporter, answering now
         "scrapes": f"max by (job) (count_over_time(up[{int(max(1, 2 * horizon.stale_after))}s]))",
