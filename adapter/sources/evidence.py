@@ -2,10 +2,10 @@
 
 Once per refresh the evidence query (``target_parts``, shared by every rule) asks, per scrape
 target: ``up``, the time of its last scrape (``timestamp(up)``), the time of its last good scrape
-within the horizon H, as the last step of a subquery over H every R = H/60 at which its ``up`` was
-1 (``last_step``), whether its
-exporter is frozen (``rightsizer_last_sample_timestamp_seconds`` sampled at least twice in the
-last ``stale_after`` seconds without changing) and whether it publishes that stamp now (an
+within the horizon H, as the last step of a subquery over H every R = H/60 whose window of R
+holds an ``up`` of 1 (``last_good_step``), whether its exporter is frozen
+(``rightsizer_last_sample_timestamp_seconds`` sampled at least twice in the last ``stale_after``
+seconds without changing) and whether it publishes that stamp now (an
 exporter); per job, how many times its most scraped target was scraped in the last 2 x
 ``stale_after``. A rule with a source family F (``up_family`` or ``source_family``) then asks,
 inside its own query, vectors of F per (key labels, ``instance``, ``job``) (``rule_parts``), at the
@@ -15,8 +15,8 @@ engine's clock, of what can change an answer only:
   stand for the UP states (``up_from_values``) only the series of the targets that are not up and
   current (``problem_instances``), none while every target is;
 - ``ts``: the series whose sample is older than ``stale_after`` (for a rule without a flag, of the
-  jobs that are not scraped, as ``seen`` below); ``jobs``: which jobs publish F (which targets,
-  for a rule without a flag);
+  jobs that are not scraped, as ``seen`` below); ``jobs`` (a rule without a flag): which targets
+  publish F (a rule with a flag reads which jobs do from its ``cur``, every series of F);
 - ``why`` (a rule with a ``why_family``): the reasons (``reason`` label) of the flags not 1 now,
   quoted by the 503 of their key;
 - ``down``: the targets whose ``up`` is not 1 at the rule's query (``failed_since``): a target up
