@@ -199,7 +199,7 @@ async def test_a_flag_rule_reads_its_jobs_from_its_flags_and_no_nan_hides_one(
     prom: FakePrometheus, aiohttp_client: Any
 ) -> None:
     """A rule with a flag asks no part reading its family once more for the jobs publishing it
-    (at 40,000 GPUs such a part cost a quarter of a queue rule's query): its flags now are every
+    (at 40,000 GPUs such a part cost about a tenth of a queue rule's parts): its flags now are every
     series of the family. A NaN flag is no value, but its job still publishes the family, so node b,
     never reached, makes every answer of the rule unknown (503), never a value or a 404."""
     prom.answer = never_reached_beside_a_nan_flag

@@ -25,10 +25,11 @@ engine's clock, of what can change an answer only:
   (``late_parts``), its series having been left out of the rule's query;
 - ``seen``: the series seen within H but not now (``present_over_time(F[H]) unless F``, at 0),
   and when each series of a target that is not current was last seen
-  (the last step of the same grid at which it was, ``last_step``); past ``MAX_TIMED_TARGETS`` such targets,
-  every series is timed. For a rule without a flag the untimed vector leaves out the scraped jobs
-  (``job!~...``) but those whose series ``jobs`` found under an instance they do not scrape: a
-  series a target up and current no longer publishes gives no state there.
+  (the last step of the same grid whose window holds a sample of it, ``last_step``); past
+  ``MAX_TIMED_TARGETS`` such targets, every series is timed. For a rule without a flag the
+  untimed vector leaves out the scraped jobs (``job!~...``) but those whose series ``jobs`` found
+  under an instance they do not scrape: a series a target up and current no longer publishes
+  gives no state there.
 
 From them ``classify`` gives each series a state (``sources/__init__.py``): UP from a target that
 is up and current; TAINTED when a value of it is still selected although its target is not
@@ -125,8 +126,9 @@ def rule_parts(
         "cur": _current(rule, selector, problems),
         # per target: where the gone series may be left out (``foreign_jobs``), and which jobs
         # publish the family (``unreached``). A rule with a flag needs no such part: its ``cur``
-        # holds every series of the family with its ``instance`` and ``job`` (``flag_jobs``), and
-        # a part reading the family once more cost the engine a quarter of such a rule's query
+        # holds every series of the family with its ``instance`` and ``job`` (the source's
+        # ``_sort_out`` reads the jobs from it), and reading the family once more cost the engine
+        # about a tenth of a queue rule's parts at 40,000 GPUs (docs/fleet-scale.md)
         "jobs": f"count by (instance, job) ({selector})" if rule.up_family is None else None,
         # only the samples older than stale_after come back (filtered before they are grouped, which
         # is what costs the engine): a key whose exporter has one such sample is not current
