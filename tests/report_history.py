@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import multiprocessing
-import os
 import re
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from servers import prometheus, prometheus_build
+from side_by_side import side_by_side
 from victoria_metrics import import_text, victoria_metrics
 
 from exporter.render import Renderer
@@ -159,23 +157,13 @@ def scenario_hour(keep: bool) -> tuple[dict[str, list[str]], list[Fleet]]:
     if not _hour:
         families: dict[str, list[str]] = {}
         fleets: list[Fleet] = []
-        # Each fleet's hour is its own: they are built side by side, one process per core, and put
-        # together in SCENARIO_FLEETS' order (the same lines in the same order as one after the
-        # other). A spawned process, not a fork: the test process may hold threads.
-        workers = min(len(SCENARIO_FLEETS), os.cpu_count() or 1)
-        with contextlib.ExitStack() as stack:
-            if workers > 1:
-                pool = stack.enter_context(
-                    ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-                )
-                built = pool.map(_fleet_hour, SCENARIO_FLEETS)
-            else:
-                built = map(_fleet_hour, SCENARIO_FLEETS)
-            for own, fleet in built:
-                for name, lines in own.items():
-                    families.setdefault(name, []).extend(lines)
-                fleets.append(fleet)
-                del own
+        # Each fleet's hour is its own: they are built side by side and put together in
+        # SCENARIO_FLEETS' order (the same lines in the same order as one after the other).
+        for own, fleet in side_by_side(_fleet_hour, SCENARIO_FLEETS):
+            for name, lines in own.items():
+                families.setdefault(name, []).extend(lines)
+            fleets.append(fleet)
+            del own
         _hour.append((families, fleets))
     return _hour[0] if keep else _hour.pop()
 

@@ -17,13 +17,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-import multiprocessing
-import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 from reason_clauses import false_clauses
+from side_by_side import side_by_side
 
 from exporter.api import gpus_json
 from exporter.rightsizing_live.extension import RightsizingExtension
@@ -66,16 +64,11 @@ def _key(path: Path) -> tuple[str, int, int]:
 
 
 def _conclude_all() -> None:
-    """Concludes every file of the suite and the built-ins not yet concluded, side by side, one
-    process per core (each file's replay is its own; a spawned process, as the test process may
-    hold threads)."""
+    """Concludes every file of the suite and the built-ins not yet concluded, side by side (each
+    file's replay is its own)."""
     todo = [p for p in SUITE + BUILTIN if _key(p) not in _CONCLUDED]
-    workers = min(len(todo), os.cpu_count() or 1)
-    if workers < 2:
-        return
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for path, got in zip(todo, pool.map(_conclude_in_process, todo), strict=True):
-            _CONCLUDED[_key(path)] = got
+    for path, got in zip(todo, side_by_side(_conclude_in_process, todo), strict=True):
+        _CONCLUDED[_key(path)] = got
 
 
 def _conclude_in_process(path: Path) -> dict[str, dict]:
