@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NoReturn, Protocol
 
 
@@ -80,9 +80,19 @@ def register(holder: Holder) -> None:
     _holders.add(holder)
 
 
+_on_sweep: list[Callable[[], None]] = []
+
+
+def on_sweep(call: Callable[[], None]) -> None:
+    """Call ``call`` at every ``sweep``: tables keyed by what a refresh read, forgetting the rest."""
+    _on_sweep.append(call)
+
+
 def sweep() -> None:
     """Forget the label sets no live holder keeps, and the strings only they used."""
     global _table, _strings
+    for call in _on_sweep:
+        call()
     table: dict[Labels, Labels] = {}
     for holder in list(_holders):
         for labels in holder.held_labels():

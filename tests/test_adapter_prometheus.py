@@ -57,7 +57,9 @@ class FakePrometheus:
         self.headers.append(dict(request.headers))
         await asyncio.sleep(self.delay)
         code, body = self.answer(query)
-        text = body if isinstance(body, str) else json.dumps(body)
+        # compact, as Prometheus and VictoriaMetrics write it: the shape the adapter reads series by
+        # series and label sets it has read before without decoding them (vectorjson, SeenTexts)
+        text = body if isinstance(body, str) else json.dumps(body, separators=(",", ":"))
         return web.Response(status=code, text=text, content_type="application/json")
 
 
