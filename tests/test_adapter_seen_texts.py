@@ -167,3 +167,14 @@ def test_the_table_forgets_what_two_refreshes_did_not_read() -> None:
         labelsets.sweep()  # after every refresh (cache.py)
         seen = module._SEEN[(None, None)]
         assert len(seen.now) + len(seen.before) <= 2 * 50
+
+
+def test_with_a_fixed_hash_seed_every_series_is_decoded(monkeypatch: Any) -> None:
+    """Where ``PYTHONHASHSEED`` fixes the string hash's key, label values could be chosen to
+    collide: the table is not used, and the answers are the same."""
+    monkeypatch.setattr(module, "HASH_KEYED", False)
+    module._rotate_seen()
+    module._rotate_seen()
+    series = [(m, 1700000000.5, str(i)) for i, m in enumerate(HOSTILE)]
+    assert plain(parse(series)) == truth(series)
+    assert not module._SEEN[(None, None)].now  # nothing read through the table

@@ -20,6 +20,7 @@ import functools
 import json
 import logging
 import math
+import os
 import ssl
 import time
 from collections.abc import Callable, Sequence
@@ -169,11 +170,14 @@ class SeenTexts:
     adapter 1.4 to 2.0 s of CPU instead of 2.1 to 3.2 s, every rule's 3.2 to 3.6 instead of 3.9
     to 5.0 (``bench/adapter_parse.py``, with and without ``--cold``).
 
-    Keyed by the text's hash: Python's keyed 64-bit string hash, so that the table holds no copy
-    of the texts (about 100,000 label sets at 40,000 GPUs). A collision between two of the label
-    sets read within two refreshes is about as likely as 1 in 10^9. One table per conversion (a
-    rule's ``derive`` and ``values_label``). Bounded: ``rotate`` (at every sweep of the label sets,
-    after each refresh) forgets what was not read since the rotation before.
+    Keyed by the text's hash, so that the table holds no copy of the texts (about 100,000 label
+    sets at 40,000 GPUs): Python's 64-bit string hash, SipHash keyed anew by each process, so label
+    values cannot be chosen to collide (where ``PYTHONHASHSEED`` fixes the key, the table is not
+    used: ``HASH_KEYED``). A collision by chance between two of the label sets read within two
+    refreshes is less likely than 1 in 10^9.
+    One table per conversion (a rule's ``derive`` and ``values_label``). Bounded: ``rotate`` (at
+    every sweep of the label sets, after each refresh) forgets what was not read since the
+    rotation before.
 
     An entry is a shared ``Labels``, or (labels, the value label's text) where the series names its
     value in a label (``values_label``). A source-state part's series, with its marker, is a
@@ -188,6 +192,9 @@ class SeenTexts:
 
 
 _SEEN: dict[tuple[Derive | None, str | None], SeenTexts] = {}
+# string hashes keyed at random by this process: a fixed PYTHONHASHSEED would let label values be
+# chosen to collide in ``SeenTexts``, which is then not used (every series decoded)
+HASH_KEYED = os.environ.get("PYTHONHASHSEED", "random") == "random"
 
 
 def _rotate_seen() -> None:
@@ -240,10 +247,12 @@ def parse_answer(
     sample: Callable[[Any], Any] = _sample
     if derive is not None or values_label is not None:
         sample = functools.partial(_sample, derive=derive, values_label=values_label)
-    seen = _SEEN.get((derive, values_label))
-    if seen is None:
-        seen = _SEEN.setdefault((derive, values_label), SeenTexts())
-    fast = functools.partial(_fast_sample, derive=derive, values_label=values_label, seen=seen)
+    fast = None
+    if HASH_KEYED:
+        seen = _SEEN.get((derive, values_label))
+        if seen is None:
+            seen = _SEEN.setdefault((derive, values_label), SeenTexts())
+        fast = functools.partial(_fast_sample, derive=derive, values_label=values_label, seen=seen)
     try:
         data = decode(body, sample, fast)
     except ValueError:
