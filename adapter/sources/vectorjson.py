@@ -6,9 +6,12 @@ length (about 0.15 s for 40,000 series on this project's 2-core test machine), a
 arriving meanwhile waits. ``decode`` reads the envelope that Prometheus and VictoriaMetrics write in
 fixed shapes (``{"status":"success",["isPartial":false,]"data":{"resultType":"vector","result":[``)
 and then the ``result`` array one series at a time (``JSONDecoder.raw_decode``); run in a worker
-thread (``prometheus.parse_in_thread``), it lets the interpreter switch to the event loop between
+thread (``PrometheusSource._digest``), it lets the interpreter switch to the event loop between
 series. Any other shape, and anything malformed, is decoded whole by ``json.loads``, so the outcome
-(the object, or the error) never depends on the path taken.
+(the object, or the error) never depends on the path taken. A series in the compact shape the
+engines write is not even decoded where the caller gives ``fast``: its texts are handed over as
+they are (``_ITEM``), for the caller to decode only the label sets it has not read before
+(``prometheus.SeenTexts``).
 
 ``decode(body, item)`` hands each series of a streamed array to ``item`` as soon as it is read and
 keeps what that returns, so the caller can keep only what it needs of each (``parse_answer``: the
