@@ -40,7 +40,7 @@ from .sources.prometheus import PrometheusSource
 from .sources.scrape import ScrapeSource
 from .startcheck import start_problems, token_problem
 
-SWITCH_INTERVAL = 0.0005  # seconds: see ``run``
+SWITCH_INTERVAL = 0.0005  # seconds: see ``tune_process``
 log = logging.getLogger("rightsizer.adapter")
 REFRESH_STOP_WAIT = 2.0  # seconds a stop waits for the refresh task to end
 
@@ -330,6 +330,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(argv)
 
 
+def tune_process() -> None:
+    """The process-wide settings a replica serves with (``run``; ``bench/adapter_parse.py`` runs
+    its refreshes with them too)."""
+    scheduled_full_collections()  # the cache's refreshes would set off one every second: heap.py
+    # A refresh decodes and sorts answers in a worker thread; the event loop waits for the GIL each
+    # time it wakes (every request's socket I/O releases it), up to the switch interval each time:
+    # at 5 ms (Python's default) a request waits tens of ms behind a refresh at fleet scale.
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    one_malloc_arena()  # the worker threads allocate from the main heap, not an arena each (glibc)
+
+
 def run(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
@@ -359,12 +370,7 @@ def run(argv: Sequence[str] | None) -> int:
         event(log, logging.WARNING, ignored_line, variable=name, closest=closest)
     if cfg.prometheus_adapter.config_file:
         note_resource_rules(cfg.prometheus_adapter.config_file)
-    scheduled_full_collections()  # the cache's refreshes would set off one every second: heap.py
-    # A refresh decodes and sorts answers in a worker thread; the event loop waits for the GIL each
-    # time it wakes (every request's socket I/O releases it), up to the switch interval each time:
-    # at 5 ms (Python's default) a request waits tens of ms behind a refresh at fleet scale.
-    sys.setswitchinterval(SWITCH_INTERVAL)
-    one_malloc_arena()  # the worker threads allocate from the main heap, not an arena each (glibc)
+    tune_process()
     try:
         return asyncio.run(serve(cfg))
     except KeyboardInterrupt:

@@ -11,9 +11,11 @@ process's CPU per refresh, and the CPU of the thread running each stage (reading
 after it, ``_after_refresh``), for every built-in rule and for the two rules the fleet bench's
 selectors ask (queue depth and GPU utilisation: the others idle). ``--cold`` forgets the label sets
 read before each refresh (``SeenTexts``), so every series is decoded: what a refresh cost before
-them.
+them. The process runs with the adapter's own settings (``adapter.cli.tune_process``: above all,
+no automatic full collection, which would otherwise run during refreshes and traverse every label
+set held); ``--python-defaults`` leaves Python's, as this bench did before.
 
-    .venv/bin/python bench/adapter_parse.py [--gpus 40000] [--refreshes 4] [--cold]
+    .venv/bin/python bench/adapter_parse.py [--gpus 40000] [--refreshes 4] [--cold] [--python-defaults]
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ sys.path[0] = str(BENCH.parent)  # the repository first: bench/adapter.py would 
 
 import adapter.cache as cache_module  # noqa: E402
 import adapter.sources.prometheus as prometheus  # noqa: E402
-from adapter.cli import flags_of, make_source, parser  # noqa: E402
+from adapter.cli import flags_of, make_source, parser, tune_process  # noqa: E402
 from adapter.config import load_config  # noqa: E402
 from adapter.selfmetrics import AdapterMetrics  # noqa: E402
 
@@ -113,13 +115,22 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=40000)
     ap.add_argument("--refreshes", type=int, default=4)
     ap.add_argument("--cold", action="store_true", help="decode every series at every refresh")
+    ap.add_argument(
+        "--python-defaults",
+        action="store_true",
+        help="Python's own collector settings, not the adapter's (how this bench measured before)",
+    )
     args = ap.parse_args()
+    if not args.python_defaults:
+        tune_process()  # as a replica runs: no automatic full collection (rightsizer_core/heap.py)
     command = [sys.executable, "-c", ENGINE, str(args.gpus)]
     engine = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert engine.stdout is not None
         url = engine.stdout.readline().strip()
-        print(f"fleet: {args.gpus:,} GPUs; label sets read before: {'forgotten' if args.cold else 'kept'}")
+        settings = "Python's defaults" if args.python_defaults else "the adapter's"
+        read = "forgotten" if args.cold else "kept"
+        print(f"fleet: {args.gpus:,} GPUs; label sets read before: {read}; process settings: {settings}")
         for names in ((), ASKED):
             print(asyncio.run(refreshes(url, names, args.refreshes, args.cold)), flush=True)
     finally:
