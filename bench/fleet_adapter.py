@@ -536,6 +536,8 @@ def report_goals(name: str, args: argparse.Namespace, f: Figures) -> None:
 
 def wrk(url: str, connections: int, seconds: int, script: str) -> tuple[common.Latency, int]:
     """Debian's wrk over TLS keep-alive with the bench's bearer token: latency, and non-2xx answers."""
+    if shutil.which("wrk") is None:
+        raise SystemExit("the load comes from Debian's wrk: apt-get install wrk (docs/development.md)")
     with tempfile.NamedTemporaryFile("w", suffix=".lua") as lua:
         lua.write(script)
         lua.flush()
