@@ -7,8 +7,11 @@ is slow (150 at 0.2 s, 50 at 0.9 s: p95 0.95 s, ratio 1.9, see test_slo_adapter)
 ratio (the worst replica) is 1.9 and its attainment (the lowest) 0.75. Once replica 2's exporter is
 killed (SIGKILL) no interface may answer the ratio of the two survivors: the external and custom
 metrics APIs and KEDA's metrics-api 503, gRPC GetMetrics UNAVAILABLE, each naming the killed
-exporter, for both SLO rules, as the queue rule does at the same moment. A fourth exporter that
-was never reached might hold a replica too: the same 503s, naming it, from the start.
+exporter, for both SLO rules and the queue rule. Each rule's query is evaluated at the engine's
+own clock, so the scrape that fails can fall between two of a refresh's queries: the other rules
+are refused by the next refresh at the latest, and until then answer only what they answered with
+every replica, never the survivors' values. A fourth exporter that was never reached might hold a
+replica too: the same 503s, naming it, from the start.
 """
 
 from __future__ import annotations
@@ -120,6 +123,8 @@ def test_a_replicas_exporter_killed_never_answers_the_survivors_ratio(mode: str,
             "get_metrics": ("OK", pytest.approx(1.9)),
         }
         assert everywhere(a, ATTAINMENT)["external"] == (200, ["750m"])
+        wait_for(lambda: everywhere(a, DEPTH)["custom"][0] == 200, 30, what="the queue depth")
+        whole = {metric: everywhere(a, metric) for metric in (ATTAINMENT, DEPTH)}  # every replica's
         killed = nodes[2].url.removeprefix("http://")
         nodes[2].stop(signal.SIGKILL)
         seen: list[Any] = []
@@ -133,6 +138,18 @@ def test_a_replicas_exporter_killed_never_answers_the_survivors_ratio(mode: str,
         finally:
             served = [answer for answer in seen if answer[0] != 503 and answer != (200, ["1900m"])]
             assert not served, f"answered without the killed replica: {served[:3]} ({len(served)} times)"
+        for metric, before in whole.items():  # evaluated before the failed scrape, maybe: not for long
+            later: list[dict[str, Any]] = []
+
+            def gone(metric: str = metric, later: list[dict[str, Any]] = later) -> bool:
+                later.append(everywhere(a, metric))
+                return later[-1]["custom"][0] == 503
+
+            try:
+                wait_for(gone, 30, what=f"{metric} refused too")
+            finally:
+                served = [answer for answer in later[:-1] if answer != before]
+                assert not served, f"{metric} answered without the killed replica: {served[:3]}"
         for metric in (RATIO, ATTAINMENT, DEPTH):
             refused(everywhere(a, metric), killed)
 
