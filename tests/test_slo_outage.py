@@ -125,6 +125,7 @@ def test_a_replicas_exporter_killed_never_answers_the_survivors_ratio(mode: str,
         assert everywhere(a, ATTAINMENT)["external"] == (200, ["750m"])
         wait_for(lambda: everywhere(a, DEPTH)["custom"][0] == 200, 30, what="the queue depth")
         whole = {metric: everywhere(a, metric) for metric in (ATTAINMENT, DEPTH)}  # every replica's
+        assert len(whole[DEPTH]["external"][1]) == 3, whole[DEPTH]  # one queue per replica, none missing
         killed = nodes[2].url.removeprefix("http://")
         nodes[2].stop(signal.SIGKILL)
         seen: list[Any] = []
