@@ -40,6 +40,7 @@ from ..rules import RuleConfig
 from ..selfmetrics import AdapterMetrics
 from ..vectors import Series, with_workload
 from . import TAINTED, UNKNOWN, RuleResult, refuse_non_finite
+from .compact import read as read_compact
 from .evidence import (
     DOWN_NOW,
     Horizon,
@@ -58,7 +59,7 @@ from .evidence import (
 )
 from .flagpairs import FLAG_VALUES, FlagPair, extremes, flag_pairs, in_thread_if_large
 from .source_states import MARKER, EvidenceAnswer, SharedEvidence, parts_only, split_parts, with_parts
-from .vectorjson import decode
+from .vectorjson import compact, decode
 
 log = logging.getLogger("rightsizer.adapter.prometheus")
 # Queries of a refresh at the engine at once: a refresh's work is the same either way, but more at
@@ -253,6 +254,11 @@ def parse_answer(
         if seen is None:
             seen = _SEEN.setdefault((derive, values_label), SeenTexts())
         fast = functools.partial(_fast_sample, derive=derive, values_label=values_label, seen=seen)
+        if status == 200:  # the engines' compact series read in one pass, or decoded below
+            whole = compact(body, functools.partial(read_compact, now=seen.now, before=seen.before, miss=fast,
+                                                    states=states))  # fmt: skip
+            if whole is not None:
+                return _checked(whole[0], *whole[1], limit)
     try:
         data = decode(body, sample, fast)
     except ValueError:
@@ -269,6 +275,8 @@ def parse_answer(
     if partial_why:
         raise QueryError(f"the answer is partial, so it is not used: {partial_why}"[:300])
     result = data.get("data") or {}
+    if not isinstance(result, dict):
+        raise QueryError("prometheus answered JSON whose data is not an object")
     kind, items = result.get("resultType"), result.get("result")
     if kind == "scalar" and isinstance(items, list) and len(items) == 2:
         items = [{"metric": {}, "value": items}]
@@ -282,10 +290,7 @@ def parse_answer(
         elif states and isinstance(i, dict):
             mark = (i.get("metric") or {}).get(MARKER, "")
         counts[mark] = counts.get(mark, 0) + 1
-    for mark, count in counts.items():
-        if count > limit:
-            what = f"series of source-state part {mark}" if mark else "series"
-            raise QueryError(f"the query gave {count} {what}, more than max_series_per_rule ({limit})")
+    _within(counts, limit)
     series: list[Series] = []
     dropped: list[Series] = []
     stamp = 0.0
@@ -302,6 +307,26 @@ def parse_answer(
     except (KeyError, TypeError, ValueError):
         raise QueryError("prometheus answered a vector whose samples are malformed") from None
     return series, stamp or time.time(), dropped
+
+
+def _checked(
+    data: dict[str, Any], series: list[Series], stamp: float, dropped: list[Series], counts: dict[str, int],
+    limit: int,
+) -> Answer:
+    """``compact``'s answer, refused as ``parse_answer`` refuses a decoded one: partial, or more
+    series of the values or of a source-state part than ``limit``."""
+    partial_why = partial(data)
+    if partial_why:
+        raise QueryError(f"the answer is partial, so it is not used: {partial_why}"[:300])
+    _within(counts, limit)
+    return series, stamp or time.time(), dropped
+
+
+def _within(counts: dict[str, int], limit: int) -> None:
+    for mark, count in counts.items():
+        if count > limit:
+            what = f"series of source-state part {mark}" if mark else "series"
+            raise QueryError(f"the query gave {count} {what}, more than max_series_per_rule ({limit})")
 
 
 class PrometheusSource:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 _HEAD = re.compile(
     r'\s*\{"status":"success",(?P<partial>"isPartial":(?:true|false),)?'
@@ -44,6 +44,7 @@ _ITEM = re.compile(
     r'"([^"\\\x00-\x1f]*)"\]\}(,?)'
 )
 Fast = Callable[[str, str, str], Any]
+T = TypeVar("T")
 
 
 def decode(body: bytes, item: Callable[[Any], Any] | None = None, fast: Fast | None = None) -> Any:
@@ -73,6 +74,36 @@ def decode(body: bytes, item: Callable[[Any], Any] | None = None, fast: Fast | N
     for key, value in rest.items():
         data.setdefault(key, value)
     return data
+
+
+def compact(body: bytes, read: Callable[[str, int], tuple[T, int] | None]) -> tuple[dict[str, Any], T] | None:
+    """A vector answer of the engines' own envelope with at least one series: (the answer as
+    ``decode`` gives it but for its ``result``, what ``read`` made of that array), ``read`` given
+    the text and the index of its first series and giving what it made and the index past its
+    ``]``. None where ``read`` gives None, or where anything else is not what ``decode`` reads:
+    the caller then decodes the answer, which decides the outcome."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    head = _HEAD.match(text)
+    if head is None:
+        return None
+    at = _SPACE.match(text, head.end()).end()  # type: ignore[union-attr]
+    got = None if text.startswith("]", at) else read(text, at)
+    if got is None:
+        return None
+    made, end = got
+    try:
+        rest = _tail(text, end)
+    except ValueError:
+        return None
+    data: dict[str, Any] = {"status": "success", "data": {"resultType": "vector"}}
+    if head.group("partial"):
+        data["isPartial"] = "true" in head.group("partial")
+    for key, value in rest.items():
+        data.setdefault(key, value)
+    return data, made
 
 
 def _series(
