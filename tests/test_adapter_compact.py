@@ -111,18 +111,17 @@ def test_a_damaged_answer_reads_as_decoding_it_gives(found: Any, seed: int, dama
 
 
 ONE = series_text({"pod": "p-1-2"}, "1700000000.5", "1")
-ODD = [
-    ONE.replace('"metric"', '"metrix"'),  # another member of the same length
-    ONE.replace('"metric"', '"metric" '),
-    ONE.replace('"value"', '"valuE"'),
-    ONE.replace('"value":[', '"value":[ '),
-    ONE.replace(',"1"]', ',"1"] '),
-    ONE.replace('"1"]}', '"1","2"]}'),
-    ONE.replace('"1"]}', '1]}'),
-    ONE[:-1] + ',"x":1}',
-    '{"metric":{},"value":[1,"1"]}',
-    '{"metric":{"pod":"p"},"value":[1,"1"],"metric":{"pod":"q"}}',
-]
+ODD = [ONE.replace(text, instead) for text, instead in [
+    ('"metric"', '"metrix"'),  # another member of the same length
+    ('"metric"', '"metric" '),
+    ('"value"', '"valuE"'),
+    ('"value":[', '"value":[ '),
+    (',"1"]', ',"1"] '),
+    ('"1"]}', '"1","2"]}'),
+    ('"1"]}', '1]}'),
+    ('"1"]}', '"1"],"x":1}'),
+]] + ['{"metric":{},"value":[1,"1"]}',
+      '{"metric":{"pod":"p"},"value":[1,"1"],"metric":{"pod":"q"}}']  # fmt: skip
 
 
 PLACED = [[odd] for odd in ODD] + [[ONE, odd] for odd in ODD] + [[odd, ONE] for odd in ODD]
@@ -135,20 +134,20 @@ def test_a_series_of_another_shape_reads_as_decoding_it_gives(texts: list[str], 
 
 
 WHOLE = answer([ONE, ONE]).decode()
-BROKEN = [
-    WHOLE.replace("]}}", "}}"),  # the array never closed
-    WHOLE.replace("]}}", "x}}"),
-    WHOLE.replace("]}}", " }}"),
-    WHOLE.replace("]}}", "}]}}"),
-    WHOLE.replace("]}}", "] }}"),
-    WHOLE.replace("]}}", "]}} "),
-    WHOLE.replace("]}}", "]}}}"),
-    WHOLE.replace("]}}", "],}}"),
-    WHOLE.replace("]}}", "]}"),
-    WHOLE.replace("},{", "}{"),
-    WHOLE.replace("},{", "},,{"),
-    WHOLE.replace("},{", "}, {"),
-]
+BROKEN = [WHOLE.replace(text, instead) for text, instead in [
+    ("]}}", "}}"),  # the array never closed
+    ("]}}", "x}}"),
+    ("]}}", " }}"),
+    ("]}}", "}]}}"),
+    ("]}}", "] }}"),
+    ("]}}", "]}} "),
+    ("]}}", "]}}}"),
+    ("]}}", "],}}"),
+    ("]}}", "]}"),
+    ("},{", "}{"),
+    ("},{", "},,{"),
+    ("},{", "}, {"),
+]]  # fmt: skip
 
 
 @pytest.mark.parametrize("body", BROKEN)
