@@ -68,11 +68,8 @@ def decode(body: bytes, item: Callable[[Any], Any] | None = None, fast: Fast | N
         rest = _tail(text, end)
     except ValueError:
         return json.loads(text)
-    data: dict[str, Any] = {"status": "success", "data": {"resultType": "vector", "result": items}}
-    if head.group("partial"):
-        data["isPartial"] = "true" in head.group("partial")
-    for key, value in rest.items():
-        data.setdefault(key, value)
+    data = _envelope(head, rest)
+    data["data"]["result"] = items
     return data
 
 
@@ -98,12 +95,18 @@ def compact(body: bytes, read: Callable[[str, int], tuple[T, int] | None]) -> tu
         rest = _tail(text, end)
     except ValueError:
         return None
+    return _envelope(head, rest), made
+
+
+def _envelope(head: re.Match[str], rest: dict[str, Any]) -> dict[str, Any]:
+    """The answer as read from its head (``_HEAD``) and its other members (``_tail``), without the
+    ``result`` array."""
     data: dict[str, Any] = {"status": "success", "data": {"resultType": "vector"}}
     if head.group("partial"):
         data["isPartial"] = "true" in head.group("partial")
     for key, value in rest.items():
         data.setdefault(key, value)
-    return data, made
+    return data
 
 
 def _series(
