@@ -5,10 +5,11 @@ Prometheus and VictoriaMetrics write every series of a vector answer as
 refresh reads some 100,000 such series, almost all of label sets read the refresh before
 (``prometheus.SeenTexts``). Reading them in three passes (``vectorjson.decode`` matching each with a
 pattern and handing its texts over, then counting the series per source-state part, then making
-each a ``Series``) cost about 3.2 µs of the interpreter per series, which a replica shares with the
-event loop answering requests. ``read`` does it in one pass of short calls: the pieces of a series
-cut with ``str.find``, its label set looked up by its text's hash, its value converted, its
-``Series`` made; about 2.3 µs (docs/fleet-scale.md, "Compact answers read in one pass").
+each a ``Series``) was about half of a refresh's CPU, which a replica shares with the event loop
+answering requests. ``read`` does it in one pass of short calls: the pieces of a series cut with
+``str.find``, its label set looked up by its text's hash, its value converted and kept; reading
+the answers costs about 30 % less (``bench/adapter_parse.py``; docs/fleet-scale.md, "Compact
+answers read in one pass").
 
 It gives the same outcome as decoding the whole body with ``json.loads``, or gives up (None) and
 the caller reads the answer the usual way, which decides the outcome (a value or the error):
