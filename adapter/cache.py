@@ -27,6 +27,7 @@ from rightsizer_core.heap import full_collection_due
 from rightsizer_core.logs import Repeats, event, shape
 
 from . import labelsets
+from .giveway import EVERY, give_way
 from .rules import RuleConfig
 from .selfmetrics import AdapterMetrics
 from .sources import RuleResult, Source, split_unknown
@@ -61,7 +62,12 @@ def shared(series: tuple[Series, ...]) -> tuple[Series, ...]:
     already are; a direct scrape's and the source states are interned here."""
     if all(type(s.labels) is labelsets.Labels for s in series):
         return series
-    return tuple(Series(labelsets.intern(s.labels), s.value) for s in series)
+    out = []
+    for read, s in enumerate(series, 1):
+        if not read % EVERY:
+            give_way()
+        out.append(Series(labelsets.intern(s.labels), s.value))
+    return tuple(out)
 
 
 def _after_refresh(indexes: Sequence[tuple[Vector, tuple[str, ...]]]) -> None:

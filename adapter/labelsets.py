@@ -22,6 +22,8 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NoReturn, Protocol
 
+from .giveway import EVERY, give_way
+
 
 class Labels(dict[str, str]):
     """An interned label set: equal to the dict it was made from, hashable, and never changed."""
@@ -95,11 +97,15 @@ def sweep() -> None:
         call()
     table: dict[Labels, Labels] = {}
     for holder in list(_holders):
-        for labels in holder.held_labels():
+        for read, labels in enumerate(holder.held_labels(), 1):
+            if not read % EVERY:
+                give_way()
             if type(labels) is Labels:
                 table[labels] = labels
     strings: dict[str, str] = {}
-    for labels in table:
+    for read, labels in enumerate(table, 1):
+        if not read % EVERY:
+            give_way()
         for k, v in labels.items():
             strings[k] = k
             strings[v] = v

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from .cache import Cache
+from .giveway import serving
 from .keda import metrics_api
 from .keda.metrics_api import MetricsApiAuth
 from .kubernetes import apis
@@ -54,6 +55,7 @@ def endpoint_of(path: str) -> str:
 @web.middleware
 async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     started = time.perf_counter()
+    serving()
     endpoint = endpoint_of(request.path)
     try:
         if endpoint == "keda_metrics_api" and metrics_api.METRICS_API_AUTH in request.app:

@@ -15,6 +15,7 @@ from typing import cast
 from rightsizer_core.workloads import workload_of
 
 from . import labelsets
+from .giveway import EVERY, give_way
 from .kubernetes.selectors import Selector
 from .rules import Aggregation, NamespaceMode
 
@@ -71,7 +72,9 @@ class Vector:
         if index is None:
             index = {}
             more: dict[str, list[Series]] = {}  # the series after the first of each value
-            for s in self.series:
+            for read, s in enumerate(self.series, 1):
+                if not read % EVERY:
+                    give_way()
                 value = s.labels.get(label)
                 if value is not None and index.setdefault(value, s) is not s:
                     more.setdefault(value, []).append(s)

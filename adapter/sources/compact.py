@@ -33,6 +33,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..giveway import EVERY, give_way
 from ..labelsets import Labels
 from ..vectors import Series
 from .source_states import MARKER
@@ -68,7 +69,11 @@ def read(
     now_get, before_get = now.get, before.get
     last = None  # the time text last checked: every series of an answer has the same
     stamp = 0.0
+    read = 0
     while True:
+        read += 1
+        if not read % EVERY:
+            give_way()
         if not starts('{"metric":{', at):
             return None
         cut = find('},"value":[', at + 10)

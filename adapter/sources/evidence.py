@@ -50,6 +50,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from ..giveway import EVERY, give_way
 from ..rules import RuleConfig
 from ..vectors import Series
 from . import DOWN, GONE, STALE, TAINTED, UNKNOWN, UP, reasons, state
@@ -307,6 +308,26 @@ def targets(parts: Mapping[str, Sequence[Series]]) -> dict[tuple[str, str], Targ
     return out
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """A refresh's evidence answer, read once for every rule needing it (in a worker thread at fleet
+    scale: thousands of targets, tens of ms each time it is read): each part's series (part name ->
+    its series), its evaluation time, the targets they tell of, the instances of those not up and
+    current at that time (``problem_instances``) and the jobs with scrape targets."""
+
+    parts: dict[str, list[Series]]
+    at: float
+    known: dict[tuple[str, str], Target]
+    problems: list[str] | None
+    scraped: set[str]
+
+
+def read_evidence(parts: dict[str, list[Series]], at: float, horizon: Horizon) -> Evidence:
+    """The evidence answer's ``parts``, evaluated at ``at``, with what every rule reads of them."""
+    known = targets(parts)
+    return Evidence(parts, at, known, problem_instances(known, at, horizon), scraped_jobs(known))
+
+
 def failed_since(
     known: Mapping[tuple[str, str], Target], parts: Mapping[str, Sequence[Series]]
 ) -> dict[tuple[str, str], Target]:
@@ -360,7 +381,9 @@ def in_order(labelsets: Collection[Labels]) -> list[Labels]:
     another sorts first, as NUL sorts before every other character); they are built one set at a
     time, and sorting strings is about 7 ms for as many. Any label holding a NUL: the call itself."""
     keyed = []
-    for labels in labelsets:
+    for read, labels in enumerate(labelsets, 1):
+        if not read % EVERY:
+            give_way()
         flat = "\0".join([text for pair in sorted(labels) for text in pair])
         if flat.count("\0") != max(2 * len(labels) - 1, 0):  # a NUL of its own: the joined order may differ
             return sorted(labelsets, key=sorted)
@@ -391,7 +414,9 @@ def classify(
     flag = rule.up_family
     why_down = reasons(rule, parts.get("why", ()), ("instance", "job"))  # the rule's why_family
     out = []
-    for labels in in_order({*cur, *ts, *seen}):  # one order on every replica
+    for read, labels in enumerate(in_order({*cur, *ts, *seen}), 1):  # one order on every replica
+        if not read % EVERY:
+            give_way()
         as_dict = dict(labels)
         key = rule.key_of(as_dict)
         instance, job = _target_key(as_dict)

@@ -43,22 +43,21 @@ from . import TAINTED, UNKNOWN, RuleResult, refuse_non_finite
 from .compact import read as read_compact
 from .evidence import (
     DOWN_NOW,
+    Evidence,
     Horizon,
     Target,
     classify,
     failed_since,
     foreign_jobs,
     late_parts,
-    problem_instances,
+    read_evidence,
     rule_parts,
-    scraped_jobs,
     target_parts,
-    targets,
     unreached,
     up_from_values,
 )
 from .flagpairs import FLAG_VALUES, FlagPair, extremes, flag_pairs, in_thread_if_large
-from .source_states import MARKER, EvidenceAnswer, SharedEvidence, parts_only, split_parts, with_parts
+from .source_states import MARKER, SharedEvidence, parts_only, split_parts, with_parts
 from .vectorjson import compact, decode
 
 log = logging.getLogger("rightsizer.adapter.prometheus")
@@ -469,11 +468,16 @@ class PrometheusSource:
     def evidence(self) -> SharedEvidence:
         """A refresh's evidence query (the targets' health), asked once for every rule needing it."""
 
-        async def ask() -> EvidenceAnswer:
-            parts = target_parts(self.horizon)
-            series, stamp, _ = await self._timed(parts_only(list(parts.values())), True, _same)
-            _, found = split_parts(series, list(parts.values()))
-            return {name: found[text] for name, text in parts.items()}, stamp
+        parts = target_parts(self.horizon)
+        texts = list(parts.values())
+
+        def read(answer: Answer) -> Evidence:  # with the decoding: in a worker thread at fleet scale
+            series, stamp, _ = answer
+            _, found = split_parts(series, texts)
+            return read_evidence({name: found[text] for name, text in parts.items()}, stamp, self.horizon)
+
+        async def ask() -> Evidence:
+            return await self._timed(parts_only(texts), True, read)
 
         return SharedEvidence(ask)
 
@@ -505,12 +509,10 @@ class PrometheusSource:
         scraped: set[str] = set()
         if any(rule.states_family is not None for rule in rules):
             try:
-                shared, evidence_at = await evidence.get()
+                read = await evidence.get()
             except QueryError as exc:
                 raise QueryError(f"the source evidence query failed: {exc}"[:300]) from None
-            known = targets(shared)
-            problems = problem_instances(known, evidence_at, self.horizon)
-            scraped = scraped_jobs(known)
+            known, shared, problems, scraped = read.known, read.parts, read.problems, read.scraped
         named = {rule.name: self._parts_of(rule, problems, scraped) for rule in rules}
         needed = list(dict.fromkeys(p for parts in named.values() for p in parts.values()))
         # telling the parts apart and classifying is done with the decoding (at fleet scale, in the

@@ -22,10 +22,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
+from ..giveway import EVERY, give_way
 from ..vectors import Series
+from .evidence import Evidence
 
 MARKER = "rightsizer_adapter_source_state"
-EvidenceAnswer = tuple[dict[str, list[Series]], float]  # part name -> its series; the evaluation time
 
 
 def with_parts(query: str, parts: Sequence[str]) -> str:
@@ -40,7 +41,9 @@ def split_parts(
     """(the rule's own series, each part's series without the marker) from ``with_parts``' answer."""
     values: list[Series] = []
     found: dict[str, list[Series]] = {p: [] for p in parts}
-    for s in series:
+    for read, s in enumerate(series, 1):
+        if not read % EVERY:
+            give_way()
         mark = s.labels.get(MARKER)
         if mark is None:
             values.append(s)
@@ -60,12 +63,12 @@ class SharedEvidence:
     """One refresh's evidence query (the scrape targets' health), asked once, when the first rule
     needing it asks; every rule with a source family awaits the same answer or the same error."""
 
-    def __init__(self, ask: Callable[[], Awaitable[EvidenceAnswer]]) -> None:
+    def __init__(self, ask: Callable[[], Awaitable[Evidence]]) -> None:
         self._ask = ask
-        self._answer: asyncio.Future[EvidenceAnswer] | None = None
+        self._answer: asyncio.Future[Evidence] | None = None
 
-    async def get(self) -> EvidenceAnswer:
-        """The evidence's series by part name, and its evaluation time; raises what asking it raised."""
+    async def get(self) -> Evidence:
+        """The evidence answer, read once (``Evidence``); raises what asking it raised."""
         if self._answer is None:
             self._answer = asyncio.ensure_future(self._ask())
         return await asyncio.shield(self._answer)
