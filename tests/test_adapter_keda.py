@@ -243,3 +243,14 @@ async def test_tls_and_client_certificates(tmp_path: Any) -> None:
 async def test_grpc_settings_checked() -> None:
     with pytest.raises(ValueError, match="go together"):
         GrpcSettings(listen=":1", tls_cert_file="x").validate()
+
+
+async def test_a_grpc_call_tells_a_refresh_s_workers_to_give_way(
+    scaler: Scaler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from adapter import giveway
+
+    monkeypatch.setattr(giveway, "_served", float("-inf"))
+    before = giveway._monotonic()
+    await scaler.stub.GetMetricSpec(ref(metric="rightsizer_queue_depth", target="2"))
+    assert before <= giveway._served <= giveway._monotonic()

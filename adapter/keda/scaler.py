@@ -32,6 +32,7 @@ from rightsizer_core.listen import parse_listen
 
 from ..cache import Cache
 from ..config import GrpcSettings
+from ..giveway import serving
 from ..kubernetes.answers import Failure, selected, total
 from ..kubernetes.selectors import SelectorError, parse
 from ..selfmetrics import AdapterMetrics
@@ -108,6 +109,7 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
         self.metrics = metrics
 
     async def _trigger(self, ref: pb.ScaledObjectRef, context: Any, method: str) -> Trigger:
+        serving()  # a refresh's workers give way meanwhile, as for the HTTP APIs' requests
         try:
             return parse_trigger(ref, self.cache)
         except ValueError as exc:
