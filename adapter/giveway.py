@@ -29,6 +29,9 @@ _monotonic = time.monotonic
 _sleep = time.sleep
 _served = float("-inf")  # when the event loop last began a request (monotonic)
 _local = threading.local()
+_lock = threading.Lock()
+_pauses = 0  # pauses in this process so far
+_paused = 0.0  # seconds they took
 
 
 def serving() -> None:
@@ -40,10 +43,19 @@ def serving() -> None:
 def give_way() -> None:
     """Pause ``PAUSE`` seconds if requests are being answered and this thread ran ``WORK`` seconds
     since its last pause."""
+    global _pauses, _paused
     now = _monotonic()
     if now - _served >= RECENT:
         return
     since = getattr(_local, "since", 0.0)
     if now - since >= WORK:
         _sleep(PAUSE)
-        _local.since = _monotonic()
+        _local.since = after = _monotonic()
+        with _lock:
+            _pauses += 1
+            _paused += after - now
+
+
+def paused() -> tuple[int, float]:
+    """The pauses the workers of this process took so far, and the seconds they took."""
+    return _pauses, _paused

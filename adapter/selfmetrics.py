@@ -10,6 +10,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 
+from .giveway import paused
+
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 UPSTREAM_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -97,6 +99,24 @@ class _ListenerCollector:
         )
 
 
+class _GiveWayCollector:
+    """How often a refresh's worker threads paused for the event loop (``giveway``)."""
+
+    def collect(self) -> Iterator[Any]:
+        pauses, seconds = paused()
+        yield CounterMetricFamily(
+            "rightsizer_adapter_worker_pauses",
+            "Times a refresh's worker thread paused so that the requests being answered meanwhile did "
+            "not wait for the interpreter lock.",
+            value=pauses,
+        )
+        yield CounterMetricFamily(
+            "rightsizer_adapter_worker_pause_seconds",
+            "Seconds those pauses took: what answering requests added to the refreshes.",
+            value=seconds,
+        )
+
+
 class AdapterMetrics:
     def __init__(self) -> None:
         disable_created_metrics()
@@ -148,6 +168,7 @@ class AdapterMetrics:
         self.keda_streams = Gauge(
             "rightsizer_adapter_keda_streams", "Open StreamIsActive streams.", registry=r
         )
+        r.register(_GiveWayCollector())
         self._children: dict[tuple[str, int], Any] = {}
         self._latency_children: dict[str, Any] = {}
         self._rendered: tuple[float, bytes] = (0.0, b"")

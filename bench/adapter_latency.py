@@ -9,7 +9,8 @@ through TokenReview and SubjectAccessReview against tests/fake_apiserver.py, ref
 the built-in rules) answers the same 1,000 HPA-style selectors (700 queue depths, 300 pod GPU
 utilisations, each naming one workload) in rotation with Debian's wrk, paced to ``--rate``.
 Printed: requests/s, p50 and p99 over TLS, answers not 2xx, the refreshes completed during the
-load and their mean time (the adapter's own counters), and the adapter's peak RSS.
+load and their mean time and the workers' pauses for the requests (the adapter's own counters), and
+the adapter's peak RSS.
 
     .venv/bin/python bench/adapter_latency.py [--gpus 40000] [--rate 2000] [--seconds 30]
         [--connections 64] [--env NAME=VALUE] [--lock-holds]
@@ -92,6 +93,9 @@ def main() -> None:
         print(f"refreshes: {done:.0f} during the load and after it, mean {took / max(done, 1):.2f} s; "
               f"adapter RSS {fa.rss_mib(pid):.0f} MiB (peak {fa.rss_mib(pid, 'VmHWM'):.0f}); "
               f"{engine.queries} queries answered", flush=True)  # fmt: skip
+        print(f"workers gave way to the requests {delta('rightsizer_adapter_worker_pauses_total'):,.0f} "
+              f"times, {delta('rightsizer_adapter_worker_pause_seconds_total'):.2f} s in all "
+              "(adapter/giveway.py)", flush=True)  # fmt: skip
         if args.lock_holds:
             time.sleep(1.5)  # the watcher writes every second
             _print_holds(held, _read(watched), began, ended)

@@ -17,6 +17,7 @@ import pytest
 
 from adapter import cache, giveway, labelsets
 from adapter.labelsets import Labels
+from adapter.selfmetrics import AdapterMetrics
 from adapter.sources import evidence, prometheus
 from adapter.sources.source_states import MARKER, split_parts
 from adapter.vectors import Series, Vector
@@ -58,7 +59,11 @@ def test_a_worker_never_pauses_while_no_request_is_answered(clock: Clock) -> Non
     assert clock.slept == []
 
 
-def test_while_requests_are_answered_a_worker_pauses_once_per_work_period(clock: Clock) -> None:
+def test_while_requests_are_answered_a_worker_pauses_once_per_work_period(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(giveway, "_pauses", 0)
+    monkeypatch.setattr(giveway, "_paused", 0.0)
     giveway.serving()
     giveway.give_way()  # its first call: it has run for a while already
     assert clock.slept == [giveway.PAUSE]
@@ -70,6 +75,12 @@ def test_while_requests_are_answered_a_worker_pauses_once_per_work_period(clock:
     giveway.serving()
     giveway.give_way()  # past it: pauses again
     assert clock.slept == [giveway.PAUSE, giveway.PAUSE]
+    # counted for the adapter's own metrics
+    assert giveway.paused() == (2, pytest.approx(2 * giveway.PAUSE))
+    registry = AdapterMetrics().registry
+    assert registry.get_sample_value("rightsizer_adapter_worker_pauses_total") == 2
+    seconds = registry.get_sample_value("rightsizer_adapter_worker_pause_seconds_total")
+    assert seconds == pytest.approx(2 * giveway.PAUSE)
 
 
 def _answer(n: int) -> bytes:
@@ -102,6 +113,17 @@ def _order() -> None:
     assert len(evidence.in_order([frozenset({("pod", f"p{i}")}) for i in range(ITEMS)])) == ITEMS
 
 
+def _classify() -> None:
+    from adapter.rules import BUILTIN_RULES
+
+    rule = next(r for r in BUILTIN_RULES if r.name == "rightsizer_queue_depth")
+    labels = ({"namespace": "ns", "queue": f"q{i}", "instance": "n:1", "job": "e"} for i in range(ITEMS))
+    cur = [Series(each, 1.0) for each in labels]
+    known = {("n:1", "e"): evidence.Target(1.0, 1000.0, 1000.0)}
+    states = evidence.classify(rule, {"cur": cur}, known, 1000.0, evidence.Horizon(3600, 60))
+    assert len(states) == ITEMS
+
+
 def _index() -> None:
     vector = Vector(_series(ITEMS), 1000.0)
     vector.prepare(["pod"])
@@ -131,6 +153,7 @@ LOOPS: dict[str, Callable[[], None]] = {
     "decoding an answer": _decode,
     "splitting an answer's parts": _split,
     "putting label sets in order": _order,
+    "classifying source states (and putting them in order)": _classify,
     "building an index": _index,
     "interning label sets": _intern,
     "sweeping the label sets": _sweep,
@@ -143,11 +166,13 @@ def test_a_refresh_loop_gives_way_while_requests_are_answered(
 ) -> None:
     monkeypatch.setattr(prometheus, "HASH_KEYED", True)  # the one-pass reader, whatever the hash seed
     monkeypatch.setattr(giveway, "WORK", 0.0)  # a pause at every call
+    monkeypatch.setattr(giveway, "RECENT", 1e9)  # and the requests go on, however long the pauses
     loop()
     assert clock.slept == []  # no request: never
     giveway.serving()
     loop()
-    assert len(clock.slept) >= ITEMS // giveway.EVERY
+    loops = 2 if loop in (_classify, _sweep) else 1  # each of its loops over the items
+    assert len(clock.slept) >= loops * ITEMS // giveway.EVERY
 
 
 async def test_a_request_tells_the_workers_the_event_loop_is_serving(
@@ -157,7 +182,6 @@ async def test_a_request_tells_the_workers_the_event_loop_is_serving(
     from adapter.keda.metrics_api import MetricsApiAuth
     from adapter.kubernetes.gate import Gate
     from adapter.rules import BUILTIN_RULES
-    from adapter.selfmetrics import AdapterMetrics
     from adapter.server import create_app
     from adapter.sources.prometheus import PrometheusSource
 
