@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -48,32 +49,51 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
     yield c
 
 
-def test_a_worker_never_pauses_while_no_request_is_answered(clock: Clock) -> None:
+@pytest.fixture
+def worker() -> Iterator[Callable[[Callable[[], Any]], Any]]:
+    """Runs a call in one worker thread, which lives as long as the test (this thread stands for
+    the event loop's: it calls ``serving``)."""
+    with ThreadPoolExecutor(1) as pool:
+        yield lambda call: pool.submit(call).result()
+
+
+def test_a_worker_never_pauses_while_no_request_is_answered(clock: Clock, worker: Any) -> None:
     for _ in range(100):
-        giveway.give_way()
+        worker(giveway.give_way)
         clock.now += giveway.WORK
     assert clock.slept == []
     giveway.serving()
     clock.now += giveway.RECENT + 1e-6  # the last request began that long ago: the loop counts as idle
-    giveway.give_way()
+    worker(giveway.give_way)
     assert clock.slept == []
 
 
+def test_the_event_loop_s_own_thread_never_pauses(clock: Clock, worker: Any) -> None:
+    for _ in range(10):  # a small answer read, or an index built for a request, on the loop
+        giveway.serving()
+        giveway.give_way()
+        clock.now += giveway.WORK
+    assert clock.slept == []
+    giveway.serving()
+    worker(giveway.give_way)  # a worker meanwhile does
+    assert clock.slept == [giveway.PAUSE]
+
+
 def test_while_requests_are_answered_a_worker_pauses_once_per_work_period(
-    clock: Clock, monkeypatch: pytest.MonkeyPatch
+    clock: Clock, worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(giveway, "_pauses", 0)
     monkeypatch.setattr(giveway, "_paused", 0.0)
     giveway.serving()
-    giveway.give_way()  # its first call: it has run for a while already
+    worker(giveway.give_way)  # its first call: it has run for a while already
     assert clock.slept == [giveway.PAUSE]
     clock.now += giveway.WORK / 2
     giveway.serving()
-    giveway.give_way()  # within its work period: runs on
+    worker(giveway.give_way)  # within its work period: runs on
     assert clock.slept == [giveway.PAUSE]
     clock.now += giveway.WORK / 2 + 1e-6
     giveway.serving()
-    giveway.give_way()  # past it: pauses again
+    worker(giveway.give_way)  # past it: pauses again
     assert clock.slept == [giveway.PAUSE, giveway.PAUSE]
     # counted for the adapter's own metrics
     assert giveway.paused() == (2, pytest.approx(2 * giveway.PAUSE))
@@ -162,15 +182,17 @@ LOOPS: dict[str, Callable[[], None]] = {
 
 @pytest.mark.parametrize("loop", LOOPS.values(), ids=list(LOOPS))
 def test_a_refresh_loop_gives_way_while_requests_are_answered(
-    loop: Callable[[], None], clock: Clock, monkeypatch: pytest.MonkeyPatch
+    loop: Callable[[], None], clock: Clock, worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(prometheus, "HASH_KEYED", True)  # the one-pass reader, whatever the hash seed
     monkeypatch.setattr(giveway, "WORK", 0.0)  # a pause at every call
     monkeypatch.setattr(giveway, "RECENT", 1e9)  # and the requests go on, however long the pauses
-    loop()
+    worker(loop)
     assert clock.slept == []  # no request: never
     giveway.serving()
     loop()
+    assert clock.slept == []  # on the event loop's thread: never
+    worker(loop)
     loops = 2 if loop in (_classify, _sweep) else 1  # each of its loops over the items
     assert len(clock.slept) >= loops * ITEMS // giveway.EVERY
 
