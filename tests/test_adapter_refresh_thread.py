@@ -12,16 +12,19 @@ before any request asks.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
+from test_adapter_prometheus import FakePrometheus, cache_for, prom  # noqa: F401  (fixture)
 
 from adapter import cache as cache_module
 from adapter.cache import Cache
 from adapter.kubernetes.selectors import parse as parse_selector
 from adapter.rules import BUILTIN_RULES, RuleConfig
 from adapter.selfmetrics import AdapterMetrics
-from adapter.sources import RuleResult
+from adapter.sources import RuleResult, evidence, prometheus
 from adapter.vectors import Series
 
 RULE = next(r for r in BUILTIN_RULES if r.name == "rightsizer_gpu_utilization_ratio")
@@ -151,53 +154,30 @@ async def test_the_pause_is_told_how_old_the_values_were_when_put_in() -> None:
     assert 0 < age <= elapsed - 0.3  # from the answers' arrival on, their wait left out
 
 
-async def test_the_evidence_is_read_once_per_refresh_beside_the_event_loop() -> None:
+async def test_the_evidence_is_read_once_per_refresh_beside_the_event_loop(
+    prom: FakePrometheus,  # noqa: F811
+) -> None:
     """The evidence answer (one series per scrape target and part: 20,000 at 5,000 nodes) is read
     into its targets, the instances not up and current and the scraped jobs once per refresh, with
     its decoding in the worker thread; read again by each rule's query, on the event loop, it held
     the loop some 25 ms per rule at 40,000 GPUs (docs/fleet-scale.md)."""
-    import json
-    import threading
-
-    from aiohttp import web
-    from aiohttp.test_utils import TestServer
-
-    from adapter.config import load_config
-    from adapter.sources import evidence, prometheus
-    from adapter.sources.prometheus import PrometheusSource
-
-    empty = {"status": "success", "data": {"resultType": "vector", "result": []}}
-
-    async def query(request: web.Request) -> web.Response:
-        await request.post()
-        return web.Response(text=json.dumps(empty), content_type="application/json")
-
-    app = web.Application()
-    app.router.add_post("/api/v1/query", query)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    cfg = load_config(None, {"prometheus": {"url": str(server.make_url(""))}}, environ={})
-    source = PrometheusSource(cfg.prometheus, AdapterMetrics())
+    cache, source, cfg = await cache_for(prom)
     read_on: list[int] = []
     targets = evidence.targets
 
-    def counted(parts: object) -> object:
+    def counted(parts: Any) -> Any:
         read_on.append(threading.get_ident())
-        return targets(parts)  # type: ignore[arg-type]
+        return targets(parts)
 
-    await source.start()
     try:
         with pytest.MonkeyPatch.context() as patched:
             patched.setattr(evidence, "targets", counted)
             patched.setattr(prometheus, "THREAD_BYTES", 0)  # every answer decoded as a large one
-            cache = Cache(cfg.effective_rules, source, AdapterMetrics())
             await cache.refresh_once()
             assert len(read_on) == 1
             await cache.refresh_once()
             assert len(read_on) == 2
     finally:
         await source.close()
-        await server.close()
-    with_family = [r for r in cfg.effective_rules if r.states_family is not None]
-    assert len(with_family) > 1  # the premise: several rules read the same evidence
+    assert sum(r.states_family is not None for r in cfg.effective_rules) > 1  # several rules read it
     assert threading.get_ident() not in read_on
