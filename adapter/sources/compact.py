@@ -69,10 +69,10 @@ def read(
     now_get, before_get = now.get, before.get
     last = None  # the time text last checked: every series of an answer has the same
     stamp = 0.0
-    read = 0
+    seen = 0  # series read so far
     while True:
-        read += 1
-        if not read % EVERY:
+        seen += 1
+        if not seen % EVERY:
             give_way()
         if not starts('{"metric":{', at):
             return None

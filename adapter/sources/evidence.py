@@ -313,7 +313,8 @@ class Evidence:
     """A refresh's evidence answer, read once for every rule needing it (in a worker thread at fleet
     scale: thousands of targets, tens of ms each time it is read): each part's series (part name ->
     its series), its evaluation time, the targets they tell of, the instances of those not up and
-    current at that time (``problem_instances``) and the jobs with scrape targets."""
+    current at that time (``problem_instances``) and the jobs with scrape targets. Shared by every
+    rule's query: read, never changed."""
 
     parts: dict[str, list[Series]]
     at: float
