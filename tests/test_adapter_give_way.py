@@ -19,7 +19,7 @@ import pytest
 from adapter import cache, giveway, labelsets
 from adapter.labelsets import Labels
 from adapter.selfmetrics import AdapterMetrics
-from adapter.sources import evidence, prometheus
+from adapter.sources import evidence, flagpairs, prometheus
 from adapter.sources.source_states import MARKER, split_parts
 from adapter.vectors import Series, Vector
 
@@ -144,6 +144,11 @@ def _classify() -> None:
     assert len(states) == ITEMS
 
 
+def _fold_flags() -> None:
+    highs, lows = flagpairs.extremes(_series(ITEMS))
+    assert len(highs) == len(lows) == ITEMS
+
+
 def _index() -> None:
     vector = Vector(_series(ITEMS), 1000.0)
     vector.prepare(["pod"])
@@ -174,6 +179,7 @@ LOOPS: dict[str, Callable[[], None]] = {
     "splitting an answer's parts": _split,
     "putting label sets in order": _order,
     "classifying source states (and putting them in order)": _classify,
+    "folding a flag pair's answer": _fold_flags,
     "building an index": _index,
     "interning label sets": _intern,
     "sweeping the label sets": _sweep,

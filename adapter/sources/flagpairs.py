@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..giveway import EVERY, give_way
 from ..labelsets import Labels
 from ..promql import PLACEHOLDER
 from ..rules import RuleConfig
@@ -88,7 +89,9 @@ def extremes(series: Sequence[Series]) -> tuple[list[Series], list[Series]]:
     high: dict[object, float] = {}
     low: dict[object, float] = {}
     labels: dict[object, Series] = {}
-    for s in series:
+    for seen, s in enumerate(series, 1):
+        if not seen % EVERY:
+            give_way()
         key: object = s.labels if type(s.labels) is Labels else frozenset(s.labels.items())
         value = s.value
         top = high.get(key)
