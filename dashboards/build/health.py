@@ -224,6 +224,23 @@ def build() -> db.Dashboard:
         )
         .with_panel(
             timeseries_panel(
+                "Refresh time",
+                "Mean seconds a refresh took, and of each second how much its worker threads paused "
+                "so that the requests answered meanwhile did not wait (adapter/giveway.py).",
+                "s",
+                query(
+                    f"{per_second('rightsizer_adapter_refresh_duration_seconds_sum', 'instance', A)}"
+                    f" / {per_second('rightsizer_adapter_refresh_duration_seconds_count', 'instance', A)}",
+                    "{{instance}} refresh",
+                ),
+                query(
+                    per_second("rightsizer_adapter_worker_pause_seconds_total", "instance", A),
+                    "{{instance}} paused for requests",
+                ),
+            ).min(0)
+        )
+        .with_panel(
+            timeseries_panel(
                 "Upstream query latency p99",
                 "Prometheus queries (or exporter scrapes in direct mode).",
                 "s",
