@@ -14,8 +14,8 @@ engine's clock, of what can change an answer only:
 - ``cur``: F now (the flag of an ``up_family``), honouring staleness markers; where the values
   stand for the UP states (``up_from_values``) only the series of the targets that are not up and
   current (``problem_instances``), none while every target is;
-- ``ts``: the series whose sample is older than ``stale_after`` (for a rule without a flag, of the
-  jobs that are not scraped, as ``seen`` below); ``jobs`` (a rule without a flag): which targets
+- ``ts``: the series whose sample is older than ``stale_after``, of the jobs that are not scraped
+  (imported, remote-written or federated data); ``jobs`` (a rule without a flag): which targets
   publish F (a rule with a flag reads which jobs do from its ``cur``, every series of F);
 - ``why`` (a rule with a ``why_family``): the reasons (``reason`` label) of the flags not 1 now,
   quoted by the 503 of their key;
@@ -112,17 +112,20 @@ def rule_parts(
     Where the values stand for the UP states (``up_from_values``), ``cur`` holds only the series of
     those targets (none at all while every target is up and current).
 
-    ``scraped``: jobs whose every series belongs to a scrape target the evidence knows (``jobs_of``
-    a previous answer). For a rule without a flag the series seen but not now of an up and current
-    target give no state (``classify``), so ``seen`` leaves those jobs out (but for the targets in
-    ``problems``) and reads an hour of the series of the other jobs only: imported, remote-written
-    or federated data; ``ts`` leaves them out too (their samples carry their scrape's time)."""
+    ``scraped``: jobs whose every series belongs to a scrape target the evidence knows (no series
+    of them was found under an (``instance``, ``job``) that is no scrape target: ``foreign_jobs``
+    of a previous answer). ``ts`` leaves them out, for every rule: their samples carry their
+    scrape's time. For a rule without a flag the series seen but not now of an up and current
+    target give no state (``classify``), so ``seen`` leaves those jobs out too (but for the targets
+    in ``problems``) and reads an hour of the series of the other jobs only: imported,
+    remote-written or federated data. A rule with a flag reads every job's in ``seen``: a flag its
+    healthy exporter stopped publishing is a state (GONE)."""
     mine = scraped if rule.up_family is None else ()
     # A sample of a target that is up and current carries that scrape's time (exporters write no
     # timestamps), and a target that is not current taints its series whatever their age: only the
     # other jobs' samples (imported, remote-written, federated) can be old while their source looks
-    # current, so ``ts`` leaves the scraped jobs out like ``seen``.
-    own = _excluded(selector, mine) if mine else selector
+    # current, so ``ts`` leaves the scraped jobs out, a flag's as well (docs/fleet-scale.md).
+    own = _excluded(selector, scraped) if scraped else selector
     parts = {
         "cur": _current(rule, selector, problems),
         # per target: where the gone series may be left out (``foreign_jobs``), and which jobs
@@ -358,9 +361,10 @@ def scraped_jobs(known: Mapping[tuple[str, str], Target]) -> set[str]:
 
 
 def foreign_jobs(parts: Mapping[str, Sequence[Series]], known: Mapping[tuple[str, str], Target]) -> set[str]:
-    """The jobs of a rule's ``jobs`` part (per target) publishing the family now under an
-    (``instance``, ``job``) that is no scrape target: federated with ``honor_labels`` into a job
-    of the same name, or an ``instance`` relabelled. Their gone series are asked from then on."""
+    """The jobs of a rule's ``jobs`` part (per target; a flag's: its every series now) publishing
+    the family now under an (``instance``, ``job``) that is no scrape target: federated with
+    ``honor_labels`` into a job of the same name, or an ``instance`` relabelled. Their old samples
+    (and, for a rule without a flag, their gone series) are asked from then on."""
     out = set()
     for s in parts.get("jobs", ()):
         target = known.get(_target_key(s.labels))

@@ -343,10 +343,11 @@ class PrometheusSource:
         self.horizon = Horizon(cfg.source_horizon_seconds, cfg.stale_after_seconds)
         self.idle_after = cfg.rule_idle_seconds  # rules nobody asks for are not refreshed (cache.py)
         self._dropped_logged: set[str] = set()
-        # per rule without a flag: the jobs its last answer found publishing under an (instance,
-        # job) that is no scrape target, whose series seen within the horizon but not now are
-        # always asked (those of the other scraped jobs give no state while their target is up and
-        # current). Not known yet: every job's are asked, until an answer tells or a query fails.
+        # per rule: the jobs its last answer found publishing under an (instance, job) that is no
+        # scrape target, whose samples older than stale_after (and, for a rule without a flag,
+        # whose series seen within the horizon but not now) are always asked (those of the other
+        # scraped jobs give no state while their target is up and current). Not known yet: every
+        # job's are asked, until an answer tells (or, for a rule without a flag, a query fails).
         self._foreign: dict[str, set[str]] = {}
         metrics.watch_source(self.name)
 
@@ -630,10 +631,12 @@ class PrometheusSource:
                 states[rule.name] = None
                 continue
             parts = {name: found[part] for name, part in named[rule.name].items()}
-            if rule.up_family is None:
-                self._foreign[rule.name] = foreign_jobs(parts, known)
-            else:  # the jobs publishing a flag: its every series now (``cur``), a NaN one too
+            if rule.up_family is not None:
+                # the jobs publishing a flag: its every series now (``cur``), a NaN one too
                 parts["jobs"] = nan[named[rule.name]["cur"]]
+                self._foreign[rule.name] = foreign_jobs({"jobs": [*parts["cur"], *parts["jobs"]]}, known)
+            else:
+                self._foreign[rule.name] = foreign_jobs(parts, known)
             classified = classify(rule, parts, known, stamp, self.horizon)
             # the per-job parts (how often each job was scraped) come with the evidence query
             if failed and asks_late and rule.up_family is None:  # judged with what the failed held
