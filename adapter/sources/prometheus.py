@@ -23,7 +23,7 @@ import math
 import os
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import aiohttp
@@ -64,9 +64,7 @@ log = logging.getLogger("rightsizer.adapter.prometheus")
 # Queries of a refresh at the engine at once: a refresh's work is the same either way, but more at
 # once only share the engine's cores (two replicas, and the engine's own scraping), each running
 # longer, until all of them pass their deadline together (measured at 40,000 GPUs: see
-# docs/fleet-scale.md). Two at a time keep each query's time its own, within its deadline. The
-# evidence query (the scrape targets' health, small) has a slot of its own: sent with the rules'
-# queries, it is not waited for before they are sent (``ask``).
+# docs/fleet-scale.md). Two at a time keep each query's time its own, within its deadline.
 MAX_CONCURRENT_QUERIES = 2
 MAX_REFRESH_SHARE = 0.5  # of a replica's time spent refreshing, at most (``next_delay``)...
 FRESH_REFRESH_SHARE = 0.6  # ...unless answers would pass twice the interval, up to this share
@@ -341,10 +339,6 @@ class PrometheusSource:
         self.metrics = metrics
         self._session: aiohttp.ClientSession | None = None
         self._limit = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
-        self._evidence_slot = asyncio.Semaphore(1)
-        # the last evidence read: the next refresh builds its rules' parts from it, so that they are
-        # sent with that refresh's own evidence query instead of after it (``ask``)
-        self._assumed: Evidence | None = None
         self._decoding = asyncio.Semaphore(1)
         self.horizon = Horizon(cfg.source_horizon_seconds, cfg.stale_after_seconds)
         self.idle_after = cfg.rule_idle_seconds  # rules nobody asks for are not refreshed (cache.py)
@@ -449,16 +443,13 @@ class PrometheusSource:
         then: Callable[[Answer], T],
         derive: Derive | None = None,
         values_label: str | None = None,
-        ready: Callable[[], Awaitable[None]] | None = None,
-        slot: asyncio.Semaphore | None = None,
     ) -> T:
         """``then`` of ``promql``'s answer (``_digest``), sent once a slot is free
-        (``MAX_CONCURRENT_QUERIES``, or ``slot``) and timed from then until its answer is read (the
-        wait for a slot is the refresh's, not the engine's; so is decoding). The slot is held until
-        the answer is decoded: with more answers read than decoded, their bodies would wait in
-        memory together. ``ready``: awaited once the answer is read, before it is decoded (what
-        ``then`` needs: the refresh's evidence). Raises QueryError."""
-        async with slot or self._limit:
+        (``MAX_CONCURRENT_QUERIES``) and timed from then until its answer is read (the wait for a
+        slot is the refresh's, not the engine's; so is decoding). The slot is held until the answer
+        is decoded: with more answers read than decoded, their bodies would wait in memory together.
+        Raises QueryError."""
+        async with self._limit:
             started = time.perf_counter()
             try:
                 status, body = await self._post(promql, None)
@@ -467,12 +458,6 @@ class PrometheusSource:
                 self.metrics.upstream(self.name, time.perf_counter() - started, False, late)
                 raise
             took = time.perf_counter() - started
-            if ready is not None:
-                try:
-                    await ready()
-                except QueryError:  # this query was answered: what failed is counted as itself
-                    self.metrics.upstream(self.name, took, status == 200)
-                    raise
             try:
                 out = await self._digest(status, body, states, then, derive, values_label)
             except QueryError as exc:  # an error the engine answered (its own deadline: a timeout)
@@ -493,13 +478,7 @@ class PrometheusSource:
             return read_evidence({name: found[text] for name, text in parts.items()}, stamp, self.horizon)
 
         async def ask() -> Evidence:
-            try:
-                found = await self._timed(parts_only(texts), True, read, slot=self._evidence_slot)
-            except QueryError:
-                self._assumed = None  # the next refresh waits for its own evidence
-                raise
-            self._assumed = found
-            return found
+            return await self._timed(parts_only(texts), True, read)
 
         return SharedEvidence(ask)
 
@@ -522,61 +501,31 @@ class PrometheusSource:
         values_label: str | None = None,
     ) -> tuple[list[Series], float, list[Series], dict[str, tuple[Series, ...] | None]]:
         """``query``'s series, evaluation time and NaN/Inf series left out, with the source states of
-        each of ``rules`` (None for a rule without a source family): ``query`` carrying the rules'
-        own parts, sent with the refresh's evidence query (shared), and judged with it once both are
-        in. ``values_label``: the label holding each value (a ``count_values`` query). Raises
-        QueryError.
-
-        The parts are built from the last refresh's evidence (``assumed``; the first refresh waits
-        for its own): which targets were not up and current, which jobs are scraped. Where this
-        refresh's evidence finds more targets not up and current, what those held is asked after
-        the query (``_ask_late``, as for a target failing before the query), or a rule with a flag
-        judges their series gone within the horizon held (unknown, 503) until the next refresh
-        times them; where it could not be judged from such parts (past ``MAX_TIMED_TARGETS`` not
-        current, or a job no longer scraped), the query is asked again with this evidence."""
-        needs = any(rule.states_family is not None for rule in rules)
-        assumed = self._assumed
-        if needs:
-            evidence.start()
-        if needs and assumed is None:  # the first refresh, or the last evidence query failed
-            assumed = await _evidence_of(evidence)
-        problems = assumed.problems if assumed is not None else None
-        scraped = assumed.scraped if assumed is not None else set()
+        each of ``rules`` (None for a rule without a source family): the refresh's evidence query
+        first (shared), then ``query`` carrying the rules' own parts. ``values_label``: the label
+        holding each value (a ``count_values`` query). Raises QueryError."""
+        known: dict[tuple[str, str], Target] = {}
+        shared: dict[str, list[Series]] = {}
+        problems: list[str] | None = None
+        scraped: set[str] = set()
+        if any(rule.states_family is not None for rule in rules):
+            try:
+                read = await evidence.get()
+            except QueryError as exc:
+                raise QueryError(f"the source evidence query failed: {exc}"[:300]) from None
+            known, shared, problems, scraped = read.known, read.parts, read.problems, read.scraped
         named = {rule.name: self._parts_of(rule, problems, scraped) for rule in rules}
         needed = list(dict.fromkeys(p for parts in named.values() for p in parts.values()))
+        # telling the parts apart and classifying is done with the decoding (at fleet scale, in the
+        # worker thread: hundreds of ms the event loop would not answer requests otherwise)
         asks_late = problems is not None  # a target failing before the query: what it held is asked again
-        judged: list[tuple[Evidence, list[str]]] = []  # this refresh's evidence, the targets it adds
-
-        async def ready() -> None:
-            if needs:
-                now = await _evidence_of(evidence)
-                if assumed is not now and not _judged_from(assumed, now):
-                    raise _AskAgain(now)
-                added = []
-                if now is not assumed and problems is not None:
-                    added = sorted(set(now.problems or ()) - set(problems))
-                judged.append((now, added))
-
-        def sort_out(answer: Answer) -> tuple[
-            list[Series], float, list[Series], dict[str, tuple[Series, ...] | None], list[str],
-            dict[str, dict[str, list[Series]]],
-        ]:  # fmt: skip
-            now, added = judged[0] if judged else (None, [])
-            known = now.known if now is not None else {}
-            shared = now.parts if now is not None else {}
-            return self._sort_out(rules, named, needed, known, shared, asks_late, added, answer)
-
+        sort_out = functools.partial(self._sort_out, rules, named, needed, known, shared, asks_late)
         # the workload of each value from its pod as it is read: never a label set without it kept
         derive = with_workload if rules and all(r.workload_from_pod for r in rules) else None
         try:
-            # telling the parts apart and classifying is done with the decoding (at fleet scale, in
-            # the worker thread: hundreds of ms the event loop would not answer requests otherwise)
             series, stamp, dropped, states, failed, pending = await self._timed(
-                with_parts(query, needed), bool(needed), sort_out, derive, values_label, ready
+                with_parts(query, needed), bool(needed), sort_out, derive, values_label
             )
-        except _AskAgain as again:
-            self._assumed = again.evidence
-            return await self.ask(query, rules, evidence, values_label)
         except QueryError:
             for rule in rules:  # too slow with every job's gone series: the next asks the others'
                 if rule.states_family is not None and rule.up_family is None:
@@ -584,7 +533,6 @@ class PrometheusSource:
             raise
         if pending:  # the rules without a flag, in a refresh during which a target failed
             late = [r for r in rules if r.name in pending]
-            known = judged[0][0].known if judged else {}
             states = await self._ask_late(late, failed, known, states, derive, pending)
         return series, stamp, dropped, states
 
@@ -601,9 +549,7 @@ class PrometheusSource:
         evidence but failed before the rules' query was evaluated) for ``rules``, which have no
         flag: their query left those series out, and the values no longer hold them (staleness
         markers), so without this a key such a target held would be missing or partial for a
-        refresh. One more query, only in a refresh during which a target failed. ``failed`` also
-        holds the targets not up and current in this refresh's evidence that were in the one the
-        query's parts were built from (``ask``): the parts did not ask for their series either.
+        refresh. One more query, only in a refresh during which a target failed.
 
         ``pending``: each rule's parts of the first query (with the evidence's), whose ``unreached``
         targets are judged here, with what the failed targets held: a target scraped first after
@@ -661,7 +607,6 @@ class PrometheusSource:
         known: dict[tuple[str, str], Target],
         shared: dict[str, list[Series]],
         asks_late: bool,
-        added: Sequence[str],
         answer: Answer,
     ) -> tuple[
         list[Series],
@@ -678,7 +623,7 @@ class PrometheusSource:
         series, stamp, dropped = answer
         series, found = split_parts(series, needed)
         dropped, nan = split_parts(dropped, needed)  # a part's NaN is no value: never a state
-        failed = sorted({i for i, _ in failed_since(known, {"down": found.get(DOWN_NOW, [])})} | set(added))
+        failed = sorted({i for i, _ in failed_since(known, {"down": found.get(DOWN_NOW, [])})})
         states: dict[str, tuple[Series, ...] | None] = {}
         pending: dict[str, dict[str, list[Series]]] = {}
         for rule in rules:
@@ -774,30 +719,3 @@ class PrometheusSource:
         for pair, (flag, complement) in zip(pairs, both, strict=True):
             out[pair.flag.name], out[pair.complement.name] = flag, complement
         return {rule.name: out[rule.name] for rule in rules}
-
-
-class _AskAgain(QueryError):
-    """A rule's query whose parts this refresh's evidence cannot judge (``_judged_from``): asked
-    again with parts built from it."""
-
-    def __init__(self, evidence: Evidence) -> None:
-        super().__init__("the scrape targets changed during the refresh")
-        self.evidence = evidence
-
-
-async def _evidence_of(evidence: SharedEvidence) -> Evidence:
-    try:
-        return await evidence.get()
-    except QueryError as exc:
-        raise QueryError(f"the source evidence query failed: {exc}"[:300]) from None
-
-
-def _judged_from(assumed: Evidence | None, now: Evidence) -> bool:
-    """Whether the parts of a query built from ``assumed`` (a previous refresh's evidence) can be
-    judged with ``now``: every job they leave out as scraped still is (else its series are
-    imported data now, read in full), and the series of the targets not up and current are not
-    all to be timed now (past ``MAX_TIMED_TARGETS``) where ``assumed`` timed only some. More
-    targets not up and current are asked late (``ask``); fewer were asked for nothing."""
-    if assumed is None or not assumed.scraped <= now.scraped:
-        return False
-    return assumed.problems is None or now.problems is not None

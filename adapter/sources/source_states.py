@@ -67,15 +67,10 @@ class SharedEvidence:
         self._ask = ask
         self._answer: asyncio.Future[Evidence] | None = None
 
-    def start(self) -> None:
-        """Send the query now, if not sent yet (its answer waited for later, by ``get``)."""
-        if self._answer is None:
-            self._answer = asyncio.ensure_future(self._ask())
-
     async def get(self) -> Evidence:
         """The evidence answer, read once (``Evidence``); raises what asking it raised."""
-        self.start()
-        assert self._answer is not None
+        if self._answer is None:
+            self._answer = asyncio.ensure_future(self._ask())
         return await asyncio.shield(self._answer)
 
     def close(self) -> None:
