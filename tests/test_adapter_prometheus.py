@@ -203,6 +203,35 @@ async def test_slow_prometheus_hits_the_deadline(prom: FakePrometheus) -> None:
     await source.close()
 
 
+@pytest.mark.parametrize(
+    ("settings", "deadline"),
+    [
+        ({}, 10.0),  # the defaults: twice the 5 s refresh interval
+        ({"refresh_interval_seconds": 30}, 60.0),
+        ({"refresh_interval_seconds": 1}, 5.0),  # never under 5 s by default
+        ({"refresh_interval_seconds": 300}, 120.0),  # nor over the setting's bound
+        ({"refresh_interval_seconds": 30, "timeout_seconds": 3}, 3.0),  # as set
+    ],
+)
+async def test_the_query_deadline_is_twice_the_refresh_interval_unless_set(
+    prom: FakePrometheus, settings: dict[str, float], deadline: float
+) -> None:
+    """What the engine is told (its own ``timeout``) and what the adapter waits for: a query cut at
+    one interval lost whole refreshes at 40,000 GPUs (docs/fleet-scale.md)."""
+    prom.delay = 0.3
+    cache, source, _ = await cache_for(prom, **settings)
+    await cache.refresh_once()
+    assert {form["timeout"] for form in prom.forms} == {str(deadline)}
+    assert all(state.error is None for state in cache.states.values()), cache.states
+    await source.close()
+    if deadline <= 5:  # and the adapter's own wait ends there: a query slower than it fails alone
+        prom.delay, prom.forms = deadline + 0.5, []
+        cache, source, _ = await cache_for(prom, **settings)
+        await cache.refresh_once()
+        assert f"timed out after {deadline}s" in (cache.states["rightsizer_queue_depth"].error or "")
+        await source.close()
+
+
 async def test_credentials_and_headers_are_sent(prom: FakePrometheus, tmp_path: Path) -> None:
     (tmp_path / "token").write_text("s3cret\n")
     cache, source, _ = await cache_for(

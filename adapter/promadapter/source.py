@@ -99,7 +99,7 @@ class PromAdapterSource(PrometheusSource):
                 url,
                 data=form,
                 headers=self._auth_headers(),
-                timeout=aiohttp.ClientTimeout(total=self.cfg.timeout_seconds),
+                timeout=aiohttp.ClientTimeout(total=self.cfg.deadline),
             ) as resp:
                 body, status = await resp.read(), resp.status
             data = json.loads(body)

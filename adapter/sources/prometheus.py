@@ -378,14 +378,14 @@ class PrometheusSource:
     async def _post(self, promql: str, at: float | None) -> tuple[int, bytes]:
         """Send ``promql``; the answer's HTTP status and body once read. Raises QueryError."""
         assert self._session is not None, "start() first"
-        timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_seconds)
+        timeout = aiohttp.ClientTimeout(total=self.cfg.deadline)
         # Complete answers or errors, where the engine would answer partially: Thanos Query's
         # partial_response (on by default there), VictoriaMetrics cluster's deny_partial_response.
         # Other engines ignore both. No ``time``: the engine evaluates at its own clock, so a
         # skewed adapter clock cannot ask for the past.
         data = {
             "query": promql,
-            "timeout": str(self.cfg.timeout_seconds),
+            "timeout": str(self.cfg.deadline),
             "partial_response": "false",
             "deny_partial_response": "1",
         }
@@ -398,7 +398,7 @@ class PrometheusSource:
                 body = await resp.read()
                 status = resp.status
         except TimeoutError:
-            raise QueryTimeout(f"prometheus query timed out after {self.cfg.timeout_seconds}s") from None
+            raise QueryTimeout(f"prometheus query timed out after {self.cfg.deadline}s") from None
         except aiohttp.ClientConnectorError as exc:
             why = exc.os_error.strerror if exc.os_error and exc.os_error.strerror else str(exc)
             raise QueryError(f"prometheus at {self.cfg.url} is unreachable: {why}") from None
