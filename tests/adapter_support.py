@@ -35,6 +35,7 @@ from adapter.kubernetes.quantities import parse_quantity
 from adapter.rules import BUILTIN_RULES
 from adapter.selfmetrics import AdapterMetrics
 from adapter.server import create_app
+from adapter.sources.prometheus import PrometheusSource
 from adapter.sources.scrape import ScrapeSource
 
 
@@ -307,3 +308,39 @@ def assert_status(answer: tuple[int, Any], code: int, reason: str) -> None:
     assert status == code
     assert body["kind"] == "Status" and body["apiVersion"] == "v1" and body["status"] == "Failure"
     assert (body["code"], body["reason"]) == (code, reason) and body["message"]
+
+
+@contextlib.asynccontextmanager
+async def recording_adapter(
+    url: str, aiohttp_client: Any, **prometheus: Any
+) -> AsyncIterator[tuple[Any, Cache, list[str]]]:
+    """The adapter's app on the engine at ``url`` (its cache refreshed by the test), its client, and
+    every query a refresh sends, in order (the source's ``_post``, which every query goes through)."""
+    cfg = load_config(None, {"prometheus": {"url": url, **prometheus}}, environ={})
+    source = PrometheusSource(cfg.prometheus, AdapterMetrics())
+    sent: list[str] = []
+    post = source._post
+
+    async def sending(promql: str, at: float | None = None) -> Any:
+        sent.append(promql)
+        return await post(promql, at)
+
+    source._post = sending  # type: ignore[method-assign]
+    await source.start()
+    try:
+        cache = Cache(cfg.effective_rules, source, AdapterMetrics())
+        app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
+        yield await aiohttp_client(app), cache, sent
+    finally:
+        await source.close()
+
+
+async def refreshes(cache: Cache, sent: list[str], count: int = 3) -> AsyncIterator[int]:
+    """Refreshes ``cache`` ``count`` times (``sent``: what ``recording_adapter`` records), yielding
+    each refresh's index once it is done, having sent one query per built-in rule (the flag pair:
+    one) and one evidence query."""
+    for refresh in range(count):
+        sent.clear()
+        await cache.refresh_once()
+        assert len(sent) == BUILTIN_QUERIES, sent
+        yield refresh

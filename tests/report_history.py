@@ -19,10 +19,13 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pytest
 from servers import prometheus, prometheus_build
 from side_by_side import side_by_side
 from victoria_metrics import import_text, victoria_metrics
@@ -212,3 +215,15 @@ def engine_holding(engine: str, families: dict[str, list[str]]) -> Iterator[str]
             yield prom.url
     finally:
         shutil.rmtree(tsdb, ignore_errors=True)
+
+
+def engine_fixture(history: Callable[[float], dict[str, list[str]]]) -> Any:
+    """A test module's ``engine`` fixture: each of ``ENGINES`` holding ``history(now)`` (``engine_holding``),
+    started once per module; its URL."""
+
+    @pytest.fixture(scope="module", params=ENGINES)
+    def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+        with engine_holding(request.param, history(time.time())) as url:
+            yield url
+
+    return engine

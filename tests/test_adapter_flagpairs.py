@@ -24,13 +24,12 @@ Each rule's values must also equal what its own query gives asked alone, on the 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
-from report_history import ENGINES, Samples, engine_holding
+from report_history import Samples, engine_fixture
 
 from adapter.cache import Cache
 from adapter.config import load_config
@@ -74,10 +73,7 @@ def history(end: float) -> dict[str, list[str]]:
     return out.families
 
 
-@pytest.fixture(scope="module", params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> Iterator[str]:
-    with engine_holding(request.param, history(time.time())) as url:
-        yield url
+engine = engine_fixture(history)
 
 
 @pytest.fixture

@@ -22,21 +22,14 @@ query per rule and one evidence query.
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from adapter_support import BUILTIN_QUERIES, assert_status, client_get
-from report_history import ENGINES, Samples, engine_holding
+from adapter_support import assert_status, client_get, recording_adapter, refreshes
+from report_history import Samples, engine_fixture
 
 from adapter.cache import Cache
-from adapter.config import load_config
-from adapter.keda.metrics_api import MetricsApiAuth
-from adapter.kubernetes.gate import Gate
-from adapter.selfmetrics import AdapterMetrics
-from adapter.server import create_app
-from adapter.sources.prometheus import PrometheusSource
 
 UTIL = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/rightsizer_gpu_utilization_ratio"
 STEP, SPAN = 15.0, 1800.0
@@ -65,38 +58,18 @@ def history(end: float) -> dict[str, list[str]]:
     return out.families
 
 
-@pytest.fixture(scope="module", params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> Iterator[str]:
-    with engine_holding(request.param, history(time.time())) as url:
-        yield url
+engine = engine_fixture(history)
 
 
 @pytest.fixture
 async def served(engine: str, aiohttp_client: Any) -> AsyncIterator[tuple[Any, Cache, list[str]]]:
-    cfg = load_config(None, {"prometheus": {"url": engine, "stale_after_seconds": 600}}, environ={})
-    source = PrometheusSource(cfg.prometheus, AdapterMetrics())
-    sent: list[str] = []
-    post = source._post  # every query a refresh sends goes through it
-
-    async def sending(promql: str, at: float | None = None) -> Any:
-        sent.append(promql)
-        return await post(promql, at)
-
-    source._post = sending  # type: ignore[method-assign]
-    await source.start()
-    cache = Cache(cfg.effective_rules, source, AdapterMetrics())
-    app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
-    client = await aiohttp_client(app)
-    yield client, cache, sent
-    await source.close()
+    async with recording_adapter(engine, aiohttp_client, stale_after_seconds=600) as found:
+        yield found
 
 
 async def test_gone_series_of_unscraped_instances_are_missed_at_every_refresh(served: Any) -> None:
     client, cache, sent = served
-    for refresh in range(3):
-        sent.clear()
-        await cache.refresh_once()
-        assert len(sent) == BUILTIN_QUERIES, sent  # one per rule (idle and busy: one), one evidence query
+    async for refresh in refreshes(cache, sent):
         code, body = await client_get(client, f"{UTIL}?labelSelector=workload%3Dworker")
         assert code == 200 and [i["value"] for i in body["items"]] == ["300m"], (refresh, body)
         code, body = await client_get(client, f"{UTIL}?labelSelector=workload%3Dlive")

@@ -19,22 +19,12 @@ Every refresh answers alike, one query per rule and one evidence query.
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import pytest
-from adapter_support import BUILTIN_QUERIES, assert_status, client_get
-from report_history import ENGINES, Samples, engine_holding
+from adapter_support import assert_status, client_get, recording_adapter, refreshes
+from report_history import Samples, engine_fixture
 
-from adapter.cache import Cache
-from adapter.config import load_config
-from adapter.keda.metrics_api import MetricsApiAuth
-from adapter.kubernetes.gate import Gate
-from adapter.selfmetrics import AdapterMetrics
-from adapter.server import create_app
-from adapter.sources.prometheus import PrometheusSource
-
+QUERY = "(max without (instance, job) (rightsizer_queue_depth"  # the queue depth rule's
 DEPTH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/prod/rightsizer_queue_depth"
 STEP, SPAN = 15.0, 600.0
 # (target labels of the series, the target scraped (its `up`), queue, depth, gone this many
@@ -61,46 +51,22 @@ def history(end: float) -> dict[str, list[str]]:
     return out.families
 
 
-@pytest.fixture(scope="module", params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> Iterator[str]:
-    with engine_holding(request.param, history(time.time())) as url:
-        yield url
+engine = engine_fixture(history)
 
 
-@pytest.fixture
-async def served(engine: str, aiohttp_client: Any) -> AsyncIterator[tuple[Any, Cache, list[str]]]:
-    cfg = load_config(None, {"prometheus": {"url": engine, "stale_after_seconds": 60}}, environ={})
-    source = PrometheusSource(cfg.prometheus, AdapterMetrics())
-    sent: list[str] = []
-    post = source._post  # every query a refresh sends goes through it
-
-    async def sending(promql: str, at: float | None = None) -> Any:
-        sent.append(promql)
-        return await post(promql, at)
-
-    source._post = sending  # type: ignore[method-assign]
-    await source.start()
-    cache = Cache(cfg.effective_rules, source, AdapterMetrics())
-    app = create_app(cache, Gate.off(), AdapterMetrics(), MetricsApiAuth(cfg.metrics_api))
-    client = await aiohttp_client(app)
-    yield client, cache, sent
-    await source.close()
-
-
-async def test_old_flags_of_scraped_jobs_are_not_asked_after_the_first_refresh(served: Any) -> None:
-    client, cache, sent = served
-    for refresh in range(3):
-        sent.clear()
-        await cache.refresh_once()
-        assert len(sent) == BUILTIN_QUERIES, sent  # one per rule (idle and busy: one), one evidence query
-        for queue, value in (("jobs", "5"), ("live", "7")):
-            code, body = await client_get(client, f"{DEPTH}?labelSelector=queue%3D{queue}")
-            assert code == 200 and [i["value"] for i in body["items"]] == [value], (refresh, queue, body)
-        missed = await client_get(client, f"{DEPTH}?labelSelector=queue%3Dfed")
-        assert_status(missed, 503, "ServiceUnavailable")
-        assert "remote-2:9400 (job federated)" in missed[1]["message"], (refresh, missed)
-        (depth,) = [q for q in sent if q.startswith("(max without (instance, job) (rightsizer_queue_depth")]
-        # the first refresh knows no job's flags yet; then job rightsizer is left out, not federated
-        selected = "rightsizer_queue_source_up" + ('{job!~"rightsizer"}' if refresh else "{}")
-        assert f"timestamp({selected}) < (time() - 60)" in depth, (refresh, depth)
-        assert "federated" not in depth  # a job carrying flags of instances it does not scrape
+async def test_old_flags_of_scraped_jobs_are_not_asked_after_the_first_refresh(
+    engine: str, aiohttp_client: Any
+) -> None:
+    async with recording_adapter(engine, aiohttp_client, stale_after_seconds=60) as (client, cache, sent):
+        async for refresh in refreshes(cache, sent):
+            for queue, value in (("jobs", "5"), ("live", "7")):
+                code, body = await client_get(client, f"{DEPTH}?labelSelector=queue%3D{queue}")
+                assert code == 200 and [i["value"] for i in body["items"]] == [value], (refresh, queue, body)
+            missed = await client_get(client, f"{DEPTH}?labelSelector=queue%3Dfed")
+            assert_status(missed, 503, "ServiceUnavailable")
+            assert "remote-2:9400 (job federated)" in missed[1]["message"], (refresh, missed)
+            (depth,) = [q for q in sent if q.startswith(QUERY)]
+            # the first refresh knows no job's flags yet; then job rightsizer is left out, not federated
+            selected = "rightsizer_queue_source_up" + ('{job!~"rightsizer"}' if refresh else "{}")
+            assert f"timestamp({selected}) < (time() - 60)" in depth, (refresh, depth)
+            assert "federated" not in depth  # a job carrying flags of instances it does not scrape

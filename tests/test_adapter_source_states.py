@@ -25,14 +25,13 @@ Each rule's values and states must equal what its query and its parts give when 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from adapter_support import assert_status, client_get
 from prometheus_client import generate_latest
-from report_history import ENGINES, Samples, engine_holding
+from report_history import Samples, engine_fixture
 
 from adapter.cache import Cache
 from adapter.config import load_config
@@ -120,10 +119,7 @@ SLOS = {  # node -> (workload, its SLO latency ratio, why it cannot be judged ("
 }
 
 
-@pytest.fixture(scope="module", params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> Iterator[str]:
-    with engine_holding(request.param, history(time.time())) as url:
-        yield url
+engine = engine_fixture(history)
 
 
 @pytest.fixture
