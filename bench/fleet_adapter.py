@@ -575,7 +575,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--refresh-interval", type=float, default=5.0)
     ap.add_argument("--rate", type=float, default=0.0, help="requests/s to pace wrk to (default: flat out)")
-    ap.add_argument("--query-timeout", type=float, help="prometheus.timeout_seconds (default 5)")
+    ap.add_argument("--query-timeout", type=float,
+                    help="prometheus.timeout_seconds (default: twice the refresh interval, at least 5)")
     ap.add_argument("--parts-only", action="store_true", help="only the engine cost of each part")
     ap.add_argument("--warm-seconds", type=float, default=IDLE_SECONDS + 30,
                     help="ask the selectors for this long before measuring: rules none asks for idle "
