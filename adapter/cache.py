@@ -98,7 +98,9 @@ class Cache:
         self.generation = 0
         self.answers: dict[tuple[Any, ...], Any] = {}
         self.refreshed = asyncio.Event()  # replaced by a fresh event after every refresh
-        self.deadline = max(30.0, source.interval * 4)
+        # a backstop against a refresh that never ends: each query has its own deadline, and a
+        # refresh is the evidence query, rounds of the rules' queries and at most one more round
+        self.deadline = max(30.0, source.interval * 4, 6 * getattr(source, "query_deadline", 0.0))
         self._previous: dict[str, RuleResult] | None = None
         self.values_age = 0.0  # the last refresh's values' age when put in (from when its collect returned)
         self._crashed: str | None = None

@@ -204,22 +204,25 @@ async def test_slow_prometheus_hits_the_deadline(prom: FakePrometheus) -> None:
 
 
 @pytest.mark.parametrize(
-    ("settings", "deadline"),
+    ("settings", "deadline", "refresh"),
     [
-        ({}, 10.0),  # the defaults: twice the 5 s refresh interval
-        ({"refresh_interval_seconds": 30}, 60.0),
-        ({"refresh_interval_seconds": 1}, 5.0),  # never under 5 s by default
-        ({"refresh_interval_seconds": 300}, 120.0),  # nor over the setting's bound
-        ({"refresh_interval_seconds": 30, "timeout_seconds": 3}, 3.0),  # as set
+        ({}, 10.0, 60.0),  # the defaults: twice the 5 s refresh interval
+        ({"refresh_interval_seconds": 30}, 60.0, 360.0),
+        ({"refresh_interval_seconds": 1}, 5.0, 30.0),  # never under 5 s by default
+        ({"refresh_interval_seconds": 300}, 120.0, 1200.0),  # nor over the setting's bound
+        ({"refresh_interval_seconds": 30, "timeout_seconds": 3}, 3.0, 120.0),  # as set
     ],
 )
 async def test_the_query_deadline_is_twice_the_refresh_interval_unless_set(
-    prom: FakePrometheus, settings: dict[str, float], deadline: float
+    prom: FakePrometheus, settings: dict[str, float], deadline: float, refresh: float
 ) -> None:
     """What the engine is told (its own ``timeout``) and what the adapter waits for: a query cut at
-    one interval lost whole refreshes at 40,000 GPUs (docs/fleet-scale.md)."""
+    one interval lost whole refreshes at 40,000 GPUs (docs/fleet-scale.md). The whole refresh is
+    cut only past six of them (its evidence query, rounds of rule queries, one round asked late),
+    at least 30 s and four intervals."""
     prom.delay = 0.3
     cache, source, _ = await cache_for(prom, **settings)
+    assert cache.deadline == refresh
     await cache.refresh_once()
     assert {form["timeout"] for form in prom.forms} == {str(deadline)}
     assert all(state.error is None for state in cache.states.values()), cache.states

@@ -125,7 +125,9 @@ def refuse_non_finite(result: RuleResult, bad: Sequence[Series], where: str) -> 
 
 class Source(Protocol):
     """A source may also say ``repeats_results = True``: ``collect`` then answers the very object it
-    answered before while nothing changed, and the cache keeps its memoized answers."""
+    answered before while nothing changed, and the cache keeps its memoized answers; and
+    ``query_deadline``: the deadline of one of its queries, a refresh being a few rounds of them
+    (the cache cuts a refresh at six of them, at least: ``Cache.deadline``)."""
 
     name: str
     interval: float

@@ -335,6 +335,7 @@ class PrometheusSource:
         assert cfg.url is not None
         self.cfg = cfg
         self.interval = cfg.refresh_interval_seconds
+        self.query_deadline = cfg.deadline
         self.url = cfg.url.rstrip("/") + "/api/v1/query"
         self.metrics = metrics
         self._session: aiohttp.ClientSession | None = None
